@@ -1,0 +1,28 @@
+# Two entry points for a fresh Debian/Ubuntu machine with Python 3.11:
+#   make run   -> installs Yak into .venv and starts one broker (data in ./yak-data)
+#   make test  -> installs Yak + test tools into .venv and runs the whole test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install lint clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+
+run: install
+	$(BIN)/yak serve --data-dir ./yak-data --listen 127.0.0.1:9092
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) *.egg-info
