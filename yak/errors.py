@@ -35,6 +35,9 @@ __all__ = [
     "NotLeaderOrFollowerError",
     "FencedLeaderEpochError",
     "UnknownLeaderEpochError",
+    "InvalidReplicaAssignmentError",
+    "UnknownTopicIdError",
+    "TopicDeletionDisabledError",
     "InvalidRequestError",
     "UnsupportedVersionError",
     "error_for_code",
@@ -158,6 +161,19 @@ class FencedLeaderEpochError(KafkaError):
 class UnknownLeaderEpochError(KafkaError):
     code = ErrorCode.unknown_leader_epoch
     retriable = True
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code = ErrorCode.invalid_replica_assignment
+
+
+class UnknownTopicIdError(KafkaError):
+    code = ErrorCode.unknown_topic_id
+    retriable = True
+
+
+class TopicDeletionDisabledError(KafkaError):
+    code = ErrorCode.topic_deletion_disabled
 
 
 class InvalidRequestError(KafkaError):
