@@ -40,3 +40,6 @@ class RawResponse:
 
     buffers: list[Any]
     size: int
+    """Total bytes in `buffers`."""
+    flexible_header: bool = False
+    """Response header v1 (one empty tagged-field byte after the correlation id)."""

@@ -1,0 +1,330 @@
+"""One client connection: framing, header parsing, dispatch, ordered responses.
+
+Kafka's contract per connection is strict ordering: responses leave in request order.
+Yak serves one connection's requests one at a time (as Kafka does, which mutes a
+channel while a request is in flight), while different connections run concurrently on
+the event loop. Memory per connection is bounded on both sides:
+
+- reading: a frame's 4-byte length is checked against `socket.request.max.bytes` before
+  anything is allocated (negative or oversized: close), and reading pauses once
+  `MAX_QUEUED_REQUESTS` frames or `MAX_QUEUED_BYTES` are waiting to be handled;
+- writing: when the transport's write buffer is above its high-water mark (a slow
+  consumer), this connection stops handling requests until it drains. Other
+  connections, producers included, keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import datetime
+import logging
+import struct
+import typing
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from yak.broker import handlers
+from yak.broker.context import RawResponse, RequestContext
+from yak.errors import KafkaError
+from yak.protocol import kio_compat
+from yak.protocol.kio_compat import ErrorCode
+
+if TYPE_CHECKING:
+    from yak.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_REQUESTS = 16
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+WRITE_LOW_WATER = 1024 * 1024
+
+API_VERSIONS_KEY = 18
+
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_RESP_HEADER = struct.Struct(">ii")
+
+
+class ProtocolViolation(Exception):
+    """The peer broke framing or sent something we refuse to parse: close, never answer."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.max_request = int(broker.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] | None = None
+        # framing state
+        self._head = b""  # partial 4-byte size
+        self._body: bytearray | None = None  # frame being filled
+        self._filled = 0
+        # handled-in-order queue
+        self._queue: collections.deque[memoryview] = collections.deque()
+        self._queued_bytes = 0
+        self._reading_paused = False
+        self._wakeup: asyncio.Future[None] | None = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self.extras: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = (peer[0], peer[1]) if peer else None
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._queue.clear()
+        self._can_write.set()
+        self._wake()
+        self.broker.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._frame(data)
+        except ProtocolViolation as e:
+            log.info("closing connection from %s: %s", self.peer, e)
+            self.close()
+
+    # ------------------------------------------------------------ framing
+
+    def _frame(self, data: bytes) -> None:
+        mv = memoryview(data)
+        pos = 0
+        end = len(data)
+        while pos < end and not self._closed:
+            body = self._body
+            if body is not None:
+                n = min(len(body) - self._filled, end - pos)
+                body[self._filled : self._filled + n] = mv[pos : pos + n]
+                self._filled += n
+                pos += n
+                if self._filled == len(body):
+                    self._body = None
+                    self._enqueue(memoryview(body).toreadonly())
+                continue
+            if self._head or end - pos < 4:
+                need = 4 - len(self._head)
+                self._head += bytes(mv[pos : pos + need])
+                pos += min(need, end - pos)
+                if len(self._head) < 4:
+                    return
+                (size,) = _SIZE.unpack(self._head)
+                self._head = b""
+            else:
+                (size,) = _SIZE.unpack_from(data, pos)
+                pos += 4
+            if size < 8 or size > self.max_request:
+                # Checked before allocating: a hostile length costs nothing.
+                raise ProtocolViolation(f"frame size {size} outside [8, {self.max_request}]")
+            if end - pos >= size:
+                # Whole frame in this chunk: zero-copy slice of the received bytes.
+                self._enqueue(mv[pos : pos + size])
+                pos += size
+            else:
+                self._body = bytearray(size)
+                self._filled = 0
+
+    def _enqueue(self, frame: memoryview) -> None:
+        self._queue.append(frame)
+        self._queued_bytes += len(frame)
+        if (
+            len(self._queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= MAX_QUEUED_BYTES
+        ) and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._wakeup
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.clear()
+            self._wake()
+            if self.transport is not None:
+                self.transport.abort()
+
+    # ------------------------------------------------------------ request loop
+
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._closed:
+                if not self._queue:
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                frame = self._queue.popleft()
+                self._queued_bytes -= len(frame)
+                if self._reading_paused and len(self._queue) < MAX_QUEUED_REQUESTS // 2 \
+                        and self._queued_bytes < MAX_QUEUED_BYTES // 2:
+                    self._reading_paused = False
+                    if self.transport is not None and not self._closed:
+                        self.transport.resume_reading()
+                try:
+                    await self._handle_frame(frame)
+                except ProtocolViolation as e:
+                    log.info("closing connection from %s: %s", self.peer, e)
+                    self.close()
+                    return
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection loop for %s failed", self.peer)
+            self.close()
+
+    async def _handle_frame(self, frame: memoryview) -> None:
+        if len(frame) < 10:
+            raise ProtocolViolation("request header truncated")
+        api_key, api_version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
+        pos = 10
+        client_id: str | None = None
+        if cid_len >= 0:
+            if pos + cid_len > len(frame):
+                raise ProtocolViolation("client id overruns the frame")
+            client_id = bytes(frame[pos : pos + cid_len]).decode("utf-8", "replace")
+            pos += cid_len
+        spec = handlers.get(api_key)
+        if spec is None or not spec.supports(api_version):
+            if api_key == API_VERSIONS_KEY:
+                # KIP-511: answer in v0 so any client can learn our range.
+                self._write_response(correlation_id, self._unsupported_api_versions())
+                return
+            raise ProtocolViolation(f"unsupported API key {api_key} version {api_version}")
+        try:
+            if kio_compat.request_header_version(api_key, api_version) >= 2:
+                pos = kio_compat.skip_tagged_fields(frame, pos)
+        except (ValueError, IndexError) as e:
+            raise ProtocolViolation(f"bad request header: {e}") from None
+        ctx = RequestContext(
+            broker=self.broker,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=client_id,
+            connection=self.peer,
+            header_size=pos,
+            extras=self.extras,
+        )
+        try:
+            if spec.decode_request is not None:
+                request = spec.decode_request(ctx, frame[pos:])
+            else:
+                request, _ = kio_compat.decode(
+                    kio_compat.request_class(api_key, api_version), frame, pos
+                )
+        except Exception as e:
+            raise ProtocolViolation(
+                f"undecodable {kio_compat.api_name(api_key)} v{api_version}: {e!r}"
+            ) from None
+        try:
+            response = await spec.handle(ctx, request)
+        except KafkaError as e:
+            response = error_response(api_key, api_version, e.code)
+            if response is None:
+                raise ProtocolViolation(f"{e!r} in a response without an error field") from None
+        except Exception:
+            log.exception(
+                "handler %s v%d failed", kio_compat.api_name(api_key), api_version
+            )
+            response = error_response(api_key, api_version, ErrorCode.unknown_server_error)
+            if response is None:
+                raise ProtocolViolation("handler failed") from None
+        if response is not None and not self._closed:
+            self._write_response(correlation_id, response)
+
+    def _write_response(self, correlation_id: int, response: Any) -> None:
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        if isinstance(response, RawResponse):
+            header_tag = b"\x00" if response.flexible_header else b""
+            size = 4 + len(header_tag) + response.size
+            transport.writelines(
+                [_RESP_HEADER.pack(size, correlation_id) + header_tag, *response.buffers]
+            )
+        else:
+            transport.write(kio_compat.encode_response(correlation_id, response))
+
+    def _unsupported_api_versions(self) -> Any:
+        cls = kio_compat.response_class(API_VERSIONS_KEY, 0)
+        mod = kio_compat.schema_module("api_versions", 0, "response")
+        keys = tuple(
+            mod.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+            for s in sorted(handlers.registry().values(), key=lambda s: s.api_key)
+        )
+        return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
+
+
+# ---------------------------------------------------------------- generic error responses
+
+
+def _default_for(f: dataclasses.Field[Any], code: ErrorCode) -> Any:
+    kafka_type = f.metadata.get("kafka_type")
+    if typing.get_origin(f.type) is tuple:
+        return ()
+    match kafka_type:
+        case "error_code":
+            return code
+        case "int8" | "int16" | "int32" | "int64" | "uint8" | "uint16" | "uint32" | "uint64":
+            return 0
+        case "float64":
+            return 0.0
+        case "string":
+            return ""
+        case "bytes" | "records":
+            return b""
+        case "bool":
+            return False
+        case "uuid":
+            return uuid.UUID(int=0)
+        case "timedelta_i32" | "timedelta_i64":
+            return datetime.timedelta(0)
+        case _:
+            return None
+
+
+def error_response(api_key: int, api_version: int, code: ErrorCode) -> Any | None:
+    """A response carrying `code` in its top-level error field, or None if it has none.
+
+    Used when a handler raises: clients understand a top-level error and retry, whereas
+    an API with only per-partition errors gets its connection closed instead.
+    """
+    cls = kio_compat.response_class(api_key, api_version)
+    fields = dataclasses.fields(cls)
+    if not any(f.name == "error_code" for f in fields):
+        return None
+    values = {}
+    for f in fields:
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = _default_for(f, code)
+    try:
+        return cls(**values)
+    except Exception:
+        return None

@@ -1,0 +1,125 @@
+"""Metadata: brokers, topics, partitions and their leaders.
+
+On a single broker every partition is led by this node with replicas = ISR = [this
+node]. Unknown topics are auto-created when both the broker (`auto.create.topics.enable`)
+and the request (`allow_auto_topic_creation`, v4+) allow it; creation is synchronous here,
+so the same response already describes the new topic instead of answering
+LEADER_NOT_AVAILABLE and making the client ask again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.errors import KafkaError
+from yak.protocol import kio_compat
+from yak.protocol.kio_compat import ErrorCode
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+log = logging.getLogger(__name__)
+
+_ZERO = datetime.timedelta(0)
+_NO_ID = uuid.UUID(int=0)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    mod = kio_compat.schema_module("metadata", v, "response")
+    broker = ctx.broker
+    topics_mgr = broker.topics
+    allow_create = bool(broker.config.auto_create_topics_enable) and bool(
+        getattr(request, "allow_auto_topic_creation", True)
+    )
+
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if request.topics is None or (v == 0 and not request.topics):
+        wanted = [(t.name, None) for t in topics_mgr.topics()]
+        allow_create = False
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+
+    out = []
+    for name, topic_id in wanted:
+        info = None
+        if name is None:
+            if topic_id is not None and topic_id != _NO_ID:
+                info = broker.metadata.by_id(topic_id)
+            if info is None:
+                out.append(_topic_error(mod, None, topic_id, ErrorCode.unknown_topic_id))
+                continue
+        else:
+            info = topics_mgr.get(name)
+            if info is None and allow_create:
+                try:
+                    info = topics_mgr.create(name)
+                    log.info("auto-created topic %s", name)
+                except KafkaError as e:
+                    code = e.code
+                    if code == ErrorCode.topic_already_exists:
+                        info = topics_mgr.get(name)
+                    else:
+                        out.append(_topic_error(mod, name, None, code))
+                        continue
+            if info is None:
+                out.append(_topic_error(mod, name, None, ErrorCode.unknown_topic_or_partition))
+                continue
+        out.append(_topic(mod, broker.node_id, info))
+
+    brokers = (
+        kio_compat.build(
+            mod.MetadataResponseBroker, node_id=broker.node_id, host=broker.host,
+            port=broker.port, rack=None,
+        ),
+    )
+    return kio_compat.build(
+        mod.MetadataResponse,
+        throttle_time=_ZERO,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(out),
+        error_code=ErrorCode.none,
+    )
+
+
+def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
+    return kio_compat.build(
+        mod.MetadataResponseTopic,
+        error_code=code,
+        name=name if name is not None else None,
+        topic_id=topic_id or _NO_ID,
+        is_internal=False,
+        partitions=(),
+    )
+
+
+def _topic(mod: Any, node_id: int, info: Any) -> Any:
+    parts = tuple(
+        kio_compat.build(
+            mod.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p,
+            leader_id=node_id,
+            leader_epoch=0,
+            replica_nodes=(node_id,),
+            isr_nodes=(node_id,),
+            offline_replicas=(),
+        )
+        for p in range(info.partitions)
+    )
+    return kio_compat.build(
+        mod.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.name in INTERNAL_TOPICS,
+        partitions=parts,
+    )
