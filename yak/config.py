@@ -90,7 +90,6 @@ class BrokerSetting:
     lo: float | None = None
     hi: float | None = None
     choices: tuple[str, ...] = ()
-    read_only: bool = True
     doc: str = ""
 
     def parse(self, value: str) -> Any:
@@ -128,10 +127,9 @@ def _s(
     lo: float | None = None,
     hi: float | None = None,
     choices: tuple[str, ...] = (),
-    read_only: bool = True,
     doc: str = "",
 ) -> BrokerSetting:
-    return BrokerSetting(name, type_, default, field_, lo, hi, choices, read_only, doc)
+    return BrokerSetting(name, type_, default, field_, lo, hi, choices, doc)
 
 
 _CLEANUP = ("delete", "compact", "compact,delete", "delete,compact")
@@ -160,7 +158,7 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
         ),
         _s("auto.create.topics.enable", "boolean", "true", "auto_create_topics_enable"),
         _s("delete.topic.enable", "boolean", "true"),
-        _s("message.max.bytes", "int", "1048588", "message_max_bytes", lo=0, read_only=False),
+        _s("message.max.bytes", "int", "1048588", "message_max_bytes", lo=0),
         _s("socket.request.max.bytes", "int", "104857600", "socket_request_max_bytes", lo=1),
         _s(
             "group.initial.rebalance.delay.ms",
@@ -216,45 +214,43 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
         _s("listener.security.protocol.map", "string", ""),
         _s("inter.broker.listener.name", "string", "PLAINTEXT"),
         # log.* synonyms of topic configs: the default of every topic.
-        _s("log.segment.bytes", "int", "1073741824", lo=14, read_only=False),
-        _s("log.roll.ms", "long", None, lo=1, read_only=False),
+        _s("log.segment.bytes", "int", "1073741824", lo=14),
+        _s("log.roll.ms", "long", None, lo=1),
         _s("log.roll.hours", "int", "168", lo=1),
-        _s("log.roll.jitter.ms", "long", None, lo=0, read_only=False),
+        _s("log.roll.jitter.ms", "long", None, lo=0),
         _s("log.roll.jitter.hours", "int", "0", lo=0),
-        _s("log.index.size.max.bytes", "int", "10485760", lo=4, read_only=False),
-        _s("log.index.interval.bytes", "int", "4096", lo=0, read_only=False),
-        _s("log.flush.interval.messages", "long", str(LONG_MAX), lo=1, read_only=False),
-        _s("log.flush.interval.ms", "long", None, lo=0, read_only=False),
-        _s("log.retention.bytes", "long", "-1", read_only=False),
-        _s("log.retention.ms", "long", None, lo=-1, read_only=False),
+        _s("log.index.size.max.bytes", "int", "10485760", lo=4),
+        _s("log.index.interval.bytes", "int", "4096", lo=0),
+        _s("log.flush.interval.messages", "long", str(LONG_MAX), lo=1),
+        _s("log.flush.interval.ms", "long", None, lo=0),
+        _s("log.retention.bytes", "long", "-1"),
+        _s("log.retention.ms", "long", None, lo=-1),
         _s("log.retention.minutes", "int", None, lo=-1),
         _s("log.retention.hours", "int", "168", lo=-1),
-        _s("log.cleanup.policy", "list", "delete", choices=_CLEANUP, read_only=False),
+        _s("log.cleanup.policy", "list", "delete", choices=_CLEANUP),
         _s("log.cleaner.enable", "boolean", "true"),
-        _s("log.cleaner.delete.retention.ms", "long", "86400000", lo=0, read_only=False),
-        _s("log.cleaner.min.compaction.lag.ms", "long", "0", lo=0, read_only=False),
-        _s("log.cleaner.max.compaction.lag.ms", "long", str(LONG_MAX), lo=1, read_only=False),
-        _s("log.cleaner.min.cleanable.ratio", "double", "0.5", lo=0, hi=1, read_only=False),
-        _s("log.segment.delete.delay.ms", "long", "60000", lo=0, read_only=False),
-        _s("log.preallocate", "boolean", "false", read_only=False),
+        _s("log.cleaner.delete.retention.ms", "long", "86400000", lo=0),
+        _s("log.cleaner.min.compaction.lag.ms", "long", "0", lo=0),
+        _s("log.cleaner.max.compaction.lag.ms", "long", str(LONG_MAX), lo=1),
+        _s("log.cleaner.min.cleanable.ratio", "double", "0.5", lo=0, hi=1),
+        _s("log.segment.delete.delay.ms", "long", "60000", lo=0),
+        _s("log.preallocate", "boolean", "false"),
         _s(
             "log.message.timestamp.type",
             "string",
             "CreateTime",
             choices=_TS_TYPE,
-            read_only=False,
         ),
         _s(
             "log.message.timestamp.before.max.ms",
             "long",
             str(LONG_MAX),
             lo=0,
-            read_only=False,
         ),
-        _s("log.message.timestamp.after.max.ms", "long", "3600000", lo=0, read_only=False),
-        _s("min.insync.replicas", "int", "1", lo=1, read_only=False),
-        _s("compression.type", "string", "producer", choices=_COMPRESSION, read_only=False),
-        _s("unclean.leader.election.enable", "boolean", "false", read_only=False),
+        _s("log.message.timestamp.after.max.ms", "long", str(LONG_MAX), lo=0),
+        _s("min.insync.replicas", "int", "1", lo=1),
+        _s("compression.type", "string", "producer", choices=_COMPRESSION),
+        _s("unclean.leader.election.enable", "boolean", "false"),
     ]
 }
 
@@ -585,10 +581,13 @@ def _build_log_defaults(log_props: Mapping[str, str]) -> LogConfig:
     from yak.errors import InvalidConfigurationError
 
     try:
-        from yak.storage import LogConfig
+        from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
     except ImportError:  # pragma: no cover - only until yak.storage lands (TEMPORARY)
         return None  # type: ignore[return-value]
+    # Broker settings storage does not implement (e.g. log.preallocate) are accepted for
+    # compatibility but cannot change a log, so they are not passed on.
+    known = {k: v for k, v in log_props.items() if k in TOPIC_CONFIG_DEFAULTS}
     try:
-        return LogConfig.from_props(dict(log_props))
+        return LogConfig.from_props(known)
     except InvalidConfigurationError as e:
         raise ConfigError(f"invalid broker log setting: {e.message}") from None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from yak.cluster.metadata import MetadataStore, TopicInfo
 from yak.config import BrokerConfig
 from yak.errors import (
+    InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     UnknownTopicOrPartitionError,
@@ -30,6 +31,25 @@ if TYPE_CHECKING:
 __all__ = ["TopicManager", "MAX_PARTITIONS"]
 
 log = logging.getLogger(__name__)
+
+# Kafka topic configs that Yak accepts and reports but does not act on (tiered storage,
+# replication throttles, preallocation, per-codec levels, removed down-conversion).
+ACCEPTED_UNUSED_TOPIC_CONFIGS = frozenset(
+    {
+        "segment.jitter.ms",
+        "preallocate",
+        "message.downconversion.enable",
+        "message.timestamp.difference.max.ms",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        "local.retention.ms",
+        "local.retention.bytes",
+        "remote.storage.enable",
+    }
+)
 
 # A guard against typos like 100000: every partition is a directory with open files.
 MAX_PARTITIONS = 10_000
@@ -73,15 +93,24 @@ class TopicManager:
         return self.logs.get(topic, partition)
 
     def log_config(self, info: TopicInfo) -> LogConfig:
-        from yak.storage import LogConfig
-
-        return LogConfig.from_props(dict(info.configs), base=self.config.log_defaults)
+        return self.validate_configs(info.configs)
 
     def validate_configs(self, configs: Mapping[str, str]) -> LogConfig:
-        """Raise InvalidConfigurationError (naming the key) for configs a topic can't take."""
-        from yak.storage import LogConfig
+        """The LogConfig for these topic overrides, or InvalidConfigurationError naming the key.
 
-        return LogConfig.from_props(dict(configs), base=self.config.log_defaults)
+        Only topic config names are accepted (a broker name such as `log.retention.hours`
+        is a mistake at topic level, as in Kafka). Kafka topic configs Yak does not act on
+        are stored and reported, so tools that always send them keep working.
+        """
+        from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
+
+        effective: dict[str, str] = {}
+        for name, value in configs.items():
+            if name in TOPIC_CONFIG_DEFAULTS:
+                effective[name] = value
+            elif name not in ACCEPTED_UNUSED_TOPIC_CONFIGS:
+                raise InvalidConfigurationError(f"Unknown topic config name: {name}")
+        return LogConfig.from_props(effective, base=self.config.log_defaults)
 
     # ------------------------------------------------------------------ changes
 

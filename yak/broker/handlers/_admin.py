@@ -1,0 +1,38 @@
+"""Shared pieces of the admin API handlers (topics, configs, records, log dirs).
+
+Admin requests carry many resources and Kafka answers each one separately: one bad
+topic name must not fail its neighbours. `outcome()` turns whatever a per-resource
+operation raised into the (error code, message) pair those per-resource results carry.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from yak.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("yak.broker.admin")
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def outcome(exc: BaseException | None) -> tuple[ErrorCode, str | None]:
+    """(code, message) for a per-resource result; unexpected errors are logged once here."""
+    if exc is None:
+        return ErrorCode.none, None
+    if isinstance(exc, KafkaError):
+        return exc.code, exc.message
+    log.error("admin operation failed", exc_info=exc)
+    return ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}"
+
+
+def duplicates(names: list[str]) -> set[str]:
+    """Names given more than once in one request: Kafka rejects all their entries."""
+    seen: set[str] = set()
+    dup: set[str] = set()
+    for n in names:
+        if n in seen:
+            dup.add(n)
+        seen.add(n)
+    return dup

@@ -1,0 +1,86 @@
+"""DescribeConfigs: topic and broker configs with source, synonyms and types.
+
+The source/synonym chain is built by `yak.broker.config_view`, shared with CreateTopics
+so both APIs agree on what a topic runs with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.config_view import ConfigEntry, ResourceType, broker_entries, topic_entries
+from yak.broker.context import RequestContext
+from yak.broker.handlers._admin import NO_THROTTLE, outcome
+from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from yak.protocol.kio_compat import build, schema_module
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def check_broker_resource(ctx: RequestContext, name: str) -> None:
+    """ "" is the cluster-wide default resource; otherwise it must be this broker's id."""
+    if name not in ("", str(ctx.broker.node_id)):
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but"
+            f" received {name}"
+        )
+
+
+def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
+    keys = resource.configuration_keys or None
+    if resource.resource_type == ResourceType.TOPIC:
+        info = ctx.broker.metadata.get(resource.resource_name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
+        return topic_entries(info.configs, ctx.broker.config, keys)
+    if resource.resource_type == ResourceType.BROKER:
+        check_broker_resource(ctx, resource.resource_name)
+        return broker_entries(ctx.broker.config, keys)
+    raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = schema_module("describe_configs", ctx.api_version, "response")
+    with_synonyms = bool(getattr(request, "include_synonyms", False))
+    with_docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources:
+        entries: list[ConfigEntry] = []
+        try:
+            entries = _entries(ctx, resource)
+            err = None
+        except Exception as exc:
+            err = exc
+        code, message = outcome(err)
+        configs = tuple(
+            build(
+                m.DescribeConfigsResourceResult,
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=e.is_sensitive,
+                synonyms=tuple(
+                    build(m.DescribeConfigsSynonym, name=s.name, value=s.value, source=s.source)
+                    for s in e.synonyms
+                )
+                if with_synonyms
+                else (),
+                config_type=e.type,
+                documentation=e.documentation if with_docs else None,
+            )
+            for e in entries
+        )
+        results.append(
+            build(
+                m.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,101 @@
+"""IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT single topic configs.
+
+Unlike the legacy AlterConfigs, configs not named keep their values, so two tools
+changing different configs of one topic do not undo each other. APPEND and SUBTRACT
+only make sense for list-valued configs (`cleanup.policy`) and start from the effective
+value, default included, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.config_view import LIST_TOPIC_CONFIGS, ResourceType, topic_entries
+from yak.broker.context import RequestContext
+from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
+from yak.broker.handlers.alter_configs import refuse_broker_change
+from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from yak.protocol.kio_compat import build, schema_module
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _items(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def apply_ops(
+    current: dict[str, str],
+    effective: dict[str, str | None],
+    ops: list[tuple[str, int, str | None]],
+) -> dict[str, str]:
+    """The topic's new overrides after `ops` (name, operation, value), Kafka's semantics."""
+    new = dict(current)
+    for name, op, value in ops:
+        if op == SET:
+            if value is None:
+                raise InvalidRequestError(f"Null value not supported for SET of config: {name}")
+            new[name] = value
+        elif op == DELETE:
+            new.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if name not in LIST_TOPIC_CONFIGS:
+                verb = "append" if op == APPEND else "subtract"
+                raise InvalidRequestError(
+                    f"Config value {verb} is not allowed for config key: {name}"
+                )
+            base = _items(new[name] if name in new else effective.get(name))
+            if op == APPEND:
+                base += [v for v in _items(value) if v not in base]
+            else:
+                drop = set(_items(value))
+                base = [v for v in base if v not in drop]
+            new[name] = ",".join(base)
+        else:
+            raise InvalidRequestError(f"Unknown config operation {op} for config key: {name}")
+    return new
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    if resource.resource_type == ResourceType.BROKER:
+        refuse_broker_change(ctx, resource)
+    if resource.resource_type != ResourceType.TOPIC:
+        raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+    dup = duplicates([c.name for c in resource.configs])
+    if dup:
+        raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
+    info = ctx.broker.metadata.get(resource.resource_name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
+    effective = {e.name: e.value for e in topic_entries(info.configs, ctx.broker.config)}
+    ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+    new = apply_ops(info.configs, effective, ops)
+    ctx.broker.topics.alter_configs(info.name, new, validate_only=validate_only)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = schema_module("incremental_alter_configs", ctx.api_version, "response")
+    results = []
+    for resource in request.resources:
+        try:
+            _alter(ctx, resource, request.validate_only)
+            err = None
+        except Exception as exc:
+            err = exc
+        code, message = outcome(err)
+        results.append(
+            build(
+                m.AlterConfigsResourceResponse,
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return build(
+        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)
+    )
