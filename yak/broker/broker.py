@@ -48,6 +48,8 @@ class Broker:
         self.group_coordinator: Any = None
         self.txn_coordinator: Any = None
         self.purgatory = Purgatory()
+        # Current epoch per idempotent producer id handed out since start (KIP-360 bumps).
+        self.producer_epochs: dict[int, int] = {}
         self.connections: set[KafkaConnection] = set()
         # fsync for write.caching=false runs here so the event loop never blocks on disk.
         self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="yak-io")
