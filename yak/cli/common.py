@@ -1,0 +1,125 @@
+"""What every `yak` client command shares: bootstrap option, client configs, errors.
+
+Commands talk to any Kafka-compatible broker through confluent-kafka. librdkafka retries
+forever and logs to stderr by default; a CLI must instead fail within a bounded time with
+one readable line, so clients here are quiet (`log_level` 0) and every wait has a timeout.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Annotated, Any, NoReturn
+
+import typer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_TIMEOUT_S = 5.0
+
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap",
+        "-b",
+        envvar="YAK_BOOTSTRAP",
+        help="Broker HOST:PORT (any Kafka-compatible broker).",
+        show_envvar=True,
+    ),
+]
+Timeout = Annotated[
+    float,
+    typer.Option("--timeout", help="Seconds to wait for the broker before giving up.", min=0.1),
+]
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr, with `exit_code`."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    raise CliError(message, exit_code)
+
+
+def eprint(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def client_config(bootstrap: str, timeout: float, **extra: Any) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        # Quiet: errors reach the user once, through CliError, not as librdkafka log spam.
+        "log_level": 0,
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
+        "error_cb": lambda _err: None,
+    }
+    conf.update(extra)
+    return conf
+
+
+def describe_kafka_error(err: BaseException | KafkaError) -> str:
+    """A short human sentence for a librdkafka error or exception."""
+    kerr = err
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        kerr = err.args[0]
+    if isinstance(kerr, KafkaError):
+        text = kerr.str() or kerr.name()
+        if kerr.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            return f"broker unreachable ({text})"
+        if kerr.code() == KafkaError._TIMED_OUT:
+            return f"timed out waiting for the broker ({text})"
+        return f"{kerr.name()}: {text}" if text != kerr.name() else text
+    return str(err) or type(err).__name__
+
+
+def connect_admin(bootstrap: str, timeout: float) -> tuple[AdminClient, ClusterMetadata]:
+    """An AdminClient plus cluster metadata; fails fast if the broker cannot be reached."""
+    admin = AdminClient(client_config(bootstrap, timeout))
+    return admin, cluster_metadata(admin, bootstrap, timeout)
+
+
+def cluster_metadata(client: Any, bootstrap: str, timeout: float) -> ClusterMetadata:
+    try:
+        return client.list_topics(timeout=timeout)
+    except KafkaException as e:
+        fail(f"cannot reach broker at {bootstrap}: {describe_kafka_error(e)}")
+
+
+def require_topic(md: ClusterMetadata, topic: str) -> Any:
+    """The topic's metadata; listing all topics never auto-creates the one asked for."""
+    tmd = md.topics.get(topic)
+    if tmd is None or (
+        tmd.error is not None and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    ):
+        fail(f"topic {topic!r} does not exist")
+    if tmd.error is not None:
+        fail(f"topic {topic!r}: {describe_kafka_error(tmd.error)}")
+    return tmd
+
+
+def wait(future: Future[Any], timeout: float, what: str) -> Any:
+    """The result of an AdminClient future, or a CliError naming `what` failed and why."""
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        fail(f"{what}: timed out after {timeout:g}s")
+    except KafkaException as e:
+        fail(f"{what}: {describe_kafka_error(e)}")
+
+
+def parse_pairs(items: list[str] | None, what: str) -> list[tuple[str, str]]:
+    """`k=v` strings -> pairs; a missing '=' is a usage error (exit 2)."""
+    out: list[tuple[str, str]] = []
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"invalid {what} {item!r}: expected KEY=VALUE", exit_code=2)
+        out.append((key, value))
+    return out

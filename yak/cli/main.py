@@ -1,0 +1,55 @@
+"""The `yak` command: a broker (`yak serve`) and Kafka client tools in one binary.
+
+Errors are one line on stderr with a non-zero exit, never a traceback: usage mistakes
+exit 2 (like Kafka's tools and Unix convention), failures talking to the broker exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from yak.cli import consume as _consume
+from yak.cli import produce as _produce
+from yak.cli import serve as _serve
+from yak.cli import topic as _topic
+from yak.cli.common import CliError
+
+
+class YakApp(typer.Typer):
+    """A Typer app whose errors are single lines instead of rich panels or tracebacks."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        command = typer.main.get_command(self)
+        try:
+            rv = command.main(*args, prog_name="yak", standalone_mode=False, **kwargs)
+        except CliError as e:
+            print(f"yak: error: {e.message}", file=sys.stderr, flush=True)
+            sys.exit(e.exit_code)
+        except typer.TyperException as e:  # usage errors (exit 2) and other click errors
+            ctx = getattr(e, "ctx", None)
+            code = int(getattr(e, "exit_code", 1))
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None and code == 2 else ""
+            if e.format_message():  # empty when help was printed for a bare group
+                print(f"yak: error: {e.format_message()}{hint}", file=sys.stderr, flush=True)
+            sys.exit(code)
+        except (typer.Abort, KeyboardInterrupt):
+            sys.exit(130)
+        except BrokenPipeError:  # `yak consume ... | head`
+            sys.exit(0)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = YakApp(
+    name="yak",
+    help="Yak: a Kafka-compatible event-streaming broker, and tools for any Kafka cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("serve")(_serve.serve)
+app.add_typer(_topic.app, name="topic")
+app.command("produce")(_produce.produce)
+app.command("consume")(_consume.consume)

@@ -1,0 +1,112 @@
+"""`yak produce TOPIC`: one message per stdin line, like kafka-console-producer.
+
+Acks default to `all` and the command only exits 0 once every line was acknowledged;
+anything not acknowledged within the timeout is an error, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import KafkaError, Producer
+
+from yak.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    Bootstrap,
+    Timeout,
+    client_config,
+    cluster_metadata,
+    describe_kafka_error,
+    eprint,
+    fail,
+    parse_pairs,
+    require_topic,
+)
+
+
+def produce(
+    topic: Annotated[str, typer.Argument(help="Topic to write to.")],
+    key_separator: Annotated[
+        str | None,
+        typer.Option("--key-separator", "-K", help="Split each line into KEY<sep>VALUE."),
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="Header KEY=VALUE, repeatable.")
+    ] = None,
+    partition: Annotated[
+        int | None, typer.Option("--partition", "-p", help="Partition (default: partitioner).")
+    ] = None,
+    acks: Annotated[str, typer.Option("--acks", help="0, 1 or all.")] = "all",
+    compression: Annotated[
+        str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
+    ] = "none",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Write stdin lines to TOPIC, one message each."""
+    if acks not in ("0", "1", "all", "-1"):
+        fail(f"invalid --acks {acks!r}: expected 0, 1 or all", exit_code=2)
+    headers = [(k, v.encode()) for k, v in parse_pairs(header, "header")]
+    producer = Producer(
+        client_config(
+            bootstrap,
+            timeout,
+            acks=acks,
+            **{
+                "compression.type": compression,
+                "linger.ms": 5,
+                "message.timeout.ms": max(1000, int(timeout * 1000)),
+                "partitioner": "murmur2_random",
+            },
+        )
+    )
+    tmd = require_topic(cluster_metadata(producer, bootstrap, timeout), topic)
+    if partition is not None and partition not in tmd.partitions:
+        fail(f"topic {topic!r} has no partition {partition}", exit_code=2)
+
+    errors: list[KafkaError] = []
+    delivered = 0
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        nonlocal delivered
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered += 1
+
+    sent = 0
+    for raw in sys.stdin.buffer:
+        line = raw.rstrip(b"\n").rstrip(b"\r")
+        key: bytes | None = None
+        if key_separator is not None:
+            k, sep, v = line.partition(key_separator.encode())
+            if sep:
+                key, line = k, v
+        kwargs: dict[str, Any] = {"key": key, "value": line, "on_delivery": on_delivery}
+        if headers:
+            kwargs["headers"] = headers
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:  # local queue full: let deliveries drain it
+                producer.poll(0.1)
+        sent += 1
+        producer.poll(0)
+        if errors:
+            break
+    remaining = producer.flush(timeout)
+    if errors:
+        fail(f"produce to {topic!r} failed: {describe_kafka_error(errors[0])}")
+    if remaining:
+        fail(
+            f"produce to {topic!r} failed: {remaining} of {sent} messages not acknowledged in {timeout:g}s"
+        )
+    if not quiet:
+        eprint(f"produced {delivered} messages to {topic}")

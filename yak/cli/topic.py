@@ -1,0 +1,266 @@
+"""`yak topic ...`: create, list, describe, alter-config, add-partitions, delete.
+
+Thin layers over confluent-kafka's AdminClient, so they work against Kafka, Redpanda or
+Yak alike and exercise Yak's admin APIs the way real tools do.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from rich.console import Console
+from rich.table import Table
+
+from yak.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    Bootstrap,
+    Timeout,
+    connect_admin,
+    describe_kafka_error,
+    fail,
+    parse_pairs,
+    require_topic,
+    wait,
+)
+
+app = typer.Typer(
+    help="Create, list, describe, reconfigure and delete topics.", no_args_is_help=True
+)
+out = Console(highlight=False, soft_wrap=True)
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[
+        int, typer.Option("--partitions", "-p", help="Partitions (-1: broker's num.partitions).")
+    ] = -1,
+    replication_factor: Annotated[
+        int, typer.Option("--replication-factor", "-r", help="Replicas (-1: broker default).")
+    ] = -1,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="Topic config KEY=VALUE, repeatable.")
+    ] = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
+    ] = False,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Create a topic."""
+    configs = dict(parse_pairs(config, "topic config"))
+    admin, _ = connect_admin(bootstrap, timeout)
+    new = NewTopic(
+        name, num_partitions=partitions, replication_factor=replication_factor, config=configs
+    )
+    fut = admin.create_topics([new], request_timeout=timeout)[name]
+    try:
+        fut.result(timeout=timeout)
+    except KafkaException as e:
+        if if_not_exists and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        fail(f"cannot create topic {name!r}: {describe_kafka_error(e)}")
+    except FutureTimeout:
+        fail(f"cannot create topic {name!r}: timed out after {timeout:g}s")
+    out.print(f"created topic {name}")
+
+
+@app.command("list")
+def list_topics(
+    internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """List topics with their partition counts."""
+    _, md = connect_admin(bootstrap, timeout)
+    rows = []
+    for name in sorted(md.topics):
+        if name.startswith("__") and not internal:
+            continue
+        t = md.topics[name]
+        rf = max((len(p.replicas) for p in t.partitions.values()), default=0)
+        rows.append({"name": name, "partitions": len(t.partitions), "replication_factor": rf})
+    if fmt == "json":
+        print(json.dumps(rows))
+        return
+    if fmt != "table":
+        fail(f"invalid --format {fmt!r}: expected table or json", exit_code=2)
+    table = Table("TOPIC", "PARTITIONS", "REPLICATION", box=None, pad_edge=False)
+    for r in rows:
+        table.add_row(r["name"], str(r["partitions"]), str(r["replication_factor"]))
+    out.print(table)
+
+
+def _offsets(admin: Any, topic: str, n: int, timeout: float) -> dict[int, tuple[int, int]]:
+    """(log start, log end) per partition; empty if the broker lacks ListOffsets."""
+    result: dict[int, tuple[int, int]] = {}
+    try:
+        tps = [TopicPartition(topic, p) for p in range(n)]
+        early = admin.list_offsets(
+            {tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout
+        )
+        late = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=timeout)
+        for tp in tps:
+            lo = early[tp].result(timeout=timeout).offset
+            hi = late[tp].result(timeout=timeout).offset
+            result[tp.partition] = (lo, hi)
+    except Exception:  # offsets are extra information; describe still works without them
+        return {}
+    return result
+
+
+_SOURCE_NAMES = {
+    ConfigSource.DYNAMIC_TOPIC_CONFIG.value: "topic",
+    ConfigSource.DYNAMIC_BROKER_CONFIG.value: "dynamic-broker",
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: "dynamic-default-broker",
+    ConfigSource.STATIC_BROKER_CONFIG.value: "broker",
+    ConfigSource.DEFAULT_CONFIG.value: "default",
+}
+
+
+@app.command("describe")
+def describe(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    all_configs: Annotated[
+        bool, typer.Option("--all-configs", help="Show defaults too, not only overrides.")
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Partitions (leader, replicas, ISR, offsets) and configs of a topic."""
+    if fmt not in ("text", "json"):
+        fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
+    admin, md = connect_admin(bootstrap, timeout)
+    tmd = require_topic(md, name)
+    n = len(tmd.partitions)
+    offsets = _offsets(admin, name, n, timeout)
+    res = ConfigResource(ResourceType.TOPIC, name)
+    entries: dict[str, Any] = wait(
+        admin.describe_configs([res], request_timeout=timeout)[res],
+        timeout,
+        f"cannot describe configs of {name!r}",
+    )
+    configs = {
+        k: {"value": e.value, "source": _SOURCE_NAMES.get(e.source, str(e.source))}
+        for k, e in sorted(entries.items())
+        if all_configs or e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
+    parts = []
+    for p in sorted(tmd.partitions):
+        pmd = tmd.partitions[p]
+        lo, hi = offsets.get(p, (None, None))
+        parts.append(
+            {
+                "partition": p,
+                "leader": pmd.leader,
+                "replicas": list(pmd.replicas),
+                "isr": list(pmd.isrs),
+                "log_start_offset": lo,
+                "log_end_offset": hi,
+            }
+        )
+    if fmt == "json":
+        print(json.dumps({"topic": name, "partitions": parts, "configs": configs}))
+        return
+    out.print(
+        f"Topic: {name}  Partitions: {n}  ReplicationFactor: {len(tmd.partitions[0].replicas) if n else 0}"
+    )
+    table = Table(
+        "PARTITION", "LEADER", "REPLICAS", "ISR", "START", "END", box=None, pad_edge=False
+    )
+    for r in parts:
+        table.add_row(
+            str(r["partition"]),
+            str(r["leader"]),
+            ",".join(map(str, r["replicas"])),
+            ",".join(map(str, r["isr"])),
+            "" if r["log_start_offset"] is None else str(r["log_start_offset"]),
+            "" if r["log_end_offset"] is None else str(r["log_end_offset"]),
+        )
+    out.print(table)
+    if configs:
+        out.print("Configs:")
+        for k, c in configs.items():
+            out.print(f"  {k}={c['value']}  ({c['source']})")
+
+
+@app.command("alter-config")
+def alter_config(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", "-s", help="Set KEY=VALUE, repeatable.")
+    ] = None,
+    delete: Annotated[
+        list[str] | None, typer.Option("--delete", "-d", help="Back to default: KEY, repeatable.")
+    ] = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Change topic configs (incrementally: configs not named keep their values)."""
+    pairs = parse_pairs(set_, "config")
+    if not pairs and not delete:
+        fail("nothing to change: give --set KEY=VALUE or --delete KEY", exit_code=2)
+    admin, md = connect_admin(bootstrap, timeout)
+    require_topic(md, name)
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in pairs]
+    ops += [
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete or []
+    ]
+    res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
+    wait(
+        admin.incremental_alter_configs([res], request_timeout=timeout)[res],
+        timeout,
+        f"cannot alter configs of {name!r}",
+    )
+    out.print(f"altered configs of topic {name}")
+
+
+@app.command("add-partitions")
+def add_partitions(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    total: Annotated[int, typer.Option("--total", "-p", help="New total number of partitions.")],
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Grow a topic to TOTAL partitions (partitions can never be removed)."""
+    admin, md = connect_admin(bootstrap, timeout)
+    require_topic(md, name)
+    wait(
+        admin.create_partitions([NewPartitions(name, total)], request_timeout=timeout)[name],
+        timeout,
+        f"cannot add partitions to {name!r}",
+    )
+    out.print(f"topic {name} now has {total} partitions")
+
+
+@app.command("delete")
+def delete_topics(
+    names: Annotated[list[str], typer.Argument(help="Topic names.")],
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete topics and all their data."""
+    admin, md = connect_admin(bootstrap, timeout)
+    for n in names:
+        require_topic(md, n)
+    futures = admin.delete_topics(names, request_timeout=timeout)
+    for n in names:
+        wait(futures[n], timeout, f"cannot delete topic {n!r}")
+        out.print(f"deleted topic {n}")
