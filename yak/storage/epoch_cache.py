@@ -1,0 +1,85 @@
+"""Leader-epoch cache: which leader epoch started at which offset (Kafka's LeaderEpochFileCache).
+
+Replication needs it to answer OffsetsForLeaderEpoch so that a follower truncates exactly the
+records a new leader does not have, instead of trusting the high watermark (KIP-101).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from yak.storage import checkpoint
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._entries: list[tuple[int, int]] = checkpoint.read_epochs(path)
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        with self._lock:
+            return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` (ignored unless it is a new epoch)."""
+        if epoch < 0:
+            return
+        with self._lock:
+            if self._entries and self._entries[-1][0] >= epoch:
+                return
+            # A later epoch may not start before an earlier one ended (after truncation).
+            while self._entries and self._entries[-1][1] >= start_offset:
+                self._entries.pop()
+            self._entries.append((epoch, start_offset))
+            self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, end offset of that epoch), as OffsetsForLeaderEpoch."""
+        with self._lock:
+            if not self._entries or epoch < self._entries[0][0]:
+                return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            if epoch >= self._entries[-1][0]:
+                return self._entries[-1][0], log_end_offset
+            found = self._entries[0][0]
+            for i, (e, _start) in enumerate(self._entries):
+                if e > epoch:
+                    return found, self._entries[i][1]
+                found = e
+            return found, log_end_offset  # unreachable: epoch < last entry's epoch
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs that start at or after `end_offset` (the log was truncated there)."""
+        with self._lock:
+            before = len(self._entries)
+            self._entries = [(e, o) for e, o in self._entries if o < end_offset]
+            if len(self._entries) != before:
+                self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log start moved: the epoch covering it now starts there."""
+        with self._lock:
+            keep = [(e, o) for e, o in self._entries if o >= start_offset]
+            older = [(e, o) for e, o in self._entries if o < start_offset]
+            if older:
+                keep.insert(0, (older[-1][0], start_offset))
+            if keep != self._entries:
+                self._entries = keep
+                self._flush()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries = []
+            self._flush()
+
+    def _flush(self) -> None:
+        checkpoint.write_epochs(self._path, self._entries)

@@ -1,0 +1,778 @@
+"""PartitionLog: the segmented, append-only log of one partition.
+
+Threading model: appends, truncation, retention and the cleaner's segment swap take
+`self.lock`; reads (on the broker's event loop) take no lock at all. They work on an immutable
+snapshot of the segment list (`self._view`, replaced, never mutated), and a segment removed from
+the view keeps its file open until `file.delete.delay.ms` has passed (see `_retire`), so a read
+that started on it finishes correctly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import crc32c
+
+from yak.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from yak.protocol.records import (
+    CONTROL_BIT,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_BIT,
+    decode_records,
+)
+from yak.storage import checkpoint
+from yak.storage.config import LogConfig
+from yak.storage.epoch_cache import LeaderEpochCache
+from yak.storage.producer_state import ProducerStateManager
+from yak.storage.segment import INT32_MAX, LogSegment
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_OFFSET_LEN_EPOCH = struct.Struct(">qii")
+_IOV_MAX = 1000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """Whole batches, ready for `transport.writelines(result.buffers)`."""
+
+    buffers: list = field(default_factory=list)
+    size: int = 0
+    first_offset: int = -1
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+
+    def to_bytes(self) -> bytes:
+        return b"".join(bytes(b) for b in self.buffers)
+
+
+@dataclass(slots=True)
+class _View:
+    segments: tuple[LogSegment, ...]
+    bases: tuple[int, ...]
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean: bool = False,
+        on_retire: Callable[[LogSegment], None] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.lock = threading.RLock()
+        self._sync_lock = threading.Lock()
+        self._on_retire = on_retire
+        self._retired: list[tuple[float, LogSegment]] = []
+        self.producer_state = ProducerStateManager(directory)
+        self.leader_epoch_cache = LeaderEpochCache(
+            os.path.join(directory, checkpoint.LEADER_EPOCH_FILE)
+        )
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms()
+        self.first_dirty_offset = -1  # cleaner checkpoint, set by the LogManager
+        self.deleted = False
+        os.makedirs(directory, exist_ok=True)
+        self._load(recovery_point, log_start_offset, high_watermark, clean)
+
+    # --- loading and recovery ---------------------------------------------------------------
+
+    def _new_segment(self, base: int, suffix: str = "") -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+            suffix,
+            now_ms(),
+        )
+
+    def _load(self, recovery_point: int, log_start: int, hw: int, clean: bool) -> None:
+        self._complete_interrupted_swaps()
+        bases = sorted(
+            int(n[:-4])
+            for n in os.listdir(self.directory)
+            if n.endswith(".log") and n[:-4].isdigit()
+        )
+        # Orphan indexes (their .log is gone) would confuse a later segment with that base.
+        for n in os.listdir(self.directory):
+            stem, _, ext = n.partition(".")
+            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases:
+                checkpoint.remove_quietly(os.path.join(self.directory, n))
+        segments = [self._new_segment(b) for b in bases]
+        if not segments:
+            segments = [self._new_segment(max(log_start, 0))]
+        self._view = _View(tuple(segments), tuple(s.base_offset for s in segments))
+        if clean:
+            self.recovery_point = 0
+            self._active.load_tail()
+            self.log_end_offset = self._active.next_offset
+            self.recovery_point = self.log_end_offset
+        else:
+            self._recover(recovery_point)
+        self.log_start_offset = max(log_start, self._view.bases[0])
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self._durable_end = self.recovery_point
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _recover(self, recovery_point: int) -> None:
+        """Kafka's LogLoader: scan every segment that may hold unflushed data, cut the log at
+        the first invalid byte and drop everything after it."""
+        segs = list(self._view.segments)
+        start_idx = max(bisect_right([s.base_offset for s in segs], recovery_point) - 1, 0)
+        keep = segs[:start_idx]
+        recovered: set[int] = set()
+        for i in range(start_idx, len(segs)):
+            seg = segs[i]
+            cut = seg.recover()
+            keep.append(seg)
+            recovered.add(id(seg))
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            # Cut short, or overlapping its successor: nothing after it can be trusted.
+            if nxt is not None and (cut or seg.next_offset > nxt):
+                for later in segs[i + 1 :]:
+                    later.delete_files()
+                break
+        # Empty trailing segments (a roll just before the crash, or cut to nothing) go,
+        # except the first one, which carries the log's base offset.
+        while len(keep) > 1 and keep[-1].size == 0:
+            keep.pop().delete_files()
+        active = keep[-1]
+        if id(active) not in recovered:
+            active.load_tail()
+        if active.size == 0:
+            active.next_offset = active.base_offset
+        self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
+        self.log_end_offset = active.next_offset
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+
+    def _complete_interrupted_swaps(self) -> None:
+        """`.cleaned` files are from an unfinished cleaning: drop them. A `.swap` means the
+        cleaner finished writing and began replacing: finish the job (as Kafka does)."""
+        names = os.listdir(self.directory)
+        for n in names:
+            path = os.path.join(self.directory, n)
+            if n.endswith(".cleaned") or n.endswith(".deleted") or n.endswith(".tmp"):
+                checkpoint.remove_quietly(path)
+        swaps = sorted(n for n in names if n.endswith(".log.swap"))
+        for n in swaps:
+            base = int(n.split(".")[0])
+            with open(os.path.join(self.directory, n), "rb") as f:
+                data = f.read()
+            end = base
+            pos = 0
+            while pos + HEADER_SIZE <= len(data):
+                h = HEADER.unpack_from(data, pos)
+                end = h[0] + h[6] + 1
+                pos += h[1] + LOG_OVERHEAD
+            for m in os.listdir(self.directory):
+                if m.endswith(".log") and m[:-4].isdigit():
+                    b = int(m[:-4])
+                    if base <= b < end:
+                        for ext in (".log", ".index", ".timeindex"):
+                            checkpoint.remove_quietly(os.path.join(self.directory, m[:-4] + ext))
+            stem = os.path.join(self.directory, n[: -len(".log.swap")])
+            for ext in (".log", ".index", ".timeindex"):
+                if os.path.exists(stem + ext + ".swap"):
+                    os.replace(stem + ext + ".swap", stem + ext)
+
+    def _rebuild_producer_state(self) -> None:
+        """Latest snapshot, then replay the batch headers after it."""
+        ps = self.producer_state
+        ps.delete_snapshots_after(self.log_end_offset)
+        snap = ps.load_snapshot(self.log_end_offset)
+        start = max(snap, self.log_start_offset)
+        if start >= self.log_end_offset:
+            return
+        view = self._view
+        i = max(bisect_right(view.bases, start) - 1, 0)
+        for seg in view.segments[i:]:
+            found = seg.find_position(start)
+            if found is None:
+                continue
+            for _pos, h in seg.iter_headers(found[0]):
+                if h[0] + h[6] >= start and h[9] >= 0:
+                    ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1
+                    ps.update(h, h[0], ts)
+
+    # --- properties -------------------------------------------------------------------------
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._view.segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._view.segments
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view.segments)
+
+    def update_high_watermark(self, offset: int | None = None) -> int:
+        """Set the high watermark (None: the log end offset, as a lone leader does), clamped
+        to [log start, log end]."""
+        target = self.log_end_offset if offset is None else offset
+        self.high_watermark = min(max(target, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self.lock:
+            self.config = config
+            for seg in self._view.segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    # --- append -----------------------------------------------------------------------------
+
+    def _validate(self, mv: memoryview, leader: bool, now: int) -> list[tuple]:
+        """Check every batch before anything is written; returns (position, header) pairs."""
+        cfg = self.config
+        n = len(mv)
+        if n == 0:
+            raise InvalidRecordError("empty record set")
+        out = []
+        pos = 0
+        check_ts = leader and not cfg.log_append_time
+        before = cfg.message_timestamp_before_max_ms
+        after = cfg.message_timestamp_after_max_ms
+        while pos < n:
+            if n - pos < HEADER_SIZE:
+                raise CorruptRecordError(f"truncated batch at byte {pos}")
+            h = HEADER.unpack_from(mv, pos)
+            blen = h[1]
+            size = blen + LOG_OVERHEAD
+            if h[3] != MAGIC:
+                raise CorruptRecordError(f"record batch magic {h[3]}, only 2 is supported")
+            if blen < HEADER_SIZE - LOG_OVERHEAD or pos + size > n:
+                raise CorruptRecordError(f"batch length {blen} does not match the data")
+            if size > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
+                )
+            if crc32c.crc32c(mv[pos + 21 : pos + size]) != h[4]:
+                raise CorruptRecordError(f"CRC mismatch in batch at byte {pos}")
+            if leader:
+                if h[12] <= 0 or h[6] != h[12] - 1:
+                    raise InvalidRecordError(
+                        f"record count {h[12]} inconsistent with last offset delta {h[6]}"
+                    )
+                if h[5] & CONTROL_BIT:
+                    raise InvalidRecordError("clients may not write control batches")
+            elif h[6] < 0:
+                raise CorruptRecordError("negative last offset delta")
+            if check_ts:
+                for ts in (h[7], h[8]):
+                    if now - ts > before or ts - now > after:
+                        raise InvalidTimestampError(
+                            f"timestamp {ts} out of range (now {now}, before.max.ms {before}, "
+                            f"after.max.ms {after})"
+                        )
+            out.append((pos, h))
+            pos += size
+        if n > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(f"{n} bytes exceed segment.bytes={cfg.segment_bytes}")
+        return out
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, now: int | None = None
+    ) -> AppendResult:
+        """Validate, assign offsets, write. All batches or none; never re-encodes records."""
+        mv = memoryview(records)
+        if now is None:
+            now = now_ms()
+        batches = self._validate(mv, True, now)
+        log_append = self.config.log_append_time
+        with self.lock:
+            staged: dict[int, tuple[int, int]] = {}
+            ps = self.producer_state
+            for _pos, h in batches:
+                if h[9] >= 0:
+                    ps.check(h[9], h[10], h[11], (h[11] + h[6]) % (INT32_MAX + 1), staged)
+            base = self.log_end_offset
+            iov: list = []
+            meta: list[tuple[int, int, int, int]] = []
+            headers: list[tuple] = []
+            off = base
+            for pos, h in batches:
+                size = h[1] + LOG_OVERHEAD
+                end = pos + size
+                if log_append:
+                    hdr = bytearray(mv[pos : pos + HEADER_SIZE])
+                    attrs = h[5] | TIMESTAMP_TYPE_BIT
+                    struct.pack_into(">qii", hdr, 0, off, h[1], leader_epoch)
+                    struct.pack_into(">h", hdr, 21, attrs)
+                    struct.pack_into(">q", hdr, 35, now)
+                    body = mv[pos + HEADER_SIZE : end]
+                    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(hdr)[21:]))
+                    struct.pack_into(">I", hdr, 17, crc)
+                    iov.append(hdr)
+                    iov.append(body)
+                    max_ts = now
+                else:
+                    iov.append(_OFFSET_LEN_EPOCH.pack(off, h[1], leader_epoch))
+                    iov.append(mv[pos + 16 : end])
+                    max_ts = h[8]
+                meta.append((off, off + h[6], max_ts, size))
+                headers.append(h)
+                off += h[6] + 1
+            self._write(iov, len(mv), meta, now)
+            for (b, _last, _ts, _size), h in zip(meta, headers, strict=True):
+                ps.update(h, b, now if log_append else -1)
+            self.leader_epoch_cache.assign(leader_epoch, base)
+            self._after_append(off - base)
+            return AppendResult(base, off - 1, now if log_append else -1, self.log_start_offset)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches that already carry offsets and epochs (replication, txn markers)."""
+        mv = memoryview(records)
+        now = now_ms()
+        batches = self._validate(mv, False, now)
+        with self.lock:
+            first = batches[0][1][0]
+            if first < self.log_end_offset:
+                raise InvalidRecordError(
+                    f"offset {first} is below the log end offset {self.log_end_offset}"
+                )
+            prev = self.log_end_offset
+            meta = []
+            for _pos, h in batches:
+                if h[0] < prev:
+                    raise InvalidRecordError("batch offsets are not increasing")
+                prev = h[0] + h[6] + 1
+                meta.append((h[0], h[0] + h[6], h[8], h[1] + LOG_OVERHEAD))
+            active = self._active
+            if active.size == 0 and first != active.base_offset:
+                # An empty active segment must be based where its first batch is.
+                self._replace_empty_active(first)
+            elif meta[-1][1] - self._active.base_offset > INT32_MAX:
+                self._roll(first, now)
+            self._write([mv], len(mv), meta, now, base_override=first)
+            for _pos, h in batches:
+                self.producer_state.update(h, h[0], h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1)
+                self.leader_epoch_cache.assign(h[2], h[0])
+            self._after_append(sum(h[6] + 1 for _p, h in batches))
+            return AppendResult(first, meta[-1][1], -1, self.log_start_offset)
+
+    def _replace_empty_active(self, base: int) -> None:
+        old = self._active
+        new = self._new_segment(base)
+        segs = self._view.segments[:-1] + (new,)
+        self._view = _View(segs, tuple(s.base_offset for s in segs))
+        old.delete_files()
+        self.log_end_offset = base
+
+    def _write(
+        self,
+        iov: list,
+        total: int,
+        meta: list[tuple[int, int, int, int]],
+        now: int,
+        base_override: int | None = None,
+    ) -> None:
+        active = self._active
+        cfg = self.config
+        if active.size > 0 and (
+            active.size + total > cfg.segment_bytes
+            or (active.first_append_ms >= 0 and now - active.first_append_ms > cfg.segment_ms)
+            or active.index.is_full
+            or active.time_index.is_full
+            or meta[-1][1] - active.base_offset > INT32_MAX
+        ):
+            active = self._roll(meta[0][0] if base_override is None else base_override, now)
+        if len(iov) > _IOV_MAX:
+            iov = [b"".join(bytes(b) for b in iov)]
+        active.append(iov, total, meta)
+        if active.first_append_ms < 0:
+            active.first_append_ms = now
+        self.log_end_offset = meta[-1][1] + 1
+
+    def _after_append(self, count: int) -> None:
+        self.unflushed_messages += count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _roll(self, base: int, now: int) -> LogSegment:
+        """Start a new active segment at `base`; the old one is flushed later (maintenance)."""
+        with self.lock:
+            old = self._active
+            if old.size == 0:
+                return old
+            old.on_become_inactive()
+            new = self._new_segment(base)
+            new.first_append_ms = -1
+            segs = self._view.segments + (new,)
+            self._view = _View(segs, tuple(s.base_offset for s in segs))
+            self.producer_state.take_snapshot(base)
+            return new
+
+    def roll(self, now: int | None = None) -> None:
+        with self.lock:
+            self._roll(self.log_end_offset, now_ms() if now is None else now)
+
+    # --- durability -------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything appended so far; advances the recovery point. Returns it."""
+        with self.lock:
+            target = self.log_end_offset
+            dirty = [s for s in self._view.segments if s.unflushed]
+            self.unflushed_messages = 0
+            self.last_flush_ms = now_ms()
+        for seg in dirty:
+            if not seg.closed:
+                seg.flush()
+        with self.lock:
+            if target > self.recovery_point:
+                self.recovery_point = min(target, self.log_end_offset)
+            if target > self._durable_end:
+                self._durable_end = target
+        return self.recovery_point
+
+    def sync(self, offset: int) -> None:
+        """Block until every record up to and including `offset` is on disk.
+
+        Group commit: callers queue on one lock; whoever holds it fsyncs everything appended
+        so far, so the others usually find their offset already durable and return at once.
+        Thread-safe: the broker calls it from a thread pool for `write.caching=false`.
+        """
+        if self._durable_end > offset:
+            return
+        with self._sync_lock:
+            if self._durable_end > offset:
+                return
+            self.flush()
+
+    # --- read -------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one holding `offset`, below `max_offset` (the broker passes
+        the high watermark), at most `max_bytes` unless `min_one_message` and the first batch
+        alone is larger."""
+        start = self.log_start_offset
+        end = self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{start}, {end}] of {self.topic}-{self.partition}"
+            )
+        result = ReadResult(
+            log_start_offset=start, log_end_offset=end, high_watermark=self.high_watermark
+        )
+        limit = end if max_offset is None else min(max_offset, end)
+        if offset >= limit:
+            return result
+        view = self._view
+        i = max(bisect_right(view.bases, offset) - 1, 0)
+        while i < len(view.segments):
+            got = view.segments[i].read(offset, max_bytes, limit, min_one_message)
+            if got is not None:
+                result.buffers, result.size, result.first_offset = got
+                return result
+            i += 1
+        return result
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` (ListOffsets).
+
+        -2 (earliest) and -1 (latest) give the log start / end offset; -3 the record with the
+        largest timestamp. None if no record is that recent.
+        """
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        view = self._view
+        if timestamp == MAX_TIMESTAMP:
+            best: tuple[int, int] | None = None
+            for seg in view.segments:
+                seg.ensure_indexes()
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+            return best
+        start = self.log_start_offset
+        for seg in view.segments:
+            seg.ensure_indexes()
+            if seg.max_timestamp < timestamp:
+                continue
+            from_off = max(seg.time_index.lookup_before(timestamp), start)
+            found = seg.find_position(from_off)
+            if found is None:
+                continue
+            for pos, h in seg.iter_headers(found[0]):
+                if h[8] < timestamp or h[0] + h[6] < start:
+                    continue
+                batch = seg.read_batch(pos, h[1] + LOG_OVERHEAD)
+                for rec in decode_records(batch):
+                    if rec.offset is not None and rec.offset >= start:
+                        ts = rec.timestamp if rec.timestamp is not None else -1
+                        if ts >= timestamp:
+                            return rec.offset, ts
+        return None
+
+    # --- shrinking --------------------------------------------------------------------------
+
+    def _retire(self, segs: list[LogSegment]) -> None:
+        """Remove segments from service: rename to `.deleted`, close/unlink after the delay."""
+        due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+        for seg in segs:
+            with contextlib.suppress(OSError):
+                seg.rename_suffix(".deleted")
+            self._retired.append((due, seg))
+
+    def delete_retired(self, force: bool = False) -> None:
+        """Close and unlink retired segments whose delay has passed (event-loop thread)."""
+        if not self._retired:
+            return
+        now = time.monotonic()
+        with self.lock:
+            keep = []
+            for due, seg in self._retired:
+                if force or due <= now:
+                    seg.delete_files()
+                else:
+                    keep.append((due, seg))
+            self._retired = keep
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or after `offset` (a follower diverged from its leader)."""
+        with self.lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self._view.bases[0]:
+                self.truncate_fully_and_start_at(offset)
+                return
+            segs = list(self._view.segments)
+            i = bisect_right(self._view.bases, offset) - 1
+            drop = segs[i + 1 :]
+            keep = segs[: i + 1]
+            self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
+            self._retire(drop)
+            new_end = keep[-1].truncate_to(offset)
+            self.log_end_offset = new_end
+            self.high_watermark = min(self.high_watermark, new_end)
+            self.recovery_point = min(self.recovery_point, new_end)
+            self._durable_end = min(self._durable_end, new_end)
+            self.leader_epoch_cache.truncate_from_end(new_end)
+            self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower far behind the leader)."""
+        with self.lock:
+            old = list(self._view.segments)
+            new = self._new_segment(offset)
+            new.next_offset = offset
+            if new.size:  # a leftover file at that base
+                os.ftruncate(new.fd, 0)
+                new.size = 0
+                new.rebuild_indexes()
+            self._view = _View((new,), (offset,))
+            self._retire([s for s in old if s is not new and s.base_offset != offset])
+            self.log_end_offset = offset
+            self.log_start_offset = offset
+            self.high_watermark = offset
+            self.recovery_point = offset
+            self._durable_end = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.clear()
+            self.producer_state.delete_snapshots_after(-1)
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); whole segments below it go."""
+        with self.lock:
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records up to {offset}: high watermark {self.high_watermark}"
+                )
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self._drop_segments_below_start()
+            return self.log_start_offset
+
+    def _drop_segments_below_start(self) -> None:
+        segs = list(self._view.segments)
+        drop = []
+        while len(segs) > 1 and segs[1].base_offset <= self.log_start_offset:
+            drop.append(segs.pop(0))
+        if drop:
+            self._view = _View(tuple(segs), tuple(s.base_offset for s in segs))
+            self._retire(drop)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete whole segments past `retention.ms` / over `retention.bytes` (only those
+        entirely below the high watermark). Returns how many went."""
+        cfg = self.config
+        if not cfg.delete:
+            return 0
+        now = now_ms() if now is None else now
+        with self.lock:
+            segs = list(self._view.segments)
+            hw = self.high_watermark
+            n_drop = 0
+            # By time: an expired active segment is rolled so it can go too (Kafka 2.x+).
+            if cfg.retention_ms >= 0:
+                while n_drop < len(segs):
+                    seg = segs[n_drop]
+                    upper = (
+                        segs[n_drop + 1].base_offset
+                        if n_drop + 1 < len(segs)
+                        else self.log_end_offset
+                    )
+                    if upper > hw or seg.size == 0:
+                        break
+                    if now - seg.largest_timestamp <= cfg.retention_ms:
+                        break
+                    if n_drop + 1 == len(segs):
+                        self._roll(self.log_end_offset, now)
+                        segs = list(self._view.segments)
+                    n_drop += 1
+            if cfg.retention_bytes >= 0:
+                total = sum(s.size for s in segs[n_drop:])
+                while n_drop < len(segs) - 1:
+                    seg = segs[n_drop]
+                    if total - seg.size < cfg.retention_bytes:
+                        break
+                    if segs[n_drop + 1].base_offset > hw:
+                        break
+                    total -= seg.size
+                    n_drop += 1
+            if not n_drop:
+                return 0
+            n_drop = min(n_drop, len(segs) - 1)
+            if not n_drop:
+                return 0
+            self.log_start_offset = max(self.log_start_offset, segs[n_drop].base_offset)
+            self._drop_segments_below_start()
+            return n_drop
+
+    # --- maintenance hooks ------------------------------------------------------------------
+
+    def maybe_roll_by_time(self, now: int) -> None:
+        active = self._active
+        if (
+            active.size > 0
+            and active.first_append_ms >= 0
+            and now - active.first_append_ms > self.config.segment_ms
+        ):
+            with self.lock:
+                self._roll(self.log_end_offset, now)
+
+    def flush_if_due(self, now: int) -> None:
+        """`flush.ms`, and rolled segments not yet fsynced (Kafka flushes them on roll, off
+        the append path)."""
+        rolled_dirty = any(s.unflushed for s in self._view.segments[:-1])
+        if (self.unflushed_messages and now - self.last_flush_ms >= self.config.flush_ms) or (
+            rolled_dirty
+        ):
+            self.flush()
+
+    def close(self) -> None:
+        """Clean close: indexes written, producer snapshot at the log end offset."""
+        with self.lock:
+            self.flush()
+            active = self._active
+            active.on_become_inactive()
+            self.producer_state.take_snapshot(self.log_end_offset)
+            for seg in self._view.segments:
+                seg.close()
+            self.delete_retired(force=True)
+
+    def close_without_flush(self) -> None:
+        """Simulate a crash (tests): file descriptors closed, nothing flushed or snapshotted."""
+        with self.lock:
+            for seg in self._view.segments:
+                if not seg.closed:
+                    seg.closed = True
+                    os.close(seg.fd)
+            for _due, seg in self._retired:
+                if not seg.closed:
+                    seg.closed = True
+                    os.close(seg.fd)
+            self._retired = []
+
+    def delete_all_files(self) -> None:
+        with self.lock:
+            for seg in self._view.segments:
+                seg.delete_files()
+            self.delete_retired(force=True)
+
+    def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> bool:
+        """Atomically swap cleaned segments in for `old` (cleaner). False if the log changed
+        under the cleaner (retention, truncation) and the result must be thrown away."""
+        with self.lock:
+            if self.deleted:
+                return False
+            segs = list(self._view.segments)
+            try:
+                i = segs.index(old[0])
+            except ValueError:
+                return False
+            if segs[i : i + len(old)] != old or i + len(old) >= len(segs):
+                return False
+            for seg in new:  # `.cleaned` -> `.swap`: from here on recovery completes the swap
+                seg.flush()
+                seg.rename_suffix(".swap")
+            checkpoint.fsync_dir(self.directory)
+            self._retire(old)
+            for seg in new:
+                seg.rename_suffix("")
+            checkpoint.fsync_dir(self.directory)
+            segs[i : i + len(old)] = new
+            self._view = _View(tuple(segs), tuple(s.base_offset for s in segs))
+            return True

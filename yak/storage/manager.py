@@ -1,0 +1,253 @@
+"""LogManager: every partition log of one data directory, its checkpoints and its background work.
+
+Start-up is where durability is decided: with the clean-shutdown marker present nothing is
+scanned (start-up time does not grow with data size); without it, each log recovers from its
+recovery point (see PartitionLog._recover). The marker is removed as soon as the logs are
+loaded, so a crash at any later moment is detected as unclean.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable
+
+from yak.errors import InvalidTopicError, KafkaStorageError
+from yak.storage import checkpoint
+from yak.storage.config import LogConfig
+from yak.storage.log import PartitionLog, now_ms
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_MS = 5000
+CLEANER_BACKOFF_S = 1.0
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """`<topic>-<partition>`, split at the last '-' (topic names may contain '-')."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: str,
+        default_config: LogConfig | None = None,
+        *,
+        start_cleaner: bool = True,
+    ) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.default_config = default_config or LogConfig()
+        self.start_cleaner = start_cleaner
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock = threading.RLock()
+        self._last_checkpoint_ms = 0
+        self._cleaner_stop = threading.Event()
+        self._cleaner_thread: threading.Thread | None = None
+        self.cleaner_stats: list = []  # recent CleanStats, newest last (bounded)
+        self.was_clean_shutdown = False
+        self.started = False
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    def startup(self, configs: dict[str, LogConfig] | None = None) -> None:
+        """Load every log. `configs` maps topic -> its config (topic configs live in the
+        cluster metadata, not in the log directory)."""
+        configs = configs or {}
+        os.makedirs(self.data_dir, exist_ok=True)
+        marker = os.path.join(self.data_dir, checkpoint.CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.was_clean_shutdown = clean
+        rp = checkpoint.read_offsets(self._path(checkpoint.RECOVERY_POINT_FILE))
+        hw = checkpoint.read_offsets(self._path(checkpoint.REPLICATION_OFFSET_FILE))
+        ls = checkpoint.read_offsets(self._path(checkpoint.LOG_START_OFFSET_FILE))
+        cl = checkpoint.read_offsets(self._path(checkpoint.CLEANER_OFFSET_FILE))
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_log_dir_name(name)
+            if parsed is None:
+                continue
+            topic, part = parsed
+            plog = PartitionLog(
+                path,
+                topic,
+                part,
+                configs.get(topic, self.default_config),
+                recovery_point=rp.get(parsed, 0),
+                log_start_offset=ls.get(parsed, 0),
+                high_watermark=hw.get(parsed, 0),
+                clean=clean,
+            )
+            plog.first_dirty_offset = cl.get(parsed, -1)
+            self._logs[parsed] = plog
+        if clean:
+            os.remove(marker)
+            checkpoint.fsync_dir(self.data_dir)
+        self.checkpoint()
+        self.started = True
+        if self.start_cleaner:
+            self._cleaner_stop.clear()
+            self._cleaner_thread = threading.Thread(
+                target=self._cleaner_loop, name="yak-log-cleaner", daemon=True
+            )
+            self._cleaner_thread.start()
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, snapshot, then the clean-shutdown marker (last, after fsyncs)."""
+        self._stop_cleaner()
+        with self._lock:
+            for plog in self._logs.values():
+                plog.close()
+            self.checkpoint()
+            checkpoint.write_atomic(
+                os.path.join(self.data_dir, checkpoint.CLEAN_SHUTDOWN_FILE), b""
+            )
+            self._logs.clear()
+            self.started = False
+
+    def crash(self) -> None:
+        """For tests: stop like a SIGKILL would (no flush, no checkpoints, no marker)."""
+        self._stop_cleaner()
+        with self._lock:
+            for plog in self._logs.values():
+                plog.close_without_flush()
+            self._logs.clear()
+            self.started = False
+
+    def _stop_cleaner(self) -> None:
+        self._cleaner_stop.set()
+        if self._cleaner_thread is not None:
+            self._cleaner_thread.join()
+            self._cleaner_thread = None
+
+    # --- logs -------------------------------------------------------------------------------
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.data_dir, name)
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """The log of (topic, partition), created if missing. For an existing log a given
+        `config` is applied (the broker re-creates its topics' logs at start-up)."""
+        if not topic or "/" in topic or topic in (".", "..") or partition < 0:
+            raise InvalidTopicError(f"invalid topic partition {topic!r}-{partition}")
+        with self._lock:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                if config is not None and config != existing.config:
+                    existing.update_config(config)
+                return existing
+            path = os.path.join(self.data_dir, f"{topic}-{partition}")
+            try:
+                plog = PartitionLog(
+                    path, topic, partition, config or self.default_config, clean=True
+                )
+            except OSError as e:
+                raise KafkaStorageError(f"cannot create log {path}: {e}") from e
+            self._logs[(topic, partition)] = plog
+            return plog
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Rename the directory aside (Kafka's `-delete` suffix), then remove it."""
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return
+        with plog.lock:
+            plog.deleted = True
+            for seg in plog.segments:
+                seg.close()
+            plog.delete_retired(force=True)
+        aside = f"{plog.directory}.{uuid.uuid4().hex}-delete"
+        try:
+            os.replace(plog.directory, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot delete {plog.directory}: {e}") from e
+
+    # --- periodic work ----------------------------------------------------------------------
+
+    def maintenance(self, now: int | None = None) -> None:
+        """Time-based roll, retention, `flush.ms`, deferred deletes, checkpoints.
+
+        Cheap when there is nothing to do, so the broker can call it every second.
+        """
+        now = now_ms() if now is None else now
+        for plog in self.logs():
+            try:
+                plog.maybe_roll_by_time(now)
+                plog.apply_retention(now)
+                plog.flush_if_due(now)
+                plog.delete_retired()
+            except Exception:  # one bad log must not stop maintenance of the others
+                log.exception("maintenance of %s-%s failed", plog.topic, plog.partition)
+        if now - self._last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS:
+            self.checkpoint()
+            self._last_checkpoint_ms = now
+
+    def checkpoint(self) -> None:
+        logs = self.logs()
+        checkpoint.write_offsets(
+            self._path(checkpoint.RECOVERY_POINT_FILE),
+            {(p.topic, p.partition): p.recovery_point for p in logs},
+        )
+        checkpoint.write_offsets(
+            self._path(checkpoint.REPLICATION_OFFSET_FILE),
+            {(p.topic, p.partition): p.high_watermark for p in logs},
+        )
+        checkpoint.write_offsets(
+            self._path(checkpoint.LOG_START_OFFSET_FILE),
+            {(p.topic, p.partition): p.log_start_offset for p in logs},
+        )
+        checkpoint.write_offsets(
+            self._path(checkpoint.CLEANER_OFFSET_FILE),
+            {(p.topic, p.partition): p.first_dirty_offset for p in logs if p.config.compact},
+        )
+
+    # --- cleaner ----------------------------------------------------------------------------
+
+    def _cleaner_loop(self) -> None:
+        while not self._cleaner_stop.wait(CLEANER_BACKOFF_S):
+            self.run_cleaner_once(stop=self._cleaner_stop.is_set)
+
+    def run_cleaner_once(
+        self, now: int | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Clean every compacted log that is dirty enough; returns how many were cleaned."""
+        from yak.storage.cleaner import clean_log
+
+        done = 0
+        for plog in self.logs():
+            if stop is not None and stop():
+                break
+            if not plog.config.compact:
+                continue
+            try:
+                stats = clean_log(plog, now_ms() if now is None else now)
+            except Exception:
+                log.exception("cleaning %s-%s failed", plog.topic, plog.partition)
+                continue
+            if stats is not None:
+                done += 1
+                self.cleaner_stats.append(stats)
+                del self.cleaner_stats[:-100]
+        return done
+
+
+__all__ = ["LogManager", "parse_log_dir_name"]

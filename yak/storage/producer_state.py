@@ -1,0 +1,220 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager).
+
+For each producer id: its epoch and the metadata of its last 5 batches, so that a retried
+batch is recognised (DuplicateSequenceError carries the offsets it got the first time) and a
+gap in sequences is refused. Snapshots (`<offset>.snapshot`, Kafka's v1 format) are taken at
+segment roll and clean shutdown, so recovery only re-reads the log after the last snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from dataclasses import dataclass, field
+
+import crc32c
+
+from yak.errors import (
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+)
+from yak.storage.checkpoint import write_atomic
+
+MAX_BATCHES_PER_PRODUCER = 5
+INT32_MAX = 2**31 - 1
+SNAPSHOT_SUFFIX = ".snapshot"
+
+_SNAP_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int  # the LogAppendTime it was given, or -1
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: list[BatchMetadata] = field(default_factory=list)
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class ProducerStateManager:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        # Hook for transactions: first offsets of open transactions -> producer id. The last
+        # stable offset is min(first open txn offset, high watermark).
+        self.ongoing_txns: dict[int, int] = {}
+
+    # --- checks on the leader ---------------------------------------------------------------
+
+    def check(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        staged: dict[int, tuple[int, int]],
+    ) -> None:
+        """Raise if the batch is a duplicate, out of order, or from a fenced epoch.
+
+        `staged` holds (epoch, last sequence) of earlier batches of the same append.
+        """
+        entry = self.producers.get(producer_id)
+        if producer_id in staged:
+            cur_epoch, cur_last = staged[producer_id]
+        elif entry is not None:
+            cur_epoch, cur_last = entry.epoch, entry.last_seq
+        else:
+            # Unknown producer (new, or its state aged out with the log): accept any sequence.
+            staged[producer_id] = (epoch, last_seq)
+            return
+        if epoch < cur_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id} epoch {epoch} is older than {cur_epoch}"
+            )
+        if epoch > cur_epoch:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} new epoch {epoch} must start at sequence 0"
+                )
+        else:
+            if entry is not None and producer_id not in staged:
+                for b in entry.batches:
+                    if b.first_seq == first_seq and b.last_seq == last_seq:
+                        raise DuplicateSequenceError(b.base_offset, b.last_offset, b.timestamp)
+            if cur_last >= 0 and first_seq != (cur_last + 1) % (INT32_MAX + 1):
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id}: sequence {first_seq} after {cur_last}"
+                )
+        staged[producer_id] = (epoch, last_seq)
+
+    # --- updates (leader, follower and recovery) --------------------------------------------
+
+    def update(self, h: tuple, base_offset: int, timestamp: int) -> None:
+        """Record an appended batch; `h` is the raw header tuple (see records.HEADER)."""
+        pid = h[9]
+        if pid < 0:
+            return
+        epoch, base_seq, lod, attrs = h[10], h[11], h[6], h[5]
+        last_offset = base_offset + lod
+        entry = self.producers.get(pid)
+        if entry is None or epoch > entry.epoch:
+            entry = ProducerEntry(pid, epoch)
+            self.producers[pid] = entry
+        if attrs & 0x20:  # control batch (commit/abort marker) ends the open transaction
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing_txns.pop(entry.current_txn_first_offset, None)
+                entry.current_txn_first_offset = -1
+            return
+        if base_seq >= 0:
+            last_seq = (base_seq + lod) % (INT32_MAX + 1)
+            entry.batches.append(
+                BatchMetadata(base_seq, last_seq, base_offset, last_offset, timestamp)
+            )
+            if len(entry.batches) > MAX_BATCHES_PER_PRODUCER:
+                del entry.batches[0]
+        entry.last_timestamp = max(entry.last_timestamp, h[8])
+        if attrs & 0x10 and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = base_offset
+            self.ongoing_txns[base_offset] = pid
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing_txns.clear()
+
+    # --- snapshots --------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.directory):
+                if name.endswith(SNAPSHOT_SUFFIX):
+                    with contextlib.suppress(ValueError):
+                        out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+        return sorted(out)
+
+    def _path(self, offset: int) -> str:
+        return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def take_snapshot(self, offset: int) -> None:
+        body = bytearray(struct.pack(">i", len(self.producers)))
+        for e in self.producers.values():
+            last = e.batches[-1] if e.batches else None
+            body += _SNAP_ENTRY.pack(
+                e.producer_id,
+                e.epoch,
+                last.last_seq if last else -1,
+                last.last_offset if last else -1,
+                (last.last_offset - last.base_offset) if last else 0,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+            )
+        crc = crc32c.crc32c(bytes(body))
+        write_atomic(self._path(offset), struct.pack(">hI", 1, crc) + bytes(body), sync=False)
+
+    def load_snapshot(self, max_offset: int) -> int:
+        """Load the newest valid snapshot at or below `max_offset`; returns its offset, or -1
+        (then the caller replays the whole log)."""
+        self.clear()
+        for off in reversed(self.snapshot_offsets()):
+            if off > max_offset:
+                continue
+            try:
+                with open(self._path(off), "rb") as f:
+                    data = f.read()
+                version, crc, count = _SNAP_HEADER.unpack_from(data, 0)
+                if version != 1 or crc32c.crc32c(data[6:]) != crc:
+                    raise ValueError("bad snapshot")
+                if len(data) != 10 + count * _SNAP_ENTRY.size:
+                    raise ValueError("bad snapshot length")
+                for vals in _SNAP_ENTRY.iter_unpack(data[10:]):
+                    pid, epoch, last_seq, last_off, delta, ts, coord, txn_first = vals
+                    e = ProducerEntry(pid, epoch, [], coord, txn_first, ts)
+                    if last_off >= 0:
+                        first_seq = (last_seq - delta) % (INT32_MAX + 1)
+                        e.batches.append(
+                            BatchMetadata(first_seq, last_seq, last_off - delta, last_off, -1)
+                        )
+                    self.producers[pid] = e
+                    if txn_first >= 0:
+                        self.ongoing_txns[txn_first] = pid
+                return off
+            except (OSError, ValueError, struct.error):
+                self.clear()
+                self.remove_snapshot(off)
+        return -1
+
+    def remove_snapshot(self, offset: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._path(offset))
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self.remove_snapshot(off)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Keep the newest snapshot at or below `offset`; older ones are useless."""
+        offs = [o for o in self.snapshot_offsets() if o <= offset]
+        for off in offs[:-1]:
+            self.remove_snapshot(off)

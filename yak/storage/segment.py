@@ -1,0 +1,395 @@
+"""One segment: `<base offset>.log` plus its `.index` and `.timeindex`.
+
+A segment only ever grows at its end (appends) or shrinks from its end (truncation, recovery);
+the cleaner never edits one in place but writes a replacement. That is what lets readers on the
+event loop run without a lock: a position they found stays valid while they use it, and a
+removed segment keeps its file descriptor open until `file.delete.delay.ms` has passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+
+import crc32c
+
+from yak.errors import KafkaStorageError
+from yak.protocol.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from yak.storage.index import OffsetIndex, TimeIndex
+
+INT32_MAX = 2**31 - 1
+_SCAN_CHUNK = 4 * 1024 * 1024
+_READ_SLACK = 8192
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        index_bytes: int,
+        index_interval_bytes: int,
+        suffix: str = "",
+        now_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.suffix = suffix
+        self.index_interval_bytes = index_interval_bytes
+        name = os.path.join(directory, segment_name(base_offset))
+        self.log_path = name + ".log" + suffix
+        try:
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.size = os.fstat(self.fd).st_size
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {self.log_path}: {e}") from e
+        self.index = OffsetIndex(name + ".index" + suffix, base_offset, index_bytes // 8)
+        self.time_index = TimeIndex(name + ".timeindex" + suffix, base_offset, index_bytes // 12)
+        self.next_offset = base_offset  # valid once `load_tail`/`recover` ran (active segment)
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index = 0
+        self.created_ms = now_ms
+        self.first_append_ms = -1
+        self.unflushed = False
+        self._indexes_ready = False
+        self.closed = False
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def ensure_indexes(self) -> None:
+        """Load the index files on first use, so a clean start-up reads nothing it won't use."""
+        if self._indexes_ready:
+            return
+        if self.index.load() and self.time_index.load():
+            last_off, last_pos = self.index.last_entry()
+            if last_pos <= self.size and last_off >= self.base_offset:
+                self._indexes_ready = True
+                self.max_timestamp = self.time_index.max_timestamp
+                if len(self.time_index):
+                    self.offset_of_max_timestamp = (
+                        self.base_offset + self.time_index.rel_offsets[-1]
+                    )
+                return
+        self.rebuild_indexes()
+
+    def rebuild_indexes(self) -> None:
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index = 0
+        self.next_offset = self.base_offset
+        for pos, h in self.iter_headers(0):
+            self._index_batch(pos, h[0], h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
+            self.next_offset = h[0] + h[6] + 1
+        self._indexes_ready = True
+
+    def load_tail(self) -> None:
+        """Find the next offset by scanning from the last index entry (bounded work)."""
+        self.ensure_indexes()
+        last_off, last_pos = self.index.last_entry()
+        self.next_offset = self.base_offset
+        self.bytes_since_last_index = 0
+        for pos, h in self.iter_headers(last_pos):
+            self.next_offset = h[0] + h[6] + 1
+            self.bytes_since_last_index = pos + h[1] + LOG_OVERHEAD - last_pos
+            if h[8] > self.max_timestamp:
+                self.max_timestamp = h[8]
+                self.offset_of_max_timestamp = h[0] + h[6]
+
+    def recover(self, on_batch=None) -> int:  # type: ignore[no-untyped-def]
+        """Validate every batch (framing, CRC, increasing offsets), cut the file at the first
+        invalid byte and rebuild both indexes. Returns the number of bytes cut."""
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index = 0
+        self.next_offset = self.base_offset
+        file_size = os.fstat(self.fd).st_size
+        valid_end = 0
+        for pos, batch, h in self._iter_raw(0, file_size):
+            base, blen, _, magic, crc, _attrs, lod = h[:7]
+            if (
+                magic != MAGIC
+                or lod < 0
+                or base < self.next_offset
+                or base + lod - self.base_offset > INT32_MAX
+                or crc32c.crc32c(batch[21:]) != crc
+            ):
+                break
+            self._index_batch(pos, base, base + lod, h[8], blen + LOG_OVERHEAD)
+            self.next_offset = base + lod + 1
+            valid_end = pos + blen + LOG_OVERHEAD
+            if on_batch is not None:
+                on_batch(h)
+        cut = file_size - valid_end
+        if cut:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self._indexes_ready = True
+        return cut
+
+    def _iter_raw(self, start: int, end: int) -> Iterator[tuple[int, memoryview, tuple]]:
+        """(position, batch bytes, header tuple) for each framed batch; stops at bad framing."""
+        pos = start
+        while pos + HEADER_SIZE <= end:
+            chunk = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+            mv = memoryview(chunk)
+            rel = 0
+            while rel + HEADER_SIZE <= len(chunk):
+                h = HEADER.unpack_from(chunk, rel)
+                size = h[1] + LOG_OVERHEAD
+                if h[1] < HEADER_SIZE - LOG_OVERHEAD or h[3] != MAGIC or pos + rel + size > end:
+                    return
+                if rel + size > len(chunk):
+                    if rel == 0:  # a batch bigger than the chunk
+                        big = os.pread(self.fd, size, pos)
+                        if len(big) < size:
+                            return
+                        yield pos, memoryview(big), h
+                        rel = size
+                    break
+                yield pos + rel, mv[rel : rel + size], h
+                rel += size
+            if rel == 0:
+                return
+            pos += rel
+
+    def iter_headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, tuple]]:
+        """(position, header tuple) of each batch from `start`, reading headers only."""
+        end = self.size if end is None else end
+        pos = start
+        chunk = b""
+        cpos = start
+        while pos + HEADER_SIZE <= end:
+            rel = pos - cpos
+            if rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(self.fd, min(65536, end - pos), pos)
+                cpos, rel = pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            h = HEADER.unpack_from(chunk, rel)
+            size = h[1] + LOG_OVERHEAD
+            if h[1] < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+                return
+            yield pos, h
+            pos += size
+
+    # --- appending -------------------------------------------------------------------------
+
+    def _index_batch(self, pos: int, base: int, last: int, max_ts: int, size: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last
+        if self.bytes_since_last_index > self.index_interval_bytes:
+            self.index.append(base, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index = 0
+        self.bytes_since_last_index += size
+
+    def append(self, iovecs: list, total: int, batches: list[tuple[int, int, int, int]]) -> None:
+        """Write `iovecs` (whole batches) at the end; all or nothing.
+
+        `batches` holds (base offset, last offset, max timestamp, size) per batch. On any I/O
+        error the file is cut back to its old size so no partial batch is ever readable.
+        """
+        start = self.size
+        try:
+            written = 0
+            while written < total:
+                n = os.pwritev(self.fd, iovecs, start + written)
+                if n <= 0:
+                    raise OSError(errno.EIO, "short write")
+                written += n
+                if written < total:
+                    iovecs = _skip(iovecs, n)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise KafkaStorageError(f"append to {self.log_path} failed: {e}") from e
+        pos = start
+        for base, last, max_ts, size in batches:
+            self._index_batch(pos, base, last, max_ts, size)
+            pos += size
+        self.size = start + total
+        self.next_offset = batches[-1][1] + 1
+        self.unflushed = True
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one: bool
+    ) -> tuple[list, int, int] | None:
+        """Whole batches from the one holding `offset`: (buffers, size, first base offset).
+
+        None if this segment holds nothing at or after `offset` (look in the next one).
+        """
+        self.ensure_indexes()
+        end = self.size
+        pos = self.index.lookup(offset)
+        cpos = pos
+        chunk = os.pread(self.fd, min(end - pos, max_bytes + _READ_SLACK), pos)
+        h = None
+        while pos + HEADER_SIZE <= end:
+            rel = pos - cpos
+            if rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(self.fd, min(end - pos, max_bytes + _READ_SLACK), pos)
+                cpos, rel = pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return None
+            h = HEADER.unpack_from(chunk, rel)
+            if h[0] + h[6] >= offset:
+                break
+            pos += h[1] + LOG_OVERHEAD
+        else:
+            return None
+        if h is None:
+            return None
+        start = pos
+        first = h[0]
+        total = 0
+        while True:
+            size = h[1] + LOG_OVERHEAD
+            if h[0] + h[6] >= max_offset:
+                break
+            if total + size > max_bytes and not (total == 0 and min_one):
+                break
+            total += size
+            pos += size
+            if pos + HEADER_SIZE > end:
+                break
+            rel = pos - cpos
+            if rel + HEADER_SIZE <= len(chunk):
+                h = HEADER.unpack_from(chunk, rel)
+            else:
+                raw = os.pread(self.fd, HEADER_SIZE, pos)
+                if len(raw) < HEADER_SIZE:
+                    break
+                h = HEADER.unpack_from(raw, 0)
+        if total == 0:
+            return [], 0, first
+        if start >= cpos and start + total <= cpos + len(chunk):
+            data: bytes | memoryview = memoryview(chunk)[start - cpos : start - cpos + total]
+        else:
+            data = os.pread(self.fd, total, start)
+            if len(data) < total:  # cut under us by a truncation: serve nothing rather than junk
+                return [], 0, first
+        return [data], total, first
+
+    def find_position(self, offset: int) -> tuple[int, tuple] | None:
+        """Position and header of the first batch whose last offset >= `offset`."""
+        self.ensure_indexes()
+        for pos, h in self.iter_headers(self.index.lookup(offset)):
+            if h[0] + h[6] >= offset:
+                return pos, h
+        return None
+
+    def read_batch(self, pos: int, size: int) -> bytes:
+        return os.pread(self.fd, size, pos)
+
+    # --- shrinking, flushing, closing -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= `offset`; returns the new next offset."""
+        found = self.find_position(offset)
+        if found is None:
+            return self.next_offset
+        pos, _h = found
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(offset)
+        self.rebuild_tail_state()
+        return self.next_offset
+
+    def rebuild_tail_state(self) -> None:
+        self.max_timestamp = self.time_index.max_timestamp
+        if len(self.time_index):
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
+        else:
+            self.offset_of_max_timestamp = self.base_offset
+        self.load_tail()
+
+    def on_become_inactive(self) -> None:
+        """Kafka adds a final time-index entry at roll so the segment's max timestamp is known
+        from its time index alone after a restart (retention needs it)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.flush_indexes(sync=False)
+
+    def flush_indexes(self, sync: bool) -> None:
+        if self._indexes_ready:
+            self.index.flush(sync)
+            self.time_index.flush(sync)
+
+    def flush(self) -> None:
+        try:
+            os.fdatasync(self.fd)
+            self.flush_indexes(sync=True)
+        except OSError as e:
+            raise KafkaStorageError(f"flush of {self.log_path} failed: {e}") from e
+        self.unflushed = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        with contextlib.suppress(OSError):
+            self.flush_indexes(sync=False)
+        self.closed = True
+        os.close(self.fd)
+
+    def paths(self) -> list[str]:
+        return [self.log_path, self.index.path, self.time_index.path]
+
+    def rename_suffix(self, new_suffix: str) -> None:
+        """Rename all three files (e.g. to `.deleted`, or `.swap` -> ``)."""
+        old = self.suffix
+        for attr_holder, attr in (
+            (self, "log_path"),
+            (self.index, "path"),
+            (self.time_index, "path"),
+        ):
+            path = getattr(attr_holder, attr)
+            stem = path[: len(path) - len(old)] if old else path
+            new = stem + new_suffix
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, new)
+            setattr(attr_holder, attr, new)
+        self.suffix = new_suffix
+
+    def delete_files(self) -> None:
+        self.close()
+        for p in self.paths():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(p)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For retention: the max timestamp, or the file's mtime if it holds no timestamps."""
+        self.ensure_indexes()
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError:
+            return 0
+
+
+def _skip(iovecs: list, n: int) -> list:
+    out = []
+    for b in iovecs:
+        ln = len(b)
+        if n >= ln:
+            n -= ln
+            continue
+        out.append(memoryview(b)[n:] if n else b)
+        n = 0
+    return out
