@@ -145,3 +145,15 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., YakBroker]]:
 @pytest.fixture
 def broker(broker_factory: Callable[..., YakBroker]) -> YakBroker:
     return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakBroker]:
+    """One broker shared by a test module (tests must use distinct topic names)."""
+    data_dir = tmp_path_factory.mktemp("yak-module") / "data"
+    data_dir.mkdir()
+    b = YakBroker(data_dir, {}).start()
+    yield b
+    with contextlib.suppress(Exception):
+        b.stop(10)
+    b.kill()

@@ -84,11 +84,16 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
     loop = asyncio.get_running_loop()
-    logs = LogManager(config.data_dir, config.log_defaults)
-    await loop.run_in_executor(None, logs.startup)
+    logs = LogManager(str(config.data_dir), config.log_defaults)
     metadata = MetadataStore(config.data_dir / "__yak_metadata.json")
     topics = TopicManager(metadata, logs, config)
+    # Topic configs live in the metadata, so storage needs them to load the logs.
+    configs = {info.name: topics.log_config(info) for info in topics.topics()}
+    await loop.run_in_executor(None, logs.startup, configs)
     await loop.run_in_executor(None, topics.startup)
+    for plog in logs.logs():
+        # One broker: the leader is the whole ISR, so everything recovered is committed.
+        plog.update_high_watermark()
     broker = Broker(config, logs, metadata, topics)
     registry()  # import handlers now, not on the first request
     _attach_optional_services(broker)

@@ -225,11 +225,17 @@ def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     raise ValueError("varint longer than 5 bytes")
 
 
+MAX_TAGGED_FIELDS = 1024
+"""Kafka defines a handful of tags per struct; thousands can only be an attack."""
+
+
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
     """Skip a tagged-field section; every count is checked against the bytes left so an
     inflated count costs nothing (each tag takes at least 2 bytes)."""
     count, pos = read_uvarint(buf, pos)
     end = len(buf)
+    if count > MAX_TAGGED_FIELDS:
+        raise ValueError(f"{count} tagged fields")
     if count * 2 > end - pos:
         raise ValueError(f"tagged field count {count} exceeds remaining {end - pos} bytes")
     for _ in range(count):

@@ -18,7 +18,6 @@ stable offset and get the aborted transactions in range, when storage tracks the
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from typing import Any
 
@@ -169,20 +168,5 @@ def _aborted(plog: Any, start: int, upper: int) -> list[tuple[int, int]]:
 
 
 def _buffers_of(rr: Any) -> tuple[list[Any], int]:
-    """Storage's ReadResult as (buffers, size): memoryviews go out as they are."""
-    records = rr.records
-    if isinstance(records, (bytes, bytearray, memoryview)):
-        return ([records] if len(records) else []), len(records)
-    if isinstance(records, list | tuple):
-        bufs = []
-        size = 0
-        for r in records:
-            if isinstance(r, (bytes, bytearray, memoryview)):
-                bufs.append(r)
-                size += len(r)
-            else:  # a file region (fd, position, size)
-                data = os.pread(r[0], r[2], r[1])
-                bufs.append(data)
-                size += len(data)
-        return bufs, size
-    raise TypeError(f"unexpected ReadResult.records {type(records)!r}")
+    """Storage's ReadResult: buffers go out as they are, never joined."""
+    return rr.buffers, rr.size

@@ -76,7 +76,7 @@ def _lookup(ctx: RequestContext, topic: str, p: Any, committed: bool) -> tuple[E
         if ts == LATEST_TIERED:
             return ErrorCode.none, -1, -1
         if ts == MAX_TIMESTAMP:
-            found = plog.max_timestamp_and_offset()
+            found = plog.offset_for_timestamp(MAX_TIMESTAMP)
         elif ts < 0:
             return ErrorCode.invalid_request, -1, -1
         else:
