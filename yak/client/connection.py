@@ -1,0 +1,113 @@
+"""One blocking TCP connection to one broker, speaking Kafka's framing with kio's codecs.
+
+Blocking on purpose: the Spark connector runs inside Python workers that Spark starts and
+stops per task, where an event loop is only overhead. Requests are strictly sequential on a
+connection (one in flight), which is all a fetcher or a producer per task needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import socket
+import struct
+from typing import Any, TypeVar
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from yak.errors import KafkaError
+
+T = TypeVar("T")
+
+_LEN = struct.Struct(">i")
+
+
+class BrokerConnectionError(KafkaError):
+    """The broker could not be reached or dropped the connection (retriable)."""
+
+    retriable = True
+
+
+def build(cls: type[T], **kwargs: Any) -> T:
+    """Instantiate a kio dataclass, keeping only the fields this schema version has.
+
+    kio generates one class per API version and fields come and go between versions; this
+    lets one call site serve every version it negotiates.
+    """
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in kwargs.items() if k in names})
+
+
+class Connection:
+    """A socket plus correlation ids; `send()` writes a request and reads its response."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "yak-spark",
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise BrokerConnectionError(f"cannot connect to broker {host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation = 0
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def send(self, request: Any, response_cls: type[T]) -> T:
+        self._correlation += 1
+        header_cls = request.__header_schema__
+        header = build(
+            header_cls,
+            request_api_key=i16(request.__api_key__),
+            request_api_version=i16(request.__version__),
+            correlation_id=i32(self._correlation),
+            client_id=self.client_id,
+        )
+        buf = io.BytesIO()
+        buf.write(b"\0\0\0\0")
+        entity_writer(header_cls)(buf, header)
+        entity_writer(type(request))(buf, request)
+        frame = buf.getbuffer()
+        _LEN.pack_into(frame, 0, len(frame) - 4)
+        try:
+            self._sock.sendall(frame)
+            del frame
+            size = _LEN.unpack(self._recv_exact(4))[0]
+            payload = self._recv_exact(size)
+        except OSError as exc:
+            self.close()
+            raise BrokerConnectionError(
+                f"connection to broker {self.host}:{self.port} failed: {exc}"
+            ) from exc
+        view = memoryview(payload).toreadonly()
+        header_reader = entity_reader(response_cls.__header_schema__)  # type: ignore[attr-defined]
+        resp_header, used = header_reader(view, 0)
+        if resp_header.correlation_id != self._correlation:
+            self.close()
+            raise BrokerConnectionError("correlation id mismatch: connection out of sync")
+        body, _ = entity_reader(response_cls)(view, used)
+        return body
+
+    def _recv_exact(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionResetError("broker closed the connection")
+            got += k
+        return buf  # type: ignore[return-value]
