@@ -64,13 +64,21 @@ class TopicManager:
     # ------------------------------------------------------------------ startup
 
     def startup(self) -> None:
-        """Reconcile logs with metadata after `LogManager.startup()` (crash leftovers)."""
+        """Reconcile logs with metadata after `LogManager.startup()`.
+
+        Applies each topic's overrides to its loaded logs, creates logs a crash left
+        missing, and deletes logs of topics deleted just before a crash.
+        """
         for info in self.metadata.topics.values():
             cfg = self.log_config(info)
             for p in range(info.partitions):
-                if self.logs.get(info.name, p) is None:
+                plog = self.logs.get(info.name, p)
+                if plog is None:
                     log.warning("creating missing log %s-%d", info.name, p)
                     self.logs.create(info.name, p, cfg)
+                else:
+                    # Logs load with the broker defaults; topic overrides live here.
+                    plog.update_config(cfg)
         for plog in list(self.logs.logs()):
             topic, partition = _topic_partition(plog)
             info = self.metadata.get(topic)

@@ -74,9 +74,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         code, message = outcome(err)
         if info is not None:
             entries = topic_entries(info.configs, ctx.broker.config)
+            config_cls = getattr(m, "CreatableTopicConfigs", None)  # v5+ only
             result_configs: tuple[Any, ...] | None = tuple(
                 build(
-                    m.CreatableTopicConfigs,
+                    config_cls,
                     name=e.name,
                     value=e.value,
                     read_only=e.read_only,
@@ -84,6 +85,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     is_sensitive=e.is_sensitive,
                 )
                 for e in entries
+                if config_cls is not None
             )
             results.append(
                 build(

@@ -23,7 +23,7 @@ MAX_VERSION = 4
 
 def partition_size(plog: Any) -> int:
     """Bytes of the partition's segments; from storage if it tracks it, else from disk."""
-    size = getattr(plog, "size", None)
+    size = getattr(plog, "size_in_bytes", None)
     if size is not None:
         return int(size() if callable(size) else size)
     directory = getattr(plog, "dir", None) or getattr(plog, "path", None)
