@@ -267,7 +267,8 @@ def test_sync_group_commit(manager):
         def worker():
             for _ in range(10):
                 r = log.append_as_leader(make_batch(1), 0)
-                log.sync(r.last_offset)
+                log.sync(r.last_offset + 1)
+                assert log.recovery_point > r.last_offset
 
         ts = [threading.Thread(target=worker) for _ in range(8)]
         for t in ts:

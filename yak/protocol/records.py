@@ -329,5 +329,35 @@ def decode_records(
     return out
 
 
+def scan_keys(
+    batch: bytes | bytearray | memoryview, max_size: int = compression.DEFAULT_MAX_SIZE
+) -> list[tuple[int, bytes | None, bool]]:
+    """(offset, key, is_tombstone) of each record: what the cleaner needs, without copying
+    values or decoding headers."""
+    h = parse_header(batch, 0)
+    mv = memoryview(batch)[HEADER_SIZE : h.size]
+    body = compression.decompress(h.compression, mv, max_size)
+    out: list[tuple[int, bytes | None, bool]] = []
+    pos = 0
+    base = h.base_offset
+    for _ in range(h.record_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        if length < 0 or end > len(body):
+            raise CorruptRecordError("record overruns the batch")
+        pos += 1
+        _ts, pos = _read_varint(body, pos)
+        off_delta, pos = _read_varint(body, pos)
+        klen, pos = _read_varint(body, pos)
+        key = None
+        if klen >= 0:
+            key = body[pos : pos + klen]
+            pos += klen
+        vlen, _ = _read_varint(body, pos)
+        out.append((base + off_delta, key, vlen < 0))
+        pos = end
+    return out
+
+
 def batch_bytes(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
     return bytes(memoryview(buf)[pos : pos + header.size])

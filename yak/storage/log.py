@@ -479,16 +479,16 @@ class PartitionLog:
         return self.recovery_point
 
     def sync(self, offset: int) -> None:
-        """Block until every record up to and including `offset` is on disk.
+        """Block until every record below `offset` is on disk (pass `last_offset + 1`).
 
         Group commit: callers queue on one lock; whoever holds it fsyncs everything appended
         so far, so the others usually find their offset already durable and return at once.
         Thread-safe: the broker calls it from a thread pool for `write.caching=false`.
         """
-        if self._durable_end > offset:
+        if self._durable_end >= offset:
             return
         with self._sync_lock:
-            if self._durable_end > offset:
+            if self._durable_end >= offset:
                 return
             self.flush()
 
