@@ -53,3 +53,6 @@ app.command("serve")(_serve.serve)
 app.add_typer(_topic.app, name="topic")
 app.command("produce")(_produce.produce)
 app.command("consume")(_consume.consume)
+
+if __name__ == "__main__":  # python -m yak.cli.main
+    app()
