@@ -208,11 +208,15 @@ class KafkaClient:
                 self._leaders[(t.name, p.partition)] = p.leader
         return out
 
-    def partitions_for(self, topic: str) -> list[PartitionInfo]:
-        md = self.metadata([topic])
-        if topic not in md:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        return md[topic]
+    def partitions_for(self, topic: str, auto_create: bool = False) -> list[PartitionInfo]:
+        """Partitions of `topic`; with `auto_create` the broker may create it (as producers do)."""
+        for attempt in range(10 if auto_create else 1):
+            md = self.metadata([topic], auto_create=auto_create)
+            if topic in md and md[topic]:
+                return md[topic]
+            if attempt < 9 and auto_create:
+                time.sleep(0.05 * (attempt + 1))
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
 
     def _leader(self, topic: str, partition: int) -> int | str:
         leader = self._leaders.get((topic, partition))
