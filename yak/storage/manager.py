@@ -48,6 +48,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
         self._last_checkpoint_ms = 0
+        self._written_checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._cleaner_stop = threading.Event()
         self._cleaner_thread: threading.Thread | None = None
         self.cleaner_stats: list = []  # recent CleanStats, newest last (bounded)
@@ -202,23 +203,26 @@ class LogManager:
             self._last_checkpoint_ms = now
 
     def checkpoint(self) -> None:
+        """Rewrite the data dir's checkpoint files whose content changed (each write fsyncs)."""
         logs = self.logs()
-        checkpoint.write_offsets(
-            self._path(checkpoint.RECOVERY_POINT_FILE),
-            {(p.topic, p.partition): p.recovery_point for p in logs},
-        )
-        checkpoint.write_offsets(
-            self._path(checkpoint.REPLICATION_OFFSET_FILE),
-            {(p.topic, p.partition): p.high_watermark for p in logs},
-        )
-        checkpoint.write_offsets(
-            self._path(checkpoint.LOG_START_OFFSET_FILE),
-            {(p.topic, p.partition): p.log_start_offset for p in logs},
-        )
-        checkpoint.write_offsets(
-            self._path(checkpoint.CLEANER_OFFSET_FILE),
-            {(p.topic, p.partition): p.first_dirty_offset for p in logs if p.config.compact},
-        )
+        files = {
+            checkpoint.RECOVERY_POINT_FILE: {
+                (p.topic, p.partition): p.recovery_point for p in logs
+            },
+            checkpoint.REPLICATION_OFFSET_FILE: {
+                (p.topic, p.partition): p.high_watermark for p in logs
+            },
+            checkpoint.LOG_START_OFFSET_FILE: {
+                (p.topic, p.partition): p.log_start_offset for p in logs
+            },
+            checkpoint.CLEANER_OFFSET_FILE: {
+                (p.topic, p.partition): p.first_dirty_offset for p in logs if p.config.compact
+            },
+        }
+        for name, offsets in files.items():
+            if self._written_checkpoints.get(name) != offsets:
+                checkpoint.write_offsets(self._path(name), offsets)
+                self._written_checkpoints[name] = offsets
 
     # --- cleaner ----------------------------------------------------------------------------
 
