@@ -376,7 +376,9 @@ def test_delete_records_and_offsets_for_times(broker) -> None:
         ("t", ErrorCode.unknown_topic_or_partition, -1),
         ("nope", ErrorCode.unknown_topic_or_partition, -1),
     ]
+    c.close()
     broker.restart()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
     assert c.get_watermark_offsets(TopicPartition("t", 0), timeout=T) == (10, 10)
     c.close()
 
