@@ -186,8 +186,15 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
         _s("offsets.topic.replication.factor", "short", "3", lo=1),
         _s("offsets.topic.segment.bytes", "int", "104857600", lo=1),
         _s("offsets.commit.timeout.ms", "int", "5000", lo=1),
-        _s("offsets.retention.check.interval.ms", "long", "600000", lo=1),
-        _s("group.max.size", "int", "2147483647", lo=1),
+        _s(
+            "offsets.retention.check.interval.ms",
+            "long",
+            "600000",
+            "offsets_retention_check_interval_ms",
+            lo=1,
+        ),
+        _s("offset.metadata.max.bytes", "int", "4096", "offset_metadata_max_bytes", lo=0),
+        _s("group.max.size", "int", "2147483647", "group_max_size", lo=1),
         _s("transaction.state.log.num.partitions", "int", "50", lo=1),
         _s("transaction.state.log.replication.factor", "short", "3", lo=1),
         _s("transaction.state.log.min.isr", "int", "2", lo=1),
@@ -446,6 +453,9 @@ class BrokerConfig:
     # Kafka's default is 50; Yak honours the setting, and the group coordinator may
     # choose fewer partitions for a one-broker cluster (see its docs).
     offsets_topic_num_partitions: int = 50
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+    group_max_size: int = 2147483647
     log_retention_check_interval_ms: int = 300000
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
