@@ -138,17 +138,15 @@ class KafkaClient:
                     self._versions[api] = v
                     break
 
-    def _call(self, node: int | str, api: str, **fields: Any) -> Any:
-        """Send one request with bounded retries on connection failures."""
+    def _ensure(self, node: int | str) -> None:
+        """Connect (and negotiate versions) under the same bounded retry policy as requests."""
+        self._retrying(node, lambda: self._connect(node))
+
+    def _retrying(self, node: int | str, fn: Any) -> Any:
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
-                conn = self._connect(node)
-                version = self._versions.get(api)
-                if version is None:
-                    raise YakClientError(f"broker does not support a usable {api} version")
-                req = build(_schema(api, version, "request"), **fields)
-                return conn.send(req, _schema(api, version, "response"))
+                return fn()
             except BrokerConnectionError as exc:
                 last = exc
                 dead = self._conns.pop(node, None)
@@ -162,6 +160,19 @@ class KafkaClient:
             f"(kafka.bootstrap.servers={where}): {last}"
         )
 
+    def _call(self, node: int | str, api: str, **fields: Any) -> Any:
+        """Send one request with bounded retries on connection failures."""
+
+        def once() -> Any:
+            conn = self._connect(node)
+            version = self._versions.get(api)
+            if version is None:
+                raise YakClientError(f"broker does not support a usable {api} version")
+            req = build(_schema(api, version, "request"), **fields)
+            return conn.send(req, _schema(api, version, "response"))
+
+        return self._retrying(node, once)
+
     def _any_node(self) -> int | str:
         return next(iter(self._brokers), "bootstrap") if self._brokers else "bootstrap"
 
@@ -173,7 +184,7 @@ class KafkaClient:
         """Topic -> partitions (with leaders); `None` means every topic in the cluster."""
         topic_list = None
         node = self._any_node()
-        self._connect(node)
+        self._ensure(node)
         version = self._versions["metadata"]
         topic_cls = import_module(f"kio.schema.metadata.v{version}.request").MetadataRequestTopic
         if topics is not None:
@@ -334,7 +345,7 @@ class KafkaClient:
     def init_producer_id(self) -> tuple[int, int]:
         """An idempotent producer id and epoch (no transactional id)."""
         node = self._any_node()
-        self._connect(node)
+        self._ensure(node)
         if "init_producer_id" not in self._versions:
             raise YakClientError("broker does not support InitProducerId")
         resp = self._call(
@@ -414,7 +425,7 @@ class KafkaClient:
         self, topic: str, partitions: int = 1, configs: Mapping[str, str] | None = None
     ) -> None:
         node = self._any_node()
-        self._connect(node)
+        self._ensure(node)
         if "create_topics" not in self._versions:
             raise YakClientError("broker does not support CreateTopics")
         version = self._versions["create_topics"]

@@ -217,50 +217,7 @@ class YakStreamWriter(DataSourceStreamArrowWriter):
         table = _tables(iterator)
         if table is None or table.num_rows == 0:
             return YakCommitMessage()
-        with self.opts.client.client() as client:
-            seed = zlib.crc32(f"{query_id}/{batch_id}/{task}".encode())
-            groups = _placed(table, self.opts, client, seed)
-            if not self.opts.exactly_once or batch_id is None or query_id is None:
-                return YakCommitMessage(
-                    rows=table.num_rows, partitions=_produce(client, self.opts, groups)
-                )
-            fence = f"{query_id}/{task}"
-            batch = int(batch_id)
-            state_tp = (self.opts.state_topic, 0)
-            client.create_topic(self.opts.state_topic, 1)
-            prior = _last_state(client, state_tp, fence)
-            pids: list[int] = []
-            starts: dict[str, int] = {}
-            if prior is not None and prior.get("batch") == batch:
-                pids = [int(p) for p in prior["pids"]]
-                starts = {k: int(v) for k, v in prior["starts"].items()}
-            missing = [
-                (g.topic, g.partition) for g in groups if f"{g.topic}-{g.partition}" not in starts
-            ]
-            if missing:
-                for (t, p), off in client.list_offsets(dict.fromkeys(missing, LATEST)).items():
-                    starts[f"{t}-{p}"] = off
-            try:
-                pid, epoch = client.init_producer_id()
-            except Exception:  # a broker without InitProducerId: a random id still marks batches
-                pid, epoch = random.randrange(1 << 40, 1 << 62), 0
-            state = {"batch": batch, "pids": pids + [pid], "starts": starts}
-            client.produce(
-                {state_tp: _state_record(fence, state)},
-                acks=-1,
-                timeout_ms=self.opts.client.request_timeout_ms,
-            )
-            skipped = 0
-            if pids:
-                groups, skipped = _skip_written(client, groups, set(pids), starts)
-                log.warning(
-                    "replay of batch %d task %d: %d rows already written, skipped",
-                    batch,
-                    task,
-                    skipped,
-                )
-            parts = _produce(client, self.opts, groups, pid, epoch)
-        return YakCommitMessage(rows=table.num_rows, skipped=skipped, partitions=parts)
+        return write_fenced(self.opts, table, query_id, batch_id, task)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         rows = sum(m.rows for m in messages if isinstance(m, YakCommitMessage))
@@ -268,6 +225,54 @@ class YakStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("yak sink batch %d aborted; its replay will skip rows already written", batchId)
+
+
+def write_fenced(
+    opts: SinkOptions, table: pa.Table, query_id: str | None, batch_id: str | int | None, task: int
+) -> YakCommitMessage:
+    """Write one task's rows of one micro-batch, skipping what an earlier attempt wrote."""
+    with opts.client.client() as client:
+        seed = zlib.crc32(f"{query_id}/{batch_id}/{task}".encode())
+        groups = _placed(table, opts, client, seed)
+        if not opts.exactly_once or batch_id is None or query_id is None:
+            return YakCommitMessage(rows=table.num_rows, partitions=_produce(client, opts, groups))
+        fence = f"{query_id}/{task}"
+        batch = int(batch_id)
+        state_tp = (opts.state_topic, 0)
+        client.create_topic(opts.state_topic, 1)
+        prior = _last_state(client, state_tp, fence)
+        pids: list[int] = []
+        starts: dict[str, int] = {}
+        if prior is not None and prior.get("batch") == batch:
+            pids = [int(p) for p in prior["pids"]]
+            starts = {k: int(v) for k, v in prior["starts"].items()}
+        missing = [
+            (g.topic, g.partition) for g in groups if f"{g.topic}-{g.partition}" not in starts
+        ]
+        if missing:
+            for (t, p), off in client.list_offsets(dict.fromkeys(missing, LATEST)).items():
+                starts[f"{t}-{p}"] = off
+        try:
+            pid, epoch = client.init_producer_id()
+        except Exception:  # a broker without InitProducerId: a random id still marks batches
+            pid, epoch = random.randrange(1 << 40, 1 << 62), 0
+        state = {"batch": batch, "pids": pids + [pid], "starts": starts}
+        client.produce(
+            {state_tp: _state_record(fence, state)},
+            acks=-1,
+            timeout_ms=opts.client.request_timeout_ms,
+        )
+        skipped = 0
+        if pids:
+            groups, skipped = _skip_written(client, groups, set(pids), starts)
+            log.warning(
+                "replay of batch %d task %d: %d rows already written, skipped",
+                batch,
+                task,
+                skipped,
+            )
+        parts = _produce(client, opts, groups, pid, epoch)
+    return YakCommitMessage(rows=table.num_rows, skipped=skipped, partitions=parts)
 
 
 def _state_record(fence: str, state: dict) -> bytes:
