@@ -1,0 +1,55 @@
+"""The coordinator's only window onto `__consumer_offsets`.
+
+`yak.group` must not import the broker, so the broker hands the coordinator this
+small interface (`yak/broker/group_wiring.py` implements it on a real partition log).
+One `append` is one RecordBatch: an OffsetCommit that touches ten partitions is
+written atomically, as in Kafka, and survives or disappears as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+__all__ = ["OffsetsLog", "MemoryOffsetsLog", "Record"]
+
+Record = tuple[bytes, bytes | None]
+"""(key, value); a None value is a tombstone that compaction will eventually drop."""
+
+
+class OffsetsLog(Protocol):
+    @property
+    def num_partitions(self) -> int: ...
+
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        """Durably (as configured) append one batch; raises a KafkaError on failure."""
+        ...
+
+    def replay(self, partition: int) -> Iterable[Record]:
+        """Every record of the partition, oldest first (used once, at start-up)."""
+        ...
+
+
+class MemoryOffsetsLog:
+    """An in-process log for the coordinator's unit tests and the benchmark's in-process
+    mode: it keeps records in lists, so a "restart" is a new coordinator replaying it."""
+
+    def __init__(self, num_partitions: int = 4) -> None:
+        self._parts: list[list[Record]] = [[] for _ in range(num_partitions)]
+        self.fail_next: Exception | None = None
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self._parts)
+
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        if self.fail_next is not None:
+            err, self.fail_next = self.fail_next, None
+            raise err
+        self._parts[partition].extend(records)
+
+    def replay(self, partition: int) -> Iterable[Record]:
+        return list(self._parts[partition])
+
+    def records(self, partition: int) -> list[Record]:
+        return self._parts[partition]

@@ -1,0 +1,118 @@
+"""Deadlines of the group coordinator, kept as data in one queue.
+
+Kafka's coordinator is driven by many timers per group (session timeouts, the join
+barrier, the initial rebalance delay, offset expiration). Keeping them as keyed
+deadlines in one heap instead of one `loop.call_later` handle each makes two things
+easy: re-arming a member's session timer on every heartbeat is an O(log n) push
+with lazy deletion, and tests can drive every timeout with a fake clock
+(`ManualClock` + `run_due()`) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Callable, Hashable
+from typing import Protocol
+
+__all__ = ["Clock", "SystemClock", "ManualClock", "TimerQueue"]
+
+log = logging.getLogger(__name__)
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds: commit timestamps are written to disk and must survive
+    a restart, so a monotonic clock would not do."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class ManualClock:
+    """A clock that only moves when a test says so."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = start_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+class TimerQueue:
+    """Keyed one-shot timers. Scheduling a key again replaces its previous deadline."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[Hashable, tuple[int, Callable[[], None]]] = {}
+        self._seq = itertools.count()
+        self._wakeup: asyncio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def schedule(self, key: Hashable, deadline_ms: int, fn: Callable[[], None]) -> None:
+        seq = next(self._seq)
+        self._live[key] = (seq, fn)
+        heapq.heappush(self._heap, (deadline_ms, seq, key))
+        if self._wakeup is not None and self._heap[0][1] == seq:
+            self._wakeup.set()
+
+    def cancel(self, key: Hashable) -> None:
+        self._live.pop(key, None)
+
+    def is_scheduled(self, key: Hashable) -> bool:
+        return key in self._live
+
+    def next_deadline(self) -> int | None:
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            live = self._live.get(key)
+            if live is not None and live[0] == seq:
+                return deadline
+            heapq.heappop(self._heap)
+        return None
+
+    def run_due(self) -> int:
+        """Fire every timer whose deadline has passed; returns how many fired."""
+        now = self.clock.now_ms()
+        fired = 0
+        while self._heap and self._heap[0][0] <= now:
+            _, seq, key = heapq.heappop(self._heap)
+            live = self._live.get(key)
+            if live is None or live[0] != seq:
+                continue
+            del self._live[key]
+            try:
+                live[1]()
+            except Exception:  # one broken timer must not stop every other group's
+                log.exception("group timer %r failed", key)
+            fired += 1
+        return fired
+
+    async def run_forever(self, max_sleep_ms: int = 1000) -> None:
+        """Fire timers as they fall due (the broker runs this as one background task)."""
+        self._wakeup = asyncio.Event()
+        try:
+            while True:
+                self.run_due()
+                deadline = self.next_deadline()
+                now = self.clock.now_ms()
+                sleep_ms = max_sleep_ms if deadline is None else min(max_sleep_ms, deadline - now)
+                self._wakeup.clear()
+                if sleep_ms > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), sleep_ms / 1000)
+        finally:
+            self._wakeup = None
