@@ -589,11 +589,8 @@ def resolve_log_props(settings: Mapping[str, str]) -> dict[str, str]:
 
 def _build_log_defaults(log_props: Mapping[str, str]) -> LogConfig:
     from yak.errors import InvalidConfigurationError
+    from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
 
-    try:
-        from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
-    except ImportError:  # pragma: no cover - only until yak.storage lands (TEMPORARY)
-        return None  # type: ignore[return-value]
     # Broker settings storage does not implement (e.g. log.preallocate) are accepted for
     # compatibility but cannot change a log, so they are not passed on.
     known = {k: v for k, v in log_props.items() if k in TOPIC_CONFIG_DEFAULTS}

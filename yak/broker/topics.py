@@ -22,6 +22,8 @@ from yak.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    KafkaError,
+    KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
 
@@ -163,9 +165,25 @@ class TopicManager:
 
             return TopicInfo(name, UUID(int=0), n, topic_configs)
         info = self.metadata.create_topic(name, n, topic_configs)
-        for p in range(n):
-            self.logs.create(name, p, cfg)
+        try:
+            for p in range(n):
+                self.logs.create(name, p, cfg)
+        except Exception as e:
+            # Never leave a topic that clients see but cannot use (e.g. disk full).
+            self._undo_create(name, n)
+            if isinstance(e, KafkaError):
+                raise
+            raise KafkaStorageError(f"cannot create logs of topic {name!r}: {e}") from e
         return info
+
+    def _undo_create(self, name: str, partitions: int) -> None:
+        for p in range(partitions):
+            if self.logs.get(name, p) is not None:
+                try:
+                    self.logs.delete(name, p)
+                except Exception:
+                    log.exception("cleaning up %s-%d after a failed create", name, p)
+        self.metadata.delete_topic(name)
 
     def delete(self, name: str) -> TopicInfo:
         info = self.metadata.delete_topic(name)
