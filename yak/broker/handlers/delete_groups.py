@@ -1,0 +1,30 @@
+"""DeleteGroups: only Empty groups; their offsets and metadata get tombstones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._group import coordinator, response, response_module
+from yak.protocol.kio_compat import ErrorCode, build
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coord = coordinator(ctx)
+    names = list(request.groups_names)
+    if coord is None:
+        codes = [ErrorCode.coordinator_not_available] * len(names)
+    else:
+        codes = await coord.delete_groups(names)
+    mod = response_module(ctx, "delete_groups")
+    return response(
+        ctx,
+        results=tuple(
+            build(mod.DeletableGroupResult, group_id=g, error_code=c)
+            for g, c in zip(names, codes, strict=True)
+        ),
+    )

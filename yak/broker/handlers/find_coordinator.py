@@ -1,0 +1,64 @@
+"""FindCoordinator: this broker coordinates every group (and transaction) it knows of.
+
+v0-3 ask for one key, v4+ for a list (KIP-699); both are answered from the same
+lookup. Yak is a single coordinator node, so the answer is this broker's advertised
+address whenever the matching coordinator is running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._group import response, response_module
+from yak.protocol.kio_compat import ErrorCode, build
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+_GROUP, _TRANSACTION = 0, 1
+
+
+def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
+    broker = ctx.broker
+    if key_type == _GROUP:
+        coord = getattr(broker, "group_coordinator", None)
+        if coord is None:
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none if coord.loaded else ErrorCode.coordinator_load_in_progress
+    if key_type == _TRANSACTION:
+        ok = getattr(broker, "txn_coordinator", None) is not None
+        return ErrorCode.none if ok else ErrorCode.coordinator_not_available
+    return ErrorCode.invalid_request
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    key_type = int(getattr(request, "key_type", 0))
+    code = _lookup(ctx, key_type)
+    ok = code is ErrorCode.none
+    node = (broker.node_id, broker.host, broker.port) if ok else (-1, "", -1)
+    if ctx.api_version < 4:
+        return response(
+            ctx,
+            error_code=code,
+            error_message=None if ok else code.name,
+            node_id=node[0],
+            host=node[1],
+            port=node[2],
+        )
+    mod = response_module(ctx, "find_coordinator")
+    coordinators = tuple(
+        build(
+            mod.Coordinator,
+            key=key,
+            node_id=node[0],
+            host=node[1],
+            port=node[2],
+            error_code=code,
+            error_message=None if ok else code.name,
+        )
+        for key in request.coordinator_keys
+    )
+    return response(ctx, coordinators=coordinators)

@@ -1,0 +1,40 @@
+"""ListGroups, with the state filter of v4+ (KIP-518) and type filter of v5+ (KIP-848).
+
+Yak's groups are all "classic" groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._group import coordinator, response, response_module
+from yak.protocol.kio_compat import ErrorCode, build
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coord = coordinator(ctx)
+    if coord is None:
+        return response(ctx, error_code=ErrorCode.coordinator_not_available, groups=())
+    listing = coord.list_groups(
+        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+    )
+    mod = response_module(ctx, "list_groups")
+    return response(
+        ctx,
+        error_code=ErrorCode.none,
+        groups=tuple(
+            build(
+                mod.ListedGroup,
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type="classic",
+            )
+            for g in listing
+        ),
+    )

@@ -1,0 +1,72 @@
+"""OffsetFetch: committed offsets of one group (v1-7) or several (v8+, KIP-709).
+
+A partition without a committed offset answers -1 with no error, which is how a
+consumer learns to apply its `auto.offset.reset`. `topics=None` (v2+) means every
+partition the group has committed. v10 (topic ids) is not offered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._group import coordinator, response, response_module
+from yak.group.coordinator import FetchedOffset
+from yak.protocol.kio_compat import ErrorCode, build
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+
+def _fetch(
+    ctx: RequestContext, group_id: str, topics: Any
+) -> tuple[ErrorCode, list[FetchedOffset]]:
+    wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
+    coord = coordinator(ctx)
+    if coord is None:
+        err = ErrorCode.coordinator_not_available
+    else:
+        err, offsets = coord.fetch_offsets(group_id, wanted)
+        if err is ErrorCode.none:
+            return err, offsets
+    # Older versions have no group-level error: repeat it on every partition.
+    return err, [FetchedOffset(name, p, error=err) for name, parts in (wanted or []) for p in parts]
+
+
+def _topics(
+    ctx: RequestContext, offsets: list[FetchedOffset], topic_cls: Any, part_cls: Any
+) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(
+            build(
+                part_cls,
+                partition_index=o.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata,
+                error_code=o.error,
+            )
+        )
+    return tuple(build(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(ctx, "offset_fetch")
+    if ctx.api_version < 8:
+        err, offsets = _fetch(ctx, request.group_id, request.topics)
+        topics = _topics(
+            ctx, offsets, mod.OffsetFetchResponseTopic, mod.OffsetFetchResponsePartition
+        )
+        return response(ctx, topics=topics, error_code=err)
+    groups = []
+    for g in request.groups:
+        err, offsets = _fetch(ctx, g.group_id, g.topics)
+        topics = _topics(
+            ctx, offsets, mod.OffsetFetchResponseTopics, mod.OffsetFetchResponsePartitions
+        )
+        groups.append(
+            build(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=err)
+        )
+    return response(ctx, groups=tuple(groups))
