@@ -94,3 +94,34 @@ def test_trailing_bytes_rejected() -> None:
     req = _kio_request(7, None, [("t", uuid.uuid4(), [(0, b"x")])])
     with pytest.raises(ProduceDecodeError):
         decode_produce_request(7, memoryview(kio_compat.encode(req) + b"\x00"))
+
+
+@pytest.mark.parametrize("version", range(MIN_VERSION, MAX_VERSION + 1))
+def test_response_same_bytes_as_kio(version: int) -> None:
+    from yak.protocol.produce_codec import ProducePartitionResult, encode_produce_response
+
+    tid, tid2 = uuid.uuid4(), uuid.uuid4()
+    parts = [
+        ProducePartitionResult(0, 0, 1234, -1, 0, None),
+        ProducePartitionResult(1, 2, -1, -1, -1, "CRC mismatch"),
+        ProducePartitionResult(2, 0, 7, 1_700_000_000_123, 3, None),
+    ]
+    topics = [("orders", tid, parts), ("b", tid2, [])]
+    ours = encode_produce_response(version, topics, throttle_ms=0)
+    mod = kio_compat.schema_module("produce", version, "response")
+    kio_topics = []
+    for name, topic_id, ps in topics:
+        kio_parts = tuple(
+            kio_compat.build(
+                mod.PartitionProduceResponse, index=p.index, error_code=kio_compat.error_code(
+                    p.error_code), base_offset=p.base_offset,
+                log_append_time=kio_compat.ms_to_datetime(p.log_append_time),
+                log_start_offset=p.log_start_offset, record_errors=(),
+                error_message=p.error_message)
+            for p in ps)
+        kio_topics.append(kio_compat.build(mod.TopicProduceResponse, name=name,
+                                           topic_id=topic_id, partition_responses=kio_parts))
+    theirs = kio_compat.encode(kio_compat.build(
+        mod.ProduceResponse, responses=tuple(kio_topics),
+        throttle_time=datetime.timedelta(0)))
+    assert ours == theirs

@@ -20,15 +20,19 @@ broker the ISR is just the leader, so acks=-1 otherwise equals acks=1.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 from typing import Any
 
-from yak.broker.context import RequestContext
+from yak.broker.context import RawResponse, RequestContext
 from yak.errors import DuplicateSequenceError, KafkaError
-from yak.protocol import kio_compat, records
+from yak.protocol import records
 from yak.protocol.kio_compat import ErrorCode
-from yak.protocol.produce_codec import ProduceRequestData, decode_produce_request
+from yak.protocol.produce_codec import (
+    ProducePartitionResult,
+    ProduceRequestData,
+    decode_produce_request,
+    encode_produce_response,
+)
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -36,27 +40,11 @@ MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
 
-_ZERO = datetime.timedelta(0)
 LEADER_EPOCH = 0
 
 
 def decode_request(ctx: RequestContext, body: memoryview) -> ProduceRequestData:
     return decode_produce_request(ctx.api_version, body)
-
-
-class _PartitionResult:
-    __slots__ = ("index", "code", "base_offset", "log_append_time", "log_start_offset",
-                 "message")
-
-    def __init__(self, index: int, code: ErrorCode, base_offset: int = -1,
-                 log_append_time: int = -1, log_start_offset: int = -1,
-                 message: str | None = None) -> None:
-        self.index = index
-        self.code = code
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.log_start_offset = log_start_offset
-        self.message = message
 
 
 def _check_batch(data: memoryview, max_bytes: int) -> None:
@@ -91,14 +79,14 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     topics_mgr = broker.topics
     purgatory = broker.purgatory
     acks = request.acks
-    results: list[tuple[Any, Any, list[_PartitionResult]]] = []
+    results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
     syncs: list[tuple[Any, int]] = []
 
     if acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks
         for t in request.topics:
             results.append((t.name, t.topic_id,
-                            [_PartitionResult(i, code) for i, _ in t.partitions]))
+                            [ProducePartitionResult(i, code) for i, _ in t.partitions]))
         return _response(ctx, results)
 
     for t in request.topics:
@@ -106,37 +94,37 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
         if name is None and t.topic_id is not None:
             info = broker.metadata.by_id(t.topic_id)
             name = info.name if info is not None else None
-        parts: list[_PartitionResult] = []
+        parts: list[ProducePartitionResult] = []
         if name is None:
-            parts = [_PartitionResult(i, ErrorCode.unknown_topic_id) for i, _ in t.partitions]
+            parts = [ProducePartitionResult(i, ErrorCode.unknown_topic_id) for i, _ in t.partitions]
             results.append((t.name, t.topic_id, parts))
             continue
         for index, data in t.partitions:
             plog = topics_mgr.partition_log(name, index)
             if plog is None:
-                parts.append(_PartitionResult(index, ErrorCode.unknown_topic_or_partition))
+                parts.append(ProducePartitionResult(index, ErrorCode.unknown_topic_or_partition))
                 continue
             if data is None:
-                parts.append(_PartitionResult(index, ErrorCode.invalid_record,
-                                              message="null records"))
+                parts.append(ProducePartitionResult(index, ErrorCode.invalid_record,
+                                              error_message="null records"))
                 continue
             try:
                 _check_batch(data, plog.config.max_message_bytes)
                 result = plog.append_as_leader(data, LEADER_EPOCH)
             except _Fail as e:
-                parts.append(_PartitionResult(index, e.code, message=e.message))
+                parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
                 continue
             except DuplicateSequenceError as e:
                 # A retry of a batch already in the log: success, with the original offset.
-                parts.append(_PartitionResult(index, ErrorCode.none, e.base_offset,
+                parts.append(ProducePartitionResult(index, ErrorCode.none, e.base_offset,
                                               e.log_append_time, plog.log_start_offset))
                 continue
             except KafkaError as e:
-                parts.append(_PartitionResult(index, e.code, message=e.message))
+                parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
                 continue
             except Exception:
                 log.exception("append to %s-%d failed", name, index)
-                parts.append(_PartitionResult(index, ErrorCode.kafka_storage_error))
+                parts.append(ProducePartitionResult(index, ErrorCode.kafka_storage_error))
                 continue
             # One broker: the ISR is the leader alone, so the high watermark follows the
             # log end offset as soon as the append returns.
@@ -144,7 +132,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
             purgatory.notify(name, index)
             if acks == -1 and not plog.config.write_caching:
                 syncs.append((plog, result.last_offset + 1))
-            parts.append(_PartitionResult(index, ErrorCode.none, result.base_offset,
+            parts.append(ProducePartitionResult(index, ErrorCode.none, result.base_offset,
                                           result.log_append_time, result.log_start_offset))
         results.append((t.name, t.topic_id, parts))
 
@@ -159,32 +147,19 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
             log.error("fsync failed for %d partition(s)", len(failed))
             for _, _, parts in results:
                 for p in parts:
-                    if p.code == ErrorCode.none:
-                        p.code = ErrorCode.kafka_storage_error
+                    if p.error_code == ErrorCode.none:
+                        p.error_code = ErrorCode.kafka_storage_error
     if acks == 0:
         return None
     return _response(ctx, results)
 
 
-def _response(ctx: RequestContext, results: list[tuple[Any, Any, list[_PartitionResult]]]) -> Any:
-    mod = kio_compat.schema_module("produce", ctx.api_version, "response")
-    part_cls = mod.PartitionProduceResponse
-    topic_cls = mod.TopicProduceResponse
-    topics = []
-    for name, topic_id, parts in results:
-        prs = tuple(
-            kio_compat.build(
-                part_cls,
-                index=p.index,
-                error_code=p.code,
-                base_offset=p.base_offset,
-                log_append_time=kio_compat.ms_to_datetime(p.log_append_time),
-                log_start_offset=p.log_start_offset,
-                record_errors=(),
-                error_message=p.message if p.code != ErrorCode.none else None,
-            )
-            for p in parts
-        )
-        topics.append(kio_compat.build(topic_cls, name=name, topic_id=topic_id,
-                                       partition_responses=prs))
-    return kio_compat.build(mod.ProduceResponse, responses=tuple(topics), throttle_time=_ZERO)
+def _response(
+    ctx: RequestContext, results: list[tuple[Any, Any, list[ProducePartitionResult]]]
+) -> RawResponse:
+    for _, _, parts in results:
+        for p in parts:
+            if p.error_code == 0:
+                p.error_message = None
+    body = encode_produce_response(ctx.api_version, results)
+    return RawResponse([body], len(body), flexible_header=ctx.api_version >= 9)
