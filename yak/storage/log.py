@@ -593,7 +593,7 @@ class PartitionLog:
         with self.lock:
             if offset >= self.log_end_offset:
                 return
-            if offset <= self._view.bases[0]:
+            if offset <= self._view.bases[0] or offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
             segs = list(self._view.segments)
@@ -604,6 +604,7 @@ class PartitionLog:
             self._retire(drop)
             new_end = keep[-1].truncate_to(offset)
             self.log_end_offset = new_end
+            self.log_start_offset = min(self.log_start_offset, new_end)
             self.high_watermark = min(self.high_watermark, new_end)
             self.recovery_point = min(self.recovery_point, new_end)
             self._durable_end = min(self._durable_end, new_end)
