@@ -24,6 +24,7 @@ from yak.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -365,11 +366,14 @@ class PartitionLog:
                 meta.append((off, off + h[6], max_ts, size))
                 headers.append(h)
                 off += h[6] + 1
-            self._write(iov, len(mv), meta, now)
-            for (b, _last, _ts, _size), h in zip(meta, headers, strict=True):
-                ps.update(h, b, now if log_append else -1)
-            self.leader_epoch_cache.assign(leader_epoch, base)
-            self._after_append(off - base)
+            try:
+                self._write(iov, len(mv), meta, now)
+                for (b, _last, _ts, _size), h in zip(meta, headers, strict=True):
+                    ps.update(h, b, now if log_append else -1)
+                self.leader_epoch_cache.assign(leader_epoch, base)
+                self._after_append(off - base)
+            except OSError as e:  # roll, snapshot or checkpoint I/O (the write itself cleans up)
+                raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
             return AppendResult(base, off - 1, now if log_append else -1, self.log_start_offset)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
@@ -396,11 +400,15 @@ class PartitionLog:
                 self._replace_empty_active(first)
             elif meta[-1][1] - self._active.base_offset > INT32_MAX:
                 self._roll(first, now)
-            self._write([mv], len(mv), meta, now, base_override=first)
-            for _pos, h in batches:
-                self.producer_state.update(h, h[0], h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1)
-                self.leader_epoch_cache.assign(h[2], h[0])
-            self._after_append(sum(h[6] + 1 for _p, h in batches))
+            try:
+                self._write([mv], len(mv), meta, now, base_override=first)
+                for _pos, h in batches:
+                    ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1
+                    self.producer_state.update(h, h[0], ts)
+                    self.leader_epoch_cache.assign(h[2], h[0])
+                self._after_append(sum(h[6] + 1 for _p, h in batches))
+            except OSError as e:
+                raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
             return AppendResult(first, meta[-1][1], -1, self.log_start_offset)
 
     def _replace_empty_active(self, base: int) -> None:
