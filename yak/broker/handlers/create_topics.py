@@ -12,7 +12,11 @@ from typing import Any
 from yak.broker.config_view import topic_entries
 from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
-from yak.errors import InvalidReplicaAssignmentError, InvalidRequestError
+from yak.errors import (
+    InvalidConfigurationError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+)
 from yak.protocol.kio_compat import build, schema_module
 
 API_KEY = 19
@@ -56,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             configs: dict[str, str] = {}
             for c in topic.configs:
                 if c.value is None:
-                    raise InvalidRequestError(
+                    raise InvalidConfigurationError(
                         f"Null value not supported for topic config: {c.name}"
                     )
                 configs[c.name] = c.value
