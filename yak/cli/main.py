@@ -37,8 +37,6 @@ class YakApp(typer.Typer):
             sys.exit(code)
         except (typer.Abort, KeyboardInterrupt):
             sys.exit(130)
-        except BrokenPipeError:  # `yak consume ... | head`
-            sys.exit(0)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
