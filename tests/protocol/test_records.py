@@ -105,3 +105,24 @@ def test_xerial_snappy_interop():
     assert compression.decompress(compression.SNAPPY, ours) == data
     raw = snappy.compress(data)  # librdkafka style: raw block
     assert compression.decompress(compression.SNAPPY, raw) == data
+
+
+@settings(max_examples=40, deadline=None)
+@given(records_st, st.sampled_from(sorted(compression.CODEC_NAMES)), st.data())
+def test_rebuild_batch_keeps_records_verbatim(records, codec, data):
+    from yak.protocol.records import rebuild_batch, scan_keys
+
+    raw = build_batch(records, base_offset=100, compression_type=codec, producer_id=3,
+                      producer_epoch=0, base_sequence=0)
+    spans = scan_keys(raw)
+    assert [(o, k, t) for o, k, t, _s, _e in spans.records] == [
+        (100 + i, r.key, r.value is None) for i, r in enumerate(records)
+    ]
+    keep = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
+    out = rebuild_batch(spans, keep)
+    h, oh = parse_header(raw), parse_header(out)
+    assert crc_is_valid(out, 0, oh)
+    assert (oh.base_offset, oh.last_offset, oh.record_count) == (100, h.last_offset, len(keep))
+    assert (oh.producer_id, oh.base_sequence, oh.compression) == (3, 0, codec)
+    full = decode_records(raw)
+    assert decode_records(out) == [full[i] for i in keep]

@@ -329,34 +329,94 @@ def decode_records(
     return out
 
 
+def _varint_at(body: bytes, pos: int) -> tuple[int, int]:
+    b = body[pos]
+    if b < 0x80:  # one-byte varints are the common case: skip the general loop
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _read_varint(body, pos)
+
+
+@dataclass(slots=True)
+class RecordSpans:
+    """The cleaner's view of a batch: per record (offset, key, is_tombstone, start, end) with
+    start/end the record's byte range in `body` (the decompressed records section)."""
+
+    header: BatchHeader
+    body: bytes
+    records: list[tuple[int, bytes | None, bool, int, int]]
+
+
 def scan_keys(
     batch: bytes | bytearray | memoryview, max_size: int = compression.DEFAULT_MAX_SIZE
-) -> list[tuple[int, bytes | None, bool]]:
-    """(offset, key, is_tombstone) of each record: what the cleaner needs, without copying
-    values or decoding headers."""
+) -> RecordSpans:
+    """Keys and byte ranges of each record, without copying values or decoding headers."""
     h = parse_header(batch, 0)
     mv = memoryview(batch)[HEADER_SIZE : h.size]
     body = compression.decompress(h.compression, mv, max_size)
-    out: list[tuple[int, bytes | None, bool]] = []
+    out: list[tuple[int, bytes | None, bool, int, int]] = []
     pos = 0
     base = h.base_offset
-    for _ in range(h.record_count):
-        length, pos = _read_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > len(body):
-            raise CorruptRecordError("record overruns the batch")
-        pos += 1
-        _ts, pos = _read_varint(body, pos)
-        off_delta, pos = _read_varint(body, pos)
-        klen, pos = _read_varint(body, pos)
-        key = None
-        if klen >= 0:
-            key = body[pos : pos + klen]
-            pos += klen
-        vlen, _ = _read_varint(body, pos)
-        out.append((base + off_delta, key, vlen < 0))
-        pos = end
-    return out
+    n = len(body)
+    try:
+        for _ in range(h.record_count):
+            start = pos
+            length, pos = _varint_at(body, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError("record overruns the batch")
+            pos += 1
+            _ts, pos = _varint_at(body, pos)
+            off_delta, pos = _varint_at(body, pos)
+            klen, pos = _varint_at(body, pos)
+            key = None
+            if klen >= 0:
+                key = body[pos : pos + klen]
+                pos += klen
+            vlen, _ = _varint_at(body, pos)
+            out.append((base + off_delta, key, vlen < 0, start, end))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("record overruns the batch") from None
+    return RecordSpans(h, body, out)
+
+
+def rebuild_batch(spans: RecordSpans, keep: list[int]) -> bytes:
+    """A batch holding only the records at indexes `keep`, copied verbatim.
+
+    Offset and timestamp deltas are relative to the batch's base offset and base timestamp,
+    which stay, as does lastOffsetDelta; so the kept records' bytes need no re-encoding. Only
+    the records section (recompressed with the same codec), count, length and CRC change.
+    """
+    h = spans.header
+    body = spans.body
+    parts = [body[spans.records[i][3] : spans.records[i][4]] for i in keep]
+    # maxTimestamp stays: Kafka keeps the original too (retention and the time index rely
+    # on it, and LogAppendTime batches carry their time there).
+    max_ts = h.max_timestamp
+    records = b"".join(parts)
+    if h.compression != compression.NONE:
+        records = compression.compress(h.compression, records)
+    buf = bytearray(HEADER_SIZE + len(records))
+    HEADER.pack_into(
+        buf,
+        0,
+        h.base_offset,
+        len(buf) - LOG_OVERHEAD,
+        h.partition_leader_epoch,
+        MAGIC,
+        0,
+        h.attributes,
+        h.last_offset_delta,
+        h.base_timestamp,
+        max_ts,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        len(parts),
+    )
+    buf[HEADER_SIZE:] = records
+    _CRC.pack_into(buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
 
 
 def batch_bytes(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:

@@ -23,17 +23,16 @@ from dataclasses import dataclass
 from yak.protocol.records import (
     CONTROL_BIT,
     LOG_OVERHEAD,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-    build_batch,
-    decode_records,
+    RecordSpans,
     parse_header,
+    rebuild_batch,
     scan_keys,
 )
 from yak.storage.log import PartitionLog
 from yak.storage.segment import LogSegment
 
 MAX_MAP_ENTRIES = 4_000_000
+SPANS_CACHE_BYTES = 64 * 1024 * 1024  # parsed dirty batches kept for the recopy pass
 _WRITE_CHUNK = 1 << 20
 
 
@@ -91,6 +90,7 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
 
     # Pass 1: key -> latest offset over the dirty range.
     offset_map: dict[bytes, int] = {}
+    spans_cache: dict[tuple[int, int], tuple[bytes, RecordSpans]] = {}
     bytes_read = 0
     for i, seg in dirty:
         for pos, h in list(seg.iter_headers(0)):
@@ -98,7 +98,10 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
                 continue
             batch = seg.read_batch(pos, h[1] + LOG_OVERHEAD)
             bytes_read += len(batch)
-            for off, key, _tomb in scan_keys(batch):
+            spans = scan_keys(batch)
+            if bytes_read <= SPANS_CACHE_BYTES:  # pass 2 would parse the same batch again
+                spans_cache[(id(seg), pos)] = (batch, spans)
+            for off, key, _tomb, _s, _e in spans.records:
                 if key is not None and off >= first_dirty:
                     offset_map[key] = off
         if len(offset_map) >= MAX_MAP_ENTRIES:
@@ -123,7 +126,7 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
         0.0,
     )
     for group in _group_by_size(cleanable, cfg.segment_bytes):
-        new = _recopy(log, group, offset_map, tombstone_horizon, stats)
+        new = _recopy(log, group, offset_map, tombstone_horizon, stats, spans_cache)
         if new is None or not log.replace_segments(group, [new]):
             if new is not None:
                 new.delete_files()
@@ -157,6 +160,7 @@ def _recopy(
     offset_map: dict[bytes, int],
     tombstone_horizon: int,
     stats: CleanStats,
+    spans_cache: dict[tuple[int, int], tuple[bytes, RecordSpans]],
 ) -> LogSegment | None:
     cfg = log.config
     new = LogSegment(
@@ -177,9 +181,13 @@ def _recopy(
         for seg in group:
             for pos, h in list(seg.iter_headers(0)):
                 size = h[1] + LOG_OVERHEAD
-                raw = seg.read_batch(pos, size)
-                stats.bytes_read += size
-                out = _filter_batch(raw, h, offset_map, tombstone_horizon, stats)
+                cached = spans_cache.pop((id(seg), pos), None)
+                if cached is None:
+                    raw, spans = seg.read_batch(pos, size), None
+                    stats.bytes_read += size
+                else:
+                    raw, spans = cached
+                out = _filter_batch(raw, h, offset_map, tombstone_horizon, stats, spans)
                 if out is None:
                     continue
                 oh = parse_header(out)
@@ -207,53 +215,27 @@ def _filter_batch(
     offset_map: dict[bytes, int],
     tombstone_horizon: int,
     stats: CleanStats,
+    spans: RecordSpans | None = None,
 ) -> bytes | None:
     """The batch with superseded records and expired tombstones removed; the original bytes
-    when every record stays (no re-encoding); None when none does."""
-    attrs = h[5]
-    if attrs & CONTROL_BIT:
+    when every record stays; None when none does. Kept records are copied, not re-encoded."""
+    if h[5] & CONTROL_BIT:
         return raw
-    keys = scan_keys(raw)
-    stats.records_read += len(keys)
-    keep_all = True
-    kept = 0
-    for off, key, tomb in keys:
-        latest = offset_map.get(key) if key is not None else None
-        if (
-            key is None
-            or (latest is not None and off < latest)
-            or tomb
-            and h[8] < tombstone_horizon
-        ):
-            keep_all = False
-        else:
-            kept += 1
-    stats.records_kept += kept
-    if keep_all:
-        return raw
-    if not kept:
-        return None
-    records = []
-    for rec in decode_records(raw):
-        key = rec.key
-        if key is None or rec.offset is None:
+    if spans is None:
+        spans = scan_keys(raw)
+    stats.records_read += len(spans.records)
+    expired = h[8] < tombstone_horizon
+    keep = []
+    for i, (off, key, tomb, _s, _e) in enumerate(spans.records):
+        if key is None:
             continue
         latest = offset_map.get(key)
-        if latest is not None and rec.offset < latest:
+        if (latest is not None and off < latest) or (tomb and expired):
             continue
-        if rec.value is None and h[8] < tombstone_horizon:
-            continue
-        records.append(rec)
-    return build_batch(
-        records,
-        base_offset=h[0],
-        compression_type=attrs & 0x07,
-        producer_id=h[9],
-        producer_epoch=h[10],
-        base_sequence=h[11],
-        transactional=bool(attrs & TRANSACTIONAL_BIT),
-        log_append_time=bool(attrs & TIMESTAMP_TYPE_BIT),
-        partition_leader_epoch=h[2],
-        base_timestamp=h[7],
-        last_offset_delta=h[6],
-    )
+        keep.append(i)
+    stats.records_kept += len(keep)
+    if len(keep) == len(spans.records):
+        return raw
+    if not keep:
+        return None
+    return rebuild_batch(spans, keep)

@@ -1,0 +1,178 @@
+"""Storage-layer micro-benchmarks (no sockets): append, random read, recovery scan, compaction.
+
+Run: .venv/bin/python bench/storage_bench.py [--dir DIR] [--scale 1.0]
+Reports wall time and CPU time (time.process_time) of this process; throughput is computed
+from CPU time ("per core") and from wall time. Results go to docs/benchmarks/storage.md by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+
+from yak.protocol.records import Record, build_batch
+from yak.storage import LogConfig, LogManager
+from yak.storage.cleaner import clean_log
+
+
+def measure(fn: Callable[[], int | float]) -> tuple[float, float, float]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    n = fn()
+    return n, time.perf_counter() - w0, time.process_time() - c0
+
+
+def report(name: str, n: float, unit: str, wall: float, cpu: float) -> None:
+    print(
+        f"{name:<34} {n:>12,.0f} {unit:<8} wall {wall:7.3f}s cpu {cpu:7.3f}s  "
+        f"-> {n / cpu:>14,.0f} {unit}/cpu-s  {n / wall:>14,.0f} {unit}/s"
+    )
+
+
+def fresh_manager(path: str, cfg: LogConfig) -> LogManager:
+    shutil.rmtree(path, ignore_errors=True)
+    m = LogManager(path, cfg, start_cleaner=False)
+    m.startup()
+    return m
+
+
+def bench_append(base: str, batch_bytes: int, count: int) -> None:
+    cfg = LogConfig(max_message_bytes=batch_bytes + 4096)
+    m = fresh_manager(os.path.join(base, f"append{batch_bytes}"), cfg)
+    log = m.create("bench", 0)
+    value = random.Random(1).randbytes(batch_bytes - 61 - 20)
+    batch = build_batch([Record(None, value, int(time.time() * 1000))])
+
+    def run() -> int:
+        for _ in range(count):
+            log.append_as_leader(batch, 0)
+        return count
+
+    n, wall, cpu = measure(run)
+    mb = len(batch) * n / 1e6
+    report(f"append {batch_bytes // 1024} KiB batches", n, "batches", wall, cpu)
+    report(f"append {batch_bytes // 1024} KiB batches", mb, "MB", wall, cpu)
+    m.shutdown()
+
+
+def bench_read(base: str, lookups: int) -> None:
+    cfg = LogConfig(segment_bytes=64 * 1024 * 1024)
+    m = fresh_manager(os.path.join(base, "read"), cfg)
+    log = m.create("bench", 0)
+    rng = random.Random(2)
+    now = int(time.time() * 1000)
+    batches = [build_batch([Record(b"k", rng.randbytes(100), now) for _ in range(10)])
+               for _ in range(16)]
+    for i in range(100_000):  # 1M records, ~20 segments of 64 MiB? (~150 MB)
+        log.append_as_leader(batches[i % 16], 0)
+    log.update_high_watermark()
+    end = log.log_end_offset
+    offsets = [rng.randrange(end) for _ in range(lookups)]
+
+    def run() -> int:
+        for off in offsets:
+            r = log.read(off, 16384, max_offset=end)
+            assert r.size
+        return lookups
+
+    n, wall, cpu = measure(run)
+    report(f"random read by offset ({len(log.segments)} segs)", n, "lookups", wall, cpu)
+    m.shutdown()
+
+
+def bench_recovery(base: str, total_mb: int) -> None:
+    cfg = LogConfig(segment_bytes=256 * 1024 * 1024)
+    path = os.path.join(base, "recovery")
+    m = fresh_manager(path, cfg)
+    log = m.create("bench", 0)
+    value = random.Random(3).randbytes(64 * 1024)
+    batch = build_batch([Record(None, value, int(time.time() * 1000))])
+    for _ in range(total_mb * 1024 * 1024 // len(batch)):
+        log.append_as_leader(batch, 0)
+    size = log.size_in_bytes
+    m.crash()  # no flush, no checkpoint: everything after offset 0 is scanned
+
+    def run() -> float:
+        m2 = LogManager(path, cfg, start_cleaner=False)
+        m2.startup()
+        assert not m2.was_clean_shutdown
+        m2.shutdown()
+        return size / 1e6
+
+    n, wall, cpu = measure(run)
+    report("recovery scan (64 KiB batches)", n, "MB", wall, cpu)
+
+    def clean() -> float:
+        m3 = LogManager(path, cfg, start_cleaner=False)
+        m3.startup()
+        assert m3.was_clean_shutdown
+        m3.shutdown()
+        return 1
+
+    n, wall, cpu = measure(clean)
+    print(f"clean restart of {size / 1e6:,.0f} MB: wall {wall * 1000:.1f} ms, cpu {cpu * 1000:.1f} ms")
+
+
+def bench_compaction(base: str, total_mb: int, value_size: int, keys: int) -> None:
+    cfg = LogConfig(segment_bytes=16 * 1024 * 1024, cleanup_policy="compact",
+                    min_cleanable_dirty_ratio=0.0)
+    m = fresh_manager(os.path.join(base, "compact"), cfg)
+    log = m.create("bench", 0)
+    rng = random.Random(4)
+    now = int(time.time() * 1000)
+    per_batch = max(1, 16384 // value_size)
+    n_batches = total_mb * 1024 * 1024 // (per_batch * (value_size + 20))
+    value = rng.randbytes(value_size)
+    for _ in range(n_batches):
+        recs = [Record(b"key-%d" % rng.randrange(keys), value, now) for _ in range(per_batch)]
+        log.append_as_leader(build_batch(recs), 0)
+    log.roll()
+    log.update_high_watermark()
+    size = log.size_in_bytes
+    stats = None
+
+    def run() -> float:
+        nonlocal stats
+        stats = clean_log(log, now, force=True)
+        return size / 1e6
+
+    n, wall, cpu = measure(run)
+    assert stats is not None
+    report(f"compaction ({value_size} B values)", n, "MB", wall, cpu)
+    print(f"  kept {stats.records_kept:,} of {stats.records_read:,} records, "
+          f"{size / 1e6:,.0f} MB -> {log.size_in_bytes / 1e6:,.1f} MB")
+    m.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=None, help="data dir (default: a temp dir on /tmp)")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    base = args.dir or tempfile.mkdtemp(prefix="yak-bench-")
+    s = args.scale
+    todo = args.only.split(",") if args.only else ["append", "read", "recovery", "compaction"]
+    print(f"data dir {base}; cpu count {os.cpu_count()}")
+    try:
+        if "append" in todo:
+            bench_append(base, 1024 * 1024, int(1000 * s))
+            bench_append(base, 16 * 1024, int(100_000 * s))
+        if "read" in todo:
+            bench_read(base, int(100_000 * s))
+        if "recovery" in todo:
+            bench_recovery(base, int(1024 * s))
+        if "compaction" in todo:
+            bench_compaction(base, int(100 * s), 1024, 10_000)
+            bench_compaction(base, int(100 * s), 100, 10_000)
+    finally:
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
