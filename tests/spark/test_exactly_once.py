@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,10 +44,8 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
     except psutil.NoSuchProcess:
         family = [proc.pid]
     for pid in family:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     proc.wait(10)
 
 
