@@ -473,12 +473,19 @@ class PartitionLog:
         """fsync everything appended so far; advances the recovery point. Returns it."""
         with self.lock:
             target = self.log_end_offset
+            active = self._active
             dirty = [s for s in self._view.segments if s.unflushed]
+            for seg in dirty:
+                seg.unflushed = False
+                # Index entries reach the file under the lock (appends extend them). The
+                # active segment's indexes are not fsynced: recovery always rescans the
+                # segment holding the recovery point, so they are rebuilt after a crash.
+                seg.flush_indexes(sync=False)
             self.unflushed_messages = 0
             self.last_flush_ms = now_ms()
         for seg in dirty:
             if not seg.closed:
-                seg.flush()
+                seg.flush(sync_indexes=seg is not active)
         with self.lock:
             if target > self.recovery_point:
                 self.recovery_point = min(target, self.log_end_offset)

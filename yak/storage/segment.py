@@ -330,13 +330,17 @@ class LogSegment:
             self.index.flush(sync)
             self.time_index.flush(sync)
 
-    def flush(self) -> None:
+    def flush(self, sync_indexes: bool = True) -> None:
+        """fsync the log (and the indexes, once the segment is immutable). The caller clears
+        `unflushed` before calling, under the log lock, so an append racing with the fsync
+        marks the segment dirty again instead of being forgotten."""
         try:
             os.fdatasync(self.fd)
-            self.flush_indexes(sync=True)
+            if sync_indexes:
+                self.flush_indexes(sync=True)
         except OSError as e:
+            self.unflushed = True
             raise KafkaStorageError(f"flush of {self.log_path} failed: {e}") from e
-        self.unflushed = False
 
     def close(self) -> None:
         if self.closed:
