@@ -21,11 +21,13 @@ import dataclasses
 import datetime
 import logging
 import struct
+import time
 import typing
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
+from yak.broker import metrics as broker_metrics
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
 from yak.protocol import kio_compat
@@ -230,6 +232,7 @@ class KafkaConnection(asyncio.Protocol):
             header_size=pos,
             extras=self.extras,
         )
+        started = time.perf_counter()
         try:
             if spec.decode_request is not None:
                 request = spec.decode_request(ctx, frame[pos:])
@@ -256,6 +259,7 @@ class KafkaConnection(asyncio.Protocol):
                 raise ProtocolViolation("handler failed") from None
         if response is not None and not self._closed:
             self._write_response(correlation_id, response)
+        broker_metrics.record_request(api_key, started, request)
 
     def _write_response(self, correlation_id: int, response: Any) -> None:
         transport = self.transport
@@ -304,8 +308,22 @@ def _default_for(f: dataclasses.Field[Any], code: ErrorCode) -> Any:
             return uuid.UUID(int=0)
         case "timedelta_i32" | "timedelta_i64":
             return datetime.timedelta(0)
+        case "datetime_i64":
+            return datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
         case _:
+            if dataclasses.is_dataclass(f.type):
+                return _default_entity(f.type, code)
             return None
+
+
+def _default_entity(cls: Any, code: ErrorCode) -> Any:
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "error_code":
+            values[f.name] = code
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values[f.name] = _default_for(f, code)
+    return cls(**values)
 
 
 def error_response(api_key: int, api_version: int, code: ErrorCode) -> Any | None:
@@ -315,15 +333,10 @@ def error_response(api_key: int, api_version: int, code: ErrorCode) -> Any | Non
     an API with only per-partition errors gets its connection closed instead.
     """
     cls = kio_compat.response_class(api_key, api_version)
-    fields = dataclasses.fields(cls)
-    if not any(f.name == "error_code" for f in fields):
+    if not any(f.name == "error_code" for f in dataclasses.fields(cls)):
         return None
-    values = {}
-    for f in fields:
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        values[f.name] = _default_for(f, code)
     try:
-        return cls(**values)
+        return _default_entity(cls, code)
     except Exception:
+        log.exception("cannot build an error response for API %d v%d", api_key, api_version)
         return None
