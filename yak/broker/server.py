@@ -121,15 +121,22 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _run(config: BrokerConfig) -> int:
+async def _run(config: BrokerConfig, http: str | None = None) -> int:
     running = await start_broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"Yak broker ready on {running.bootstrap}", flush=True)
+    http_server = None
+    if http:  # the gateway (REST, WebSocket, console, /metrics) on this loop: yak.gateway
+        from yak.gateway.embed import start_embedded
+
+        http_server = await start_embedded(http, running.broker)
     await stop.wait()
     log.info("shutting down")
+    if http_server is not None:
+        await http_server.stop()
     await running.stop()
     return 0
 
@@ -140,6 +147,7 @@ def serve(
     advertised_listener: str | None = None,
     config_file: str | None = None,
     overrides: Iterable[str] = (),
+    http: str | None = None,
 ) -> int:
     """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
     try:
@@ -160,7 +168,7 @@ def serve(
         )
     _install_uvloop()
     try:
-        return asyncio.run(_run(config))
+        return asyncio.run(_run(config, http))
     except OSError as e:
         print(f"yak: cannot start broker: {e}", file=sys.stderr, flush=True)
         return 1

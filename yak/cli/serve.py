@@ -33,6 +33,10 @@ def serve(
         list[str] | None,
         typer.Option("--set", help="Setting KEY=VALUE with Kafka's names; repeatable; wins."),
     ] = None,
+    http: Annotated[
+        str,
+        typer.Option("--http", help="HOST:PORT for REST, WebSocket, console, /metrics; 'none' = off."),
+    ] = "127.0.0.1:8080",
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
@@ -44,6 +48,7 @@ def serve(
         advertised_listener=advertised_listener,
         config_file=config,
         overrides=tuple(set_ or ()),
+        http=None if http.lower() in ("", "none", "off") else http,
     )
     if code:  # serve() already printed the one-line reason
         raise typer.Exit(code)

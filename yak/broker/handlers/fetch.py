@@ -21,6 +21,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from yak.broker import metrics as broker_metrics
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
 from yak.protocol.fetch_codec import (
@@ -101,6 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         if not await broker.purgatory.wait(keys, remaining):
             results, total, errors = _read_all(plan, max_bytes, committed)
             break
+    broker_metrics.record_fetch(results)
     buffers, size = encode_fetch_response(v, results, 0, 0, 0)
     return RawResponse(buffers, size, flexible_header=v >= 12)
 

@@ -1,0 +1,178 @@
+"""The gateway's ASGI app: REST Proxy v2, `/ws`, the console and its API, `/metrics`.
+
+The same app runs embedded in `yak serve` (uvicorn's `Server.serve()` as a task on the
+broker's event loop) and standalone (`yak gateway`); either way it reaches the cluster
+only over the Kafka protocol, through `bootstrap`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, RedirectResponse
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from yak.gateway import console_api, errors, rest, ws
+from yak.gateway.cluster import ClusterClient
+from yak.gateway.consumers import DEFAULT_INSTANCE_TIMEOUT_S, ConsumerRegistry
+from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass
+class GatewaySettings:
+    bootstrap: str
+    embedded: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    consumer_instance_timeout_s: float = DEFAULT_INSTANCE_TIMEOUT_S
+    metrics_interval_s: float = 5.0
+    request_timeout_s: float = 10.0
+
+
+class Gateway:
+    """Everything the routes share, hung on `app.state.gateway`."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.bootstrap = settings.bootstrap
+        self.embedded = settings.embedded
+        self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s)
+        self.consumers = ConsumerRegistry(
+            settings.bootstrap, settings.consumer_instance_timeout_s,
+            int(settings.request_timeout_s * 1000),
+        )
+        self.metrics = MetricsService(self.cluster, settings.metrics_interval_s,
+                                      include_broker=settings.embedded)
+
+    async def start(self) -> None:
+        """Nothing runs until used: the consumer reaper starts with the first instance."""
+
+    async def stop(self) -> None:
+        await self.metrics.stop()
+        await self.consumers.close()
+        await self.cluster.close()
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes with 413 before they are buffered.
+
+    Content-Length is checked up front; a chunked body is counted as it streams and the
+    request is cut off as soon as it passes the limit.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._refuse(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return msg
+
+        async def tracking_send(msg: Message) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        resp = errors.error_response(
+            413, 413, f"Request body larger than the gateway's limit of {self.limit} bytes"
+        )
+        await resp(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: GatewaySettings) -> FastAPI:
+    gateway = Gateway(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    app = FastAPI(
+        title="Yak gateway",
+        version="0.1.0",
+        description="Confluent REST Proxy v2 compatible API, WebSocket streaming at /ws, "
+                    "the web console's API under /api, Prometheus metrics at /metrics.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.gateway = gateway
+    errors.install(app)
+    app.include_router(rest.router)
+    app.include_router(console_api.router)
+    app.include_router(ws.router)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next: Any) -> Response:
+        t0 = time.perf_counter()
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        HTTP_REQUESTS.labels(request.method, path, str(response.status_code)).inc()
+        HTTP_SECONDS.labels(request.method, path).observe(time.perf_counter() - t0)
+        return response
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(await gateway.metrics.render(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    static_dir = resources.files("yak.console") / "static"
+    index = static_dir / "index.html"
+
+    @app.get("/", include_in_schema=False)
+    async def console() -> FileResponse:
+        return FileResponse(str(index), media_type="text/html")
+
+    @app.get("/console", include_in_schema=False)
+    async def console_alias() -> RedirectResponse:
+        return RedirectResponse("/")
+
+    app.mount("/static", StaticFiles(directory=str(static_dir)), name="static")
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app

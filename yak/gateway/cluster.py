@@ -1,0 +1,442 @@
+"""The gateway's view of a Kafka cluster, reached only over the Kafka protocol.
+
+Admin and produce go through confluent-kafka (librdkafka): its AdminClient covers
+metadata, ListOffsets, configs, topics and groups, and its producer batches and retries
+for us. Those calls block or complete on librdkafka's threads, so each is bridged onto
+the event loop (`run_in_executor` / `asyncio.wrap_future`) and never blocks it.
+Consumers are aiokafka (see `consumers.py`), which is asyncio-native.
+
+Every call has a bounded timeout: a dead broker must turn into an error the REST API
+and the console can show, never a hung request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class ClusterError(Exception):
+    """A failed cluster call, carrying Kafka's error name/code when there is one."""
+
+    def __init__(self, message: str, code: int = -1, name: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.name = name
+
+    @property
+    def unreachable(self) -> bool:
+        return self.name in ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "TIMEOUT")
+
+
+def _cluster_error(exc: BaseException) -> ClusterError:
+    if isinstance(exc, ClusterError):
+        return exc
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err: KafkaError = exc.args[0]
+        return ClusterError(err.str(), err.code(), err.name())
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return ClusterError("timed out waiting for the cluster", -185, "_TIMED_OUT")
+    return ClusterError(str(exc) or type(exc).__name__)
+
+
+@dataclass
+class PartitionMeta:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    error: str | None = None
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    partitions: dict[int, PartitionMeta] = field(default_factory=dict)
+    internal: bool = False
+
+
+@dataclass
+class ClusterMeta:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, tuple[str, int]]
+    topics: dict[str, TopicMeta]
+
+
+@dataclass
+class Watermarks:
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+
+@dataclass
+class Produced:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ClusterClient:
+    """Admin and producer access to one cluster; clients are created on first use."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 client_id: str = "yak-gateway") -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self._admin: AdminClient | None = None
+        self._producer: Producer | None = None
+        self._poller: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _common(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": self.client_id,
+            "socket.timeout.ms": int(self.timeout_s * 1000),
+            "reconnect.backoff.max.ms": 1000,
+            # A dead broker is reported by our own bounded timeouts, not by log spam.
+            "log_level": 3,
+        }
+
+    @property
+    def admin(self) -> AdminClient:
+        with self._lock:
+            if self._admin is None:
+                self._admin = AdminClient(self._common())
+            return self._admin
+
+    @property
+    def producer(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                conf = self._common() | {
+                    "linger.ms": 2,
+                    "message.timeout.ms": int(self.timeout_s * 1000),
+                    # Matches Java's partitioner, so keyed REST records land where Java's would.
+                    "partitioner": "murmur2_random",
+                    "enable.idempotence": False,
+                }
+                self._producer = Producer(conf)
+                self._poller = threading.Thread(
+                    target=self._poll_loop, args=(self._producer,), daemon=True,
+                    name="yak-gateway-producer",
+                )
+                self._poller.start()
+            return self._producer
+
+    def _poll_loop(self, producer: Producer) -> None:
+        """Delivery callbacks run here, off the event loop."""
+        while not self._closing.is_set():
+            producer.poll(0.1)
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(
+                loop.run_in_executor(None, fn, *args), self.timeout_s + 1
+            )
+        except Exception as e:
+            raise _cluster_error(e) from e
+
+    async def _future(self, fut: Future[T]) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout_s + 1)
+        except Exception as e:
+            raise _cluster_error(e) from e
+
+    async def close(self) -> None:
+        self._closing.set()
+        producer = self._producer
+        if producer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, producer.flush, 5)
+        if self._poller is not None:
+            self._poller.join(2)
+
+    # ------------------------------------------------------------------ metadata
+
+    async def metadata(self, topic: str | None = None) -> ClusterMeta:
+        md = await self._blocking(self.admin.list_topics, topic, self.timeout_s)
+        topics: dict[str, TopicMeta] = {}
+        for name, t in md.topics.items():
+            if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            tm = TopicMeta(name, internal=name.startswith("__"))
+            for pid, p in t.partitions.items():
+                tm.partitions[pid] = PartitionMeta(
+                    pid, p.leader, list(p.replicas), list(p.isrs),
+                    p.error.name() if p.error is not None else None,
+                )
+            topics[name] = tm
+        brokers = {b.id: (b.host, b.port) for b in md.brokers.values()}
+        return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics)
+
+    async def topic(self, name: str) -> TopicMeta | None:
+        # Metadata for all topics, never for `name` alone: a Metadata request naming a
+        # topic lets a broker with auto.create.topics.enable create it, and a typo in a
+        # REST URL must answer 404, not create a topic.
+        md = await self.metadata()
+        return md.topics.get(name)
+
+    async def watermarks(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
+        """Log start offset, high watermark and last stable offset per partition (ListOffsets)."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        specs: list[tuple[OffsetSpec, IsolationLevel]] = [
+            (OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+        ]
+        results: list[dict[tuple[str, int], int]] = []
+        for spec, iso in specs:
+            req = {TopicPartition(t, p): spec for t, p in tps}
+            futs = self.admin.list_offsets(req, isolation_level=iso,
+                                           request_timeout=self.timeout_s)
+            got: dict[tuple[str, int], int] = {}
+            for tp, fut in futs.items():
+                try:
+                    got[(tp.topic, tp.partition)] = (await self._future(fut)).offset
+                except ClusterError as e:
+                    if e.unreachable:
+                        raise
+                    got[(tp.topic, tp.partition)] = -1
+            results.append(got)
+        return {
+            tp: Watermarks(results[0].get(tp, -1), results[1].get(tp, -1), results[2].get(tp, -1))
+            for tp in tps
+        }
+
+    async def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int:
+        futs = self.admin.list_offsets(
+            {TopicPartition(topic, partition): OffsetSpec.for_timestamp(ts_ms)},
+            request_timeout=self.timeout_s,
+        )
+        (fut,) = futs.values()
+        return (await self._future(fut)).offset
+
+    async def log_dirs(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(size in bytes, offset lag = log end - high watermark) per partition, all brokers.
+
+        confluent-kafka has no DescribeLogDirs, so this one request goes through Yak's
+        own small blocking client in a thread.
+        """
+        md = await self.metadata()
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for host, port in md.brokers.values():
+            with contextlib.suppress(Exception):
+                out.update(await self._blocking(_describe_log_dirs, host, port, self.timeout_s))
+        return out
+
+    # ------------------------------------------------------------------ topics and configs
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str] | None = None) -> None:
+        nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                      config=dict(configs or {}))
+        futs = self.admin.create_topics([nt], request_timeout=self.timeout_s)
+        await self._future(futs[name])
+
+    async def delete_topic(self, name: str) -> None:
+        futs = self.admin.delete_topics([name], request_timeout=self.timeout_s)
+        await self._future(futs[name])
+
+    async def topic_configs(self, name: str) -> list[dict[str, Any]]:
+        res = ConfigResource(ResourceType.TOPIC, name)
+        futs = self.admin.describe_configs([res], request_timeout=self.timeout_s)
+        entries: dict[str, ConfigEntry] = await self._future(futs[res])
+        return [
+            {
+                "name": e.name,
+                "value": None if e.is_sensitive else e.value,
+                "source": _source_name(e.source),
+                "is_default": bool(e.is_default),
+                "read_only": bool(e.is_read_only),
+                "sensitive": bool(e.is_sensitive),
+            }
+            for e in sorted(entries.values(), key=lambda e: e.name)
+        ]
+
+    async def alter_topic_configs(self, name: str, changes: Mapping[str, str | None]) -> None:
+        """Set each given config; None deletes the override (back to the broker default)."""
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            if v is not None
+            else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+            for k, v in changes.items()
+        ]
+        res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futs = self.admin.incremental_alter_configs([res], request_timeout=self.timeout_s)
+        await self._future(futs[res])
+
+    # ------------------------------------------------------------------ groups
+
+    async def groups(self) -> list[dict[str, Any]]:
+        fut = self.admin.list_consumer_groups(request_timeout=self.timeout_s)
+        res = await self._future(fut)
+        return [
+            {"group_id": g.group_id, "state": getattr(g.state, "name", str(g.state)),
+             "simple": bool(g.is_simple_consumer_group)}
+            for g in sorted(res.valid, key=lambda g: g.group_id)
+        ]
+
+    async def describe_group(self, group: str) -> dict[str, Any]:
+        futs = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)
+        d = await self._future(futs[group])
+        members = [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "group_instance_id": m.group_instance_id,
+                "assignment": sorted(
+                    [tp.topic, tp.partition] for tp in (m.assignment.topic_partitions or [])
+                ) if m.assignment else [],
+            }
+            for m in d.members
+        ]
+        return {
+            "group_id": d.group_id,
+            "state": getattr(d.state, "name", str(d.state)),
+            "protocol": d.partition_assignor,
+            "coordinator": d.coordinator.id if d.coordinator is not None else None,
+            "members": members,
+        }
+
+    async def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        futs = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
+        )
+        res = await self._future(futs[group])
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in res.topic_partitions
+            if tp.offset >= 0
+        }
+
+    async def group_lag(self, group: str) -> list[dict[str, Any]]:
+        """Committed offset, high watermark and lag per partition the group committed."""
+        committed = await self.group_offsets(group)
+        marks = await self.watermarks(committed)
+        return [
+            {
+                "topic": t, "partition": p, "committed": off,
+                "high_watermark": marks[(t, p)].high_watermark,
+                "lag": max(marks[(t, p)].high_watermark - off, 0),
+            }
+            for (t, p), off in sorted(committed.items())
+        ]
+
+    # ------------------------------------------------------------------ produce
+
+    async def produce(
+        self, topic: str, value: bytes | None, key: bytes | None = None,
+        partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Produced:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Produced] = loop.create_future()
+
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            def settle() -> None:
+                if fut.done():
+                    return
+                if err is not None:
+                    fut.set_exception(ClusterError(err.str(), err.code(), err.name()))
+                else:
+                    ts = msg.timestamp()[1]
+                    fut.set_result(Produced(msg.topic(), msg.partition(), msg.offset(), ts))
+
+            loop.call_soon_threadsafe(settle)
+
+        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": delivered}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
+        try:
+            self.producer.produce(topic, **kwargs)
+        except BufferError as e:
+            raise ClusterError("producer queue is full, retry later", -184, "_QUEUE_FULL") from e
+        except KafkaException as e:
+            raise _cluster_error(e) from e
+        try:
+            return await asyncio.wait_for(fut, self.timeout_s + 2)
+        except TimeoutError as e:
+            raise _cluster_error(e) from e
+
+    async def ping(self) -> float:
+        """Round-trip time of a metadata request, in seconds (raises if unreachable)."""
+        t0 = time.perf_counter()
+        await self._blocking(self.admin.list_topics, None, min(self.timeout_s, 3.0))
+        return time.perf_counter() - t0
+
+
+def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(int(source)).name
+    except (ValueError, TypeError):
+        return getattr(source, "name", str(source))
+
+
+def _describe_log_dirs(host: str, port: int, timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
+    from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest
+    from kio.schema.describe_log_dirs.v1.response import DescribeLogDirsResponse
+
+    from yak.client.connection import Connection
+
+    conn = Connection(host, port, client_id="yak-gateway", timeout_s=timeout_s)
+    try:
+        resp = conn.send(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse)
+    finally:
+        conn.close()
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for d in resp.results:
+        for t in d.topics:
+            for p in t.partitions:
+                key = (str(t.name), int(p.partition_index))
+                size, lag = out.get(key, (0, 0))
+                out[key] = (size + int(p.partition_size), max(lag, int(p.offset_lag)))
+    return out

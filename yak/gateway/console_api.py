@@ -1,0 +1,310 @@
+"""The JSON API behind the web console (`/api/...`): overview, topics, messages, groups.
+
+It is shaped for the page rather than for REST Proxy compatibility: one call per view,
+with every number the view shows (log start, log end, high watermark and size per
+partition; lag per group partition), so the browser never fans out requests.
+Errors use the same `{"error_code", "message"}` body as the REST Proxy API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from typing import Annotated, Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from yak.gateway import errors as E
+from yak.gateway.cluster import ClusterClient, ClusterError
+from yak.gateway.errors import ErrorBody, RestError, V2Response
+
+router = APIRouter(prefix="/api", tags=["console"], default_response_class=V2Response)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422, 500, 503)
+}
+MAX_BROWSE = 500
+BROWSE_WAIT_S = 3.0
+TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
+
+
+def _cluster(request: Request) -> ClusterClient:
+    return request.app.state.gateway.cluster
+
+
+class NewTopicBody(BaseModel):
+    name: str = Field(pattern=TOPIC_NAME)
+    partitions: int = Field(default=1, ge=1, le=256)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    configs: dict[str, str] = Field(default_factory=dict)
+
+
+class ConfigChanges(BaseModel):
+    configs: dict[str, str | None]
+
+
+class ProduceBody(BaseModel):
+    key: str | None = None
+    value: str | None = None
+    partition: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    encoding: str = Field(default="text", pattern="^(text|base64)$")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+@router.get("/health")
+async def health(request: Request) -> Any:
+    try:
+        rtt = await _cluster(request).ping()
+    except ClusterError as e:
+        return V2Response({"up": False, "error": e.message}, status_code=503)
+    return {"up": True, "rtt_ms": round(rtt * 1000, 2)}
+
+
+@router.get("/overview", responses=_ERRORS)
+async def overview(request: Request) -> Any:
+    gw = request.app.state.gateway
+    cluster = _cluster(request)
+    md = await cluster.metadata()
+    tps = [(t, p) for t, tm in md.topics.items() for p in tm.partitions]
+    marks = await cluster.watermarks(tps)
+    sizes = await cluster.log_dirs()
+    out: dict[str, Any] = {
+        "cluster_id": md.cluster_id,
+        "controller_id": md.controller_id,
+        "brokers": [{"id": i, "host": h, "port": p} for i, (h, p) in sorted(md.brokers.items())],
+        "topics": len([t for t in md.topics.values() if not t.internal]),
+        "partitions": len(tps),
+        # Sum of high watermarks: its rate of change is the cluster's messages in per second.
+        "messages_total": sum(max(m.high_watermark, 0) for m in marks.values()),
+        "bytes_total": sum(s for s, _ in sizes.values()),
+        "time": time.time(),
+        "embedded": gw.embedded,
+    }
+    if gw.embedded:
+        from yak.gateway.metrics import broker_totals
+
+        out["broker"] = broker_totals()
+    return out
+
+
+@router.get("/topics", responses=_ERRORS)
+async def topics(request: Request) -> Any:
+    cluster = _cluster(request)
+    md = await cluster.metadata()
+    tps = [(t, p) for t, tm in md.topics.items() for p in tm.partitions]
+    marks = await cluster.watermarks(tps)
+    sizes = await cluster.log_dirs()
+    rows = []
+    for name, tm in sorted(md.topics.items()):
+        parts = [(name, p) for p in tm.partitions]
+        rows.append({
+            "name": name, "internal": tm.internal, "partitions": len(tm.partitions),
+            "replication_factor": max((len(p.replicas) for p in tm.partitions.values()),
+                                      default=0),
+            "messages": sum(max(marks[tp].high_watermark - marks[tp].log_start_offset, 0)
+                            for tp in parts),
+            "size": sum(sizes.get(tp, (0, 0))[0] for tp in parts),
+        })
+    # Retention of every topic in one DescribeConfigs each would be N round trips; the
+    # list shows it for non-internal topics only, concurrently.
+    async def retention(row: dict[str, Any]) -> None:
+        try:
+            cfg = {c["name"]: c["value"] for c in await cluster.topic_configs(row["name"])}
+        except ClusterError:
+            cfg = {}
+        row["retention_ms"] = cfg.get("retention.ms")
+        row["retention_bytes"] = cfg.get("retention.bytes")
+        row["cleanup_policy"] = cfg.get("cleanup.policy")
+
+    await asyncio.gather(*(retention(r) for r in rows))
+    return rows
+
+
+@router.post("/topics", status_code=201, responses=_ERRORS)
+async def create_topic(request: Request, body: NewTopicBody) -> Any:
+    await _cluster(request).create_topic(body.name, body.partitions, body.replication_factor,
+                                         body.configs)
+    return {"name": body.name}
+
+
+@router.delete("/topics/{topic}", status_code=204, response_class=Response, responses=_ERRORS)
+async def delete_topic(request: Request, topic: str) -> Response:
+    if await _cluster(request).topic(topic) is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    await _cluster(request).delete_topic(topic)
+    return Response(status_code=204)
+
+
+@router.get("/topics/{topic}", responses=_ERRORS)
+async def topic_detail(request: Request, topic: str) -> Any:
+    cluster = _cluster(request)
+    tm = await cluster.topic(topic)
+    if tm is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    tps = [(topic, p) for p in sorted(tm.partitions)]
+    marks, sizes, configs = await asyncio.gather(
+        cluster.watermarks(tps), cluster.log_dirs(), cluster.topic_configs(topic)
+    )
+    parts = []
+    for tp in tps:
+        pm = tm.partitions[tp[1]]
+        m = marks[tp]
+        size, lag = sizes.get(tp, (0, 0))
+        parts.append({
+            "partition": pm.partition, "leader": pm.leader, "replicas": pm.replicas,
+            "isr": pm.isr, "error": pm.error,
+            "log_start_offset": m.log_start_offset, "high_watermark": m.high_watermark,
+            # DescribeLogDirs' offset_lag is log end minus high watermark on the leader.
+            "log_end_offset": m.high_watermark + lag if m.high_watermark >= 0 else -1,
+            "last_stable_offset": m.last_stable_offset, "size": size,
+        })
+    return {"name": topic, "internal": tm.internal, "partitions": parts, "configs": configs}
+
+
+@router.put("/topics/{topic}/configs", responses=_ERRORS)
+async def alter_configs(request: Request, topic: str, body: ConfigChanges) -> Any:
+    cluster = _cluster(request)
+    if await cluster.topic(topic) is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if body.configs:
+        await cluster.alter_topic_configs(topic, body.configs)
+    return {"configs": await cluster.topic_configs(topic)}
+
+
+@router.get("/topics/{topic}/messages", responses=_ERRORS)
+async def browse(
+    request: Request, topic: str,
+    partition: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    offset: Annotated[int | None, Query(ge=-2, le=2**63 - 1)] = None,
+    timestamp: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_BROWSE)] = 50,
+) -> Any:
+    """Records of one partition from `offset` (default: the last `limit`) or `timestamp`."""
+    cluster = _cluster(request)
+    tm = await cluster.topic(topic)
+    if tm is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if partition not in tm.partitions:
+        raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
+    m = (await cluster.watermarks([(topic, partition)]))[(topic, partition)]
+    if timestamp is not None:
+        start = await cluster.offset_for_time(topic, partition, timestamp)
+        if start < 0:
+            start = m.high_watermark
+    elif offset is None or offset == -1:
+        start = max(m.high_watermark - limit, m.log_start_offset)
+    elif offset == -2:
+        start = m.log_start_offset
+    else:
+        if offset < m.log_start_offset or offset > m.high_watermark:
+            raise RestError(
+                422, 42207,
+                f"offset {offset} is outside the partition's range "
+                f"[{m.log_start_offset}, {m.high_watermark}]",
+            )
+        start = offset
+    messages = await _read(cluster.bootstrap, topic, partition, start, m.high_watermark, limit)
+    return {
+        "topic": topic, "partition": partition, "start": start,
+        "log_start_offset": m.log_start_offset, "high_watermark": m.high_watermark,
+        "messages": messages,
+    }
+
+
+async def _read(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                limit: int) -> list[dict[str, Any]]:
+    if start >= end:
+        return []
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        client_id="yak-console", max_partition_fetch_bytes=1024 * 1024,
+        request_timeout_ms=10_000,
+    )
+    await asyncio.wait_for(consumer.start(), 10)
+    out: list[dict[str, Any]] = []
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        deadline = time.monotonic() + BROWSE_WAIT_S
+        while len(out) < limit and time.monotonic() < deadline:
+            batch = await consumer.getmany(tp, timeout_ms=500, max_records=limit - len(out))
+            for r in batch.get(tp, []):
+                out.append({
+                    "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+                    "timestamp_type": r.timestamp_type,
+                    "key": _b64(r.key), "value": _b64(r.value),
+                    "headers": [[k, _b64(v)] for k, v in (r.headers or ())],
+                })
+            if out and out[-1]["offset"] >= end - 1:
+                break
+    finally:
+        await consumer.stop()
+    return out[:limit]
+
+
+@router.post("/topics/{topic}/messages", status_code=201, responses=_ERRORS)
+async def produce(request: Request, topic: str, body: ProduceBody) -> Any:
+    cluster = _cluster(request)
+    tm = await cluster.topic(topic)
+    if tm is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if body.partition is not None and body.partition not in tm.partitions:
+        raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
+
+    def enc(s: str | None) -> bytes | None:
+        if s is None:
+            return None
+        if body.encoding == "base64":
+            try:
+                return base64.b64decode(s, validate=True)
+            except ValueError:
+                raise RestError(422, E.INVALID_PAYLOAD, "not valid base64") from None
+        return s.encode()
+
+    res = await cluster.produce(
+        topic, enc(body.value), enc(body.key), body.partition,
+        [(k, v.encode()) for k, v in body.headers.items()],
+    )
+    return {"topic": res.topic, "partition": res.partition, "offset": res.offset,
+            "timestamp": res.timestamp}
+
+
+@router.get("/groups", responses=_ERRORS)
+async def groups(request: Request) -> Any:
+    cluster = _cluster(request)
+    rows = await cluster.groups()
+
+    async def fill(row: dict[str, Any]) -> None:
+        try:
+            lag = await cluster.group_lag(row["group_id"])
+            row["lag"] = sum(r["lag"] for r in lag)
+            row["partitions"] = len(lag)
+        except ClusterError:
+            row["lag"] = None
+        try:
+            row["members"] = len((await cluster.describe_group(row["group_id"]))["members"])
+        except ClusterError:
+            row["members"] = None
+
+    await asyncio.gather(*(fill(r) for r in rows))
+    return rows
+
+
+@router.get("/groups/{group}", responses=_ERRORS)
+async def group_detail(request: Request, group: str) -> Any:
+    cluster = _cluster(request)
+    known = {g["group_id"] for g in await cluster.groups()}
+    if group not in known:
+        raise RestError(404, 40405, "Consumer group not found.")
+    desc, lag = await asyncio.gather(cluster.describe_group(group), cluster.group_lag(group))
+    desc["lag"] = lag
+    desc["total_lag"] = sum(r["lag"] for r in lag)
+    return desc

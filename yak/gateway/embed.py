@@ -1,0 +1,115 @@
+"""Run the gateway's ASGI app with uvicorn on an already running event loop.
+
+`yak serve --http` calls `start_http` after the broker is listening: uvicorn's
+`Server.serve()` becomes one more task on the broker's loop (no thread, no process),
+and the gateway still talks to the broker over its Kafka listener like any client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import Any
+
+import uvicorn
+
+from yak.gateway.app import GatewaySettings, create_app
+
+log = logging.getLogger(__name__)
+
+
+def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = default_host, value
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return (host.strip("[]") or default_host), int(port)
+
+
+class HttpServer:
+    """A uvicorn server running as a task; `stop()` shuts it down gracefully."""
+
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+        self.server = server
+        self.task = task
+
+    @property
+    def port(self) -> int:
+        for s in self.server.servers:
+            for sock in s.sockets:
+                return int(sock.getsockname()[1])
+        return 0
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        try:
+            await asyncio.wait_for(self.task, 10)
+        except (TimeoutError, asyncio.CancelledError):
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
+async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
+    """Start serving on `listen`; raises OSError if the port cannot be bound.
+
+    The socket is bound here, not by uvicorn: uvicorn answers a bind failure with
+    `sys.exit`, which inside a task on the broker's loop would stop the broker.
+    """
+    host, port = parse_hostport(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app, loop="none", lifespan="on", log_level="warning",
+        ws="websockets-sansio", ws_max_size=1024 * 1024, timeout_graceful_shutdown=3,
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn would take over SIGINT/SIGTERM; the broker (or `yak gateway`) owns signals.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.get_running_loop().create_task(_serve(server, sock))
+    while not server.started:
+        if task.done():
+            sock.close()
+            exc = task.exception() if not task.cancelled() else None
+            raise OSError(f"HTTP server on {listen} failed to start: {exc!r}")
+        await asyncio.sleep(0.02)
+    return HttpServer(server, task)
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    try:
+        await server.serve(sockets=[sock])
+    except SystemExit as e:  # uvicorn's startup failure (e.g. lifespan) must not end the loop
+        raise RuntimeError(f"uvicorn exited with {e.code}") from None
+
+
+async def start_embedded(listen: str, broker: Any) -> HttpServer | None:
+    """The gateway inside `yak serve`; a port that cannot be bound only costs a warning.
+
+    The broker must keep serving Kafka clients even if, say, another process holds 8080.
+    """
+    from yak.broker import metrics as broker_metrics
+
+    broker_metrics.bind_connections(lambda: len(broker.connections))
+    settings = GatewaySettings(bootstrap=f"{broker.host}:{broker.port}", embedded=True)
+    try:
+        server = await start_http(listen, settings)
+    except (OSError, ValueError) as e:
+        log.warning("HTTP gateway not started on %s: %s", listen, e)
+        return None
+    host, _ = parse_hostport(listen)
+    print(f"Yak HTTP gateway on http://{host}:{server.port}/", flush=True)
+    return server

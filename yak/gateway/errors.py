@@ -1,0 +1,108 @@
+"""REST errors in the Confluent REST Proxy shape: `{"error_code": int, "message": str}`.
+
+Confluent's error codes are the HTTP status followed by two digits (40401 topic not
+found, 40403 consumer instance not found, ...); generic failures use the bare status.
+Existing REST Proxy clients branch on these codes, so they are kept exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from yak.gateway.cluster import ClusterError
+
+log = logging.getLogger(__name__)
+
+V2_JSON = "application/vnd.kafka.v2+json"
+
+TOPIC_NOT_FOUND = 40401
+PARTITION_NOT_FOUND = 40402
+CONSUMER_INSTANCE_NOT_FOUND = 40403
+LEADER_NOT_AVAILABLE = 40404
+CONSUMER_FORMAT_MISMATCH = 40601
+CONSUMER_ALREADY_SUBSCRIBED = 40901
+CONSUMER_ALREADY_EXISTS = 40902
+ILLEGAL_STATE = 40903
+UNSUPPORTED_MEDIA_TYPE = 41501
+INVALID_CONSUMER_CONFIG = 42204
+INVALID_PAYLOAD = 42206
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
+CLUSTER_UNREACHABLE = 50301
+
+
+class ErrorBody(BaseModel):
+    error_code: int
+    message: str
+
+
+class RestError(Exception):
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+
+class V2Response(JSONResponse):
+    media_type = V2_JSON
+
+
+def error_response(status: int, error_code: int, message: str) -> JSONResponse:
+    return V2Response({"error_code": error_code, "message": message}, status_code=status)
+
+
+def from_cluster_error(e: ClusterError) -> RestError:
+    if e.unreachable:
+        return RestError(503, CLUSTER_UNREACHABLE, f"Kafka cluster unreachable: {e.message}")
+    if e.name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+        return RestError(404, TOPIC_NOT_FOUND, "Topic not found.")
+    if e.name == "TOPIC_ALREADY_EXISTS":
+        return RestError(409, 40902, e.message)
+    if e.name in ("INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
+                  "INVALID_TOPIC_EXCEPTION", "POLICY_VIOLATION", "INVALID_REQUEST"):
+        return RestError(422, 42200, f"{e.name}: {e.message}")
+    if e.name in ("MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"):
+        return RestError(413, 41301, f"{e.name}: {e.message}")
+    return RestError(500, KAFKA_ERROR, f"{e.name or 'Kafka error'}: {e.message}")
+
+
+def install(app: FastAPI) -> None:
+    """Every error leaving the app, ours or the framework's, gets the Confluent body."""
+
+    @app.exception_handler(RestError)
+    async def _rest(_: Request, e: RestError) -> JSONResponse:
+        return error_response(e.status, e.error_code, e.message)
+
+    @app.exception_handler(ClusterError)
+    async def _cluster(_: Request, e: ClusterError) -> JSONResponse:
+        r = from_cluster_error(e)
+        return error_response(r.status, r.error_code, r.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        message = e.detail if isinstance(e.detail, str) else json.dumps(e.detail)
+        return error_response(e.status_code, e.status_code, message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        errors: list[Any] = list(e.errors())
+        if any(err.get("type") == "json_invalid" for err in errors):
+            return error_response(400, 400, "Invalid JSON in request body: " + _describe(errors))
+        return error_response(422, 422, "Unprocessable entity: " + _describe(errors))
+
+
+def _describe(errors: list[Any]) -> str:
+    parts = []
+    for err in errors[:5]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg")))
+    return "; ".join(parts)
