@@ -110,7 +110,7 @@ class RawClient:
 
     def fetch(self, topic: str, partition: int, offset: int, version: int = 12,
               max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50 << 20,
-              partition_max_bytes: int = 10 << 20) -> Any:
+              partition_max_bytes: int = 10 << 20, isolation_level: int = 0) -> Any:
         mod = kio_compat.schema_module("fetch", version, "request")
         part = kio_compat.build(mod.FetchPartition, partition=partition, fetch_offset=offset,
                                 partition_max_bytes=partition_max_bytes,
@@ -118,17 +118,19 @@ class RawClient:
                                 last_fetched_epoch=-1)
         req = kio_compat.build(
             mod.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-            min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0,
+            min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation_level,
+            session_id=0,
             session_epoch=-1, topics=(kio_compat.build(mod.FetchTopic, topic=topic,
                                                        partitions=(part,)),),
             forgotten_topics_data=(), rack_id="",
         )
         return self.request(req)
 
-    def list_offset(self, topic: str, partition: int, timestamp: int, version: int = 7) -> Any:
+    def list_offset(self, topic: str, partition: int, timestamp: int, version: int = 7,
+                    isolation_level: int = 0) -> Any:
         mod = kio_compat.schema_module("list_offsets", version, "request")
         req = kio_compat.build(
-            mod.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+            mod.ListOffsetsRequest, replica_id=-1, isolation_level=isolation_level,
             topics=(mod.ListOffsetsTopic(name=topic, partitions=(kio_compat.build(
                 mod.ListOffsetsPartition, partition_index=partition, current_leader_epoch=-1,
                 timestamp=timestamp),)),),

@@ -167,3 +167,24 @@ def test_list_offsets_special_and_by_timestamp(module_broker) -> None:
         assert p.offset == -1
         for v in (1, 4, 7, 10):
             assert c.list_offset(topic, 0, -1, version=v).offset == 4
+
+
+def test_read_committed_stops_at_last_stable_offset(module_broker) -> None:
+    topic = _topic("lso")
+    with RawClient(module_broker.bootstrap) as c:
+        c.create_topic(topic)
+        pid = c.init_producer_id().producer_id
+        assert c.produce_one(topic, 0, build_batch([Record(None, b"plain")]))[1] == 0
+        open_txn = build_batch([Record(None, b"in-txn")], producer_id=pid, producer_epoch=0,
+                               base_sequence=0, transactional=True)
+        assert c.produce_one(topic, 0, open_txn, transactional_id="t1")[1] == 1
+        assert c.produce_one(topic, 0, build_batch([Record(None, b"after")]))[1] == 2
+
+        committed = c.fetch(topic, 0, 0, isolation_level=1).responses[0].partitions[0]
+        assert committed.high_watermark == 3 and committed.last_stable_offset == 1
+        assert [r.value for r in records.decode_records(committed.records)] == [b"plain"]
+        assert committed.aborted_transactions == ()
+        uncommitted = c.fetch(topic, 0, 0).responses[0].partitions[0]
+        assert len(list(records.iter_batches(bytes(uncommitted.records)))) == 3
+        assert c.list_offset(topic, 0, -1, isolation_level=1).offset == 1
+        assert c.list_offset(topic, 0, -1, isolation_level=0).offset == 3
