@@ -1,0 +1,334 @@
+"""`yak group ...`: list, describe (with lag), reset-offsets, delete.
+
+Like `kafka-consumer-groups.sh`, built on confluent-kafka's AdminClient so it works on
+any Kafka-compatible cluster. Lag is what operators act on, so `describe` shows it per
+partition: log end offset (the high watermark a consumer can read up to) minus the
+committed offset. Offsets are only reset for an Empty group: a live member would
+overwrite the new offsets with its next commit, silently undoing the reset.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from rich.console import Console
+from rich.table import Table
+
+from yak.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    Bootstrap,
+    Timeout,
+    connect_admin,
+    fail,
+    require_topic,
+    wait,
+)
+
+app = typer.Typer(
+    help="List, describe (with lag), reset offsets of and delete consumer groups.",
+    no_args_is_help=True,
+)
+out = Console(highlight=False, soft_wrap=True)
+
+Format = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+
+_STATE_NAMES = {
+    ConsumerGroupState.UNKNOWN: "Unknown",
+    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
+    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+    ConsumerGroupState.DEAD: "Dead",
+    ConsumerGroupState.EMPTY: "Empty",
+}
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in ("table", "json"):
+        fail(f"invalid --format {fmt!r}: expected table or json", exit_code=2)
+
+
+@dataclass
+class PartitionLag:
+    topic: str
+    partition: int
+    committed_offset: int | None
+    log_end_offset: int
+    lag: int | None
+    member_id: str | None
+    client_id: str | None
+    host: str | None
+
+
+@app.command("list")
+def list_groups(
+    fmt: Format = "table",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """List consumer groups and their states."""
+    _check_format(fmt)
+    admin, _ = connect_admin(bootstrap, timeout)
+    result = wait(admin.list_consumer_groups(request_timeout=timeout), timeout, "list groups")
+    rows = sorted(
+        (
+            g.group_id,
+            _STATE_NAMES.get(g.state, str(g.state)),
+            "simple" if g.is_simple_consumer_group else "consumer",
+        )
+        for g in result.valid
+    )
+    if fmt == "json":
+        out.print(json.dumps([{"group": g, "state": s, "type": t} for g, s, t in rows]))
+        return
+    table = Table("GROUP", "STATE", "TYPE", box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def _describe(admin: AdminClient, group: str, timeout: float) -> Any:
+    return wait(
+        admin.describe_consumer_groups([group], request_timeout=timeout)[group],
+        timeout,
+        f"describe group {group!r}",
+    )
+
+
+def _committed(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    req = ConsumerGroupTopicPartitions(group)
+    res = wait(
+        admin.list_consumer_group_offsets([req], request_timeout=timeout)[group],
+        timeout,
+        f"fetch offsets of {group!r}",
+    )
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in res.topic_partitions or []
+        if tp.offset is not None and tp.offset >= 0
+    }
+
+
+def _offsets(
+    admin: AdminClient, specs: dict[TopicPartition, OffsetSpec], timeout: float
+) -> dict[tuple[str, int], int]:
+    if not specs:
+        return {}
+    futures = admin.list_offsets(specs, request_timeout=timeout)
+    return {
+        (tp.topic, tp.partition): wait(
+            f, timeout, f"list offsets of {tp.topic}-{tp.partition}"
+        ).offset
+        for tp, f in futures.items()
+    }
+
+
+def group_lag(admin: AdminClient, group: str, timeout: float) -> tuple[Any, list[PartitionLag]]:
+    """The group's description and one row per partition it has offsets for or owns."""
+    desc = _describe(admin, group, timeout)
+    committed = _committed(admin, group, timeout)
+    owner: dict[tuple[str, int], Any] = {}
+    for m in desc.members:
+        for tp in m.assignment.topic_partitions if m.assignment else []:
+            owner[(tp.topic, tp.partition)] = m
+    keys = sorted(set(committed) | set(owner))
+    ends = _offsets(admin, {TopicPartition(t, p): OffsetSpec.latest() for t, p in keys}, timeout)
+    rows = []
+    for t, p in keys:
+        c = committed.get((t, p))
+        end = ends.get((t, p), -1)
+        m = owner.get((t, p))
+        rows.append(
+            PartitionLag(
+                t,
+                p,
+                c,
+                end,
+                None if c is None or end < 0 else max(end - c, 0),
+                m.member_id if m else None,
+                m.client_id if m else None,
+                m.host if m else None,
+            )
+        )
+    return desc, rows
+
+
+@app.command("describe")
+def describe(
+    group: Annotated[str, typer.Argument(help="Group id.")],
+    fmt: Format = "table",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """State, members, assignments and per-partition committed offset, log end and lag."""
+    _check_format(fmt)
+    admin, _ = connect_admin(bootstrap, timeout)
+    desc, rows = group_lag(admin, group, timeout)
+    state = _STATE_NAMES.get(desc.state, str(desc.state))
+    if desc.state == ConsumerGroupState.DEAD and not rows:
+        fail(f"group {group!r} does not exist")
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "host": m.host,
+            "assignment": sorted(
+                f"{tp.topic}-{tp.partition}"
+                for tp in (m.assignment.topic_partitions if m.assignment else [])
+            ),
+        }
+        for m in desc.members
+    ]
+    if fmt == "json":
+        doc = {
+            "group": group,
+            "state": state,
+            "assignor": desc.partition_assignor or None,
+            "members": members,
+            "partitions": [asdict(r) for r in rows],
+            "total_lag": sum(r.lag or 0 for r in rows),
+        }
+        out.print(json.dumps(doc))
+        return
+    out.print(
+        f"Group: {group}  State: {state}  Assignor: {desc.partition_assignor or '-'}"
+        f"  Members: {len(members)}"
+    )
+    if members:
+        mt = Table("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT", box=None)
+        for m in members:
+            mt.add_row(
+                m["member_id"],
+                m["group_instance_id"] or "-",
+                m["client_id"],
+                m["host"],
+                ",".join(m["assignment"]) or "-",
+            )
+        out.print(mt)
+    pt = Table(
+        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", box=None
+    )
+    for r in rows:
+        pt.add_row(
+            r.topic,
+            str(r.partition),
+            "-" if r.committed_offset is None else str(r.committed_offset),
+            str(r.log_end_offset),
+            "-" if r.lag is None else str(r.lag),
+            r.member_id or "-",
+        )
+    out.print(pt)
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        dt = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"invalid --to-datetime {text!r}: expected ISO 8601, e.g. 2024-01-31T12:00:00Z", 2)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.UTC)
+    return int(dt.timestamp() * 1000)
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    group: Annotated[str, typer.Argument(help="Group id (must have no active members).")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose offsets to reset.")],
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", help="This offset (clamped to the log).")
+    ] = None,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option("--to-datetime", help="First offset at or after this ISO 8601 time."),
+    ] = None,
+    partition: Annotated[
+        list[int] | None, typer.Option("--partition", "-p", help="Only these partitions.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the new offsets without committing them.")
+    ] = False,
+    fmt: Format = "table",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Move GROUP's committed offsets on TOPIC (the group must be empty)."""
+    _check_format(fmt)
+    chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    if sum(chosen) != 1:
+        fail("choose exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", 2)
+    admin, md = connect_admin(bootstrap, timeout)
+    tmd = require_topic(md, topic)
+    parts = sorted(tmd.partitions)
+    if partition:
+        missing = sorted(set(partition) - set(parts))
+        if missing:
+            fail(f"topic {topic!r} has no partition {missing[0]}", 2)
+        parts = sorted(set(partition))
+    desc = _describe(admin, group, timeout)
+    if desc.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        state = _STATE_NAMES.get(desc.state, str(desc.state))
+        fail(
+            f"group {group!r} is {state} with {len(desc.members)} active member(s): "
+            "stop its consumers first (offsets can only be reset for an empty group)"
+        )
+    tps = [TopicPartition(topic, p) for p in parts]
+    starts = _offsets(admin, {tp: OffsetSpec.earliest() for tp in tps}, timeout)
+    ends = _offsets(admin, {tp: OffsetSpec.latest() for tp in tps}, timeout)
+    if to_earliest:
+        target = starts
+    elif to_latest:
+        target = ends
+    elif to_offset is not None:
+        target = {k: min(max(to_offset, starts[k]), ends[k]) for k in ends}
+    else:
+        ts = _parse_datetime(to_datetime or "")
+        found = _offsets(admin, {tp: OffsetSpec.for_timestamp(ts) for tp in tps}, timeout)
+        # No record at or after the time: the end of the log, as Kafka's tool does.
+        target = {k: (v if v >= 0 else ends[k]) for k, v in found.items()}
+    if not dry_run:
+        req = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o) for (t, p), o in sorted(target.items())]
+        )
+        res = wait(
+            admin.alter_consumer_group_offsets([req], request_timeout=timeout)[group],
+            timeout,
+            f"reset offsets of {group!r}",
+        )
+        for tp in res.topic_partitions:
+            if tp.error is not None:
+                fail(f"reset offsets of {group!r} on {tp.topic}-{tp.partition}: {tp.error.str()}")
+    rows = [{"topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(target.items())]
+    if fmt == "json":
+        out.print(json.dumps(rows))
+        return
+    table = Table("TOPIC", "PARTITION", "NEW-OFFSET", box=None)
+    for r in rows:
+        table.add_row(r["topic"], str(r["partition"]), str(r["new_offset"]))
+    out.print(table)
+    if dry_run:
+        out.print("(dry run: nothing committed)")
+
+
+@app.command("delete")
+def delete(
+    group: Annotated[str, typer.Argument(help="Group id (must have no active members).")],
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete an empty group and its committed offsets."""
+    admin, _ = connect_admin(bootstrap, timeout)
+    wait(
+        admin.delete_consumer_groups([group], request_timeout=timeout)[group],
+        timeout,
+        f"delete group {group!r}",
+    )
+    out.print(f"deleted group {group}")
