@@ -11,7 +11,9 @@ from typing import Any
 
 import typer
 
+from yak.cli import bench as _bench
 from yak.cli import consume as _consume
+from yak.cli import gateway as _gateway
 from yak.cli import group as _group
 from yak.cli import produce as _produce
 from yak.cli import serve as _serve
@@ -52,6 +54,8 @@ app.command("serve")(_serve.serve)
 app.add_typer(_topic.app, name="topic")
 app.command("produce")(_produce.produce)
 app.command("consume")(_consume.consume)
+app.command("gateway")(_gateway.gateway)
+app.add_typer(_bench.app, name="bench")
 app.add_typer(_group.app, name="group")
 
 if __name__ == "__main__":  # python -m yak.cli.main
