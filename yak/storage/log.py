@@ -153,6 +153,12 @@ class PartitionLog:
             self.recovery_point = self.log_end_offset
         else:
             self._recover(recovery_point)
+        active = self._active
+        if active.size:
+            # segment.ms counts from the first batch's timestamp, as Kafka's rollingBasedTimestamp
+            for _pos, h in active.iter_headers(0):
+                active.first_append_ms = min(h[8], now_ms())
+                break
         self.log_start_offset = max(log_start, self._view.bases[0])
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
