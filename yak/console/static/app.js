@@ -1,0 +1,407 @@
+// Yak console: a hash-routed single page over the gateway's /api. No build step, no
+// dependencies: every view is a function that fetches once, renders, and may poll.
+import { LiveChart, fmtShort } from "./chart.js";
+
+const view = document.getElementById("view");
+const banner = document.getElementById("banner");
+const health = document.getElementById("health");
+let timers = [];
+let generation = 0; // a view's async work checks it to stop rendering after navigation
+
+// ------------------------------------------------------------------ helpers
+
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({
+  "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+
+function fmtBytes(n) {
+  if (n === null || n === undefined || n < 0) return "–";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : n) + " " + u[i];
+}
+
+function fmtMs(v) {
+  if (v === null || v === undefined) return "–";
+  const n = Number(v);
+  if (n < 0) return "unlimited";
+  if (n % 86400000 === 0) return `${n / 86400000} d`;
+  if (n % 3600000 === 0) return `${n / 3600000} h`;
+  return `${n} ms`;
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(body && body.message ? body.message : `HTTP ${status}`);
+    this.status = status;
+    this.code = body && body.error_code;
+  }
+}
+
+async function api(path, opts = {}) {
+  let resp;
+  try {
+    resp = await fetch("/api" + path, {
+      ...opts,
+      headers: { "content-type": "application/json", ...(opts.headers || {}) },
+    });
+  } catch (e) {
+    throw new ApiError(0, { message: "The gateway is not reachable: " + e.message });
+  }
+  if (resp.status === 204) return null;
+  let body = null;
+  try { body = await resp.json(); } catch { /* non-JSON error page */ }
+  if (!resp.ok) throw new ApiError(resp.status, body);
+  return body;
+}
+
+function showError(e) {
+  banner.hidden = false;
+  const unreachable = e.status === 503 || e.status === 0;
+  banner.textContent = (unreachable ? "Cluster unreachable. " : "Error: ") + e.message +
+    (e.code ? ` (error ${e.code})` : "");
+}
+function clearError() { banner.hidden = true; banner.textContent = ""; }
+
+function every(ms, fn) { timers.push(setInterval(fn, ms)); }
+
+async function guarded(fn) {
+  try { await fn(); } catch (e) { showError(e); }
+}
+
+// Renders a value as JSON (pretty), text, or hex, from base64.
+function decode(b64, mode) {
+  if (b64 === null || b64 === undefined) return { text: "null", cls: "muted" };
+  const bin = atob(b64);
+  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  if (mode === "hex") {
+    const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0"));
+    const lines = [];
+    for (let i = 0; i < hex.length; i += 16) lines.push(hex.slice(i, i + 16).join(" "));
+    return { text: lines.join("\n") };
+  }
+  let text;
+  try { text = new TextDecoder("utf-8", { fatal: true }).decode(bytes); } catch {
+    return decode(b64, "hex");
+  }
+  if (mode === "json") {
+    try { return { text: JSON.stringify(JSON.parse(text), null, 2) }; } catch { /* text */ }
+  }
+  return { text };
+}
+
+// ------------------------------------------------------------------ health
+
+async function pollHealth() {
+  try {
+    const r = await fetch("/api/health");
+    const body = await r.json();
+    if (body.up) {
+      health.className = "health up";
+      health.textContent = `cluster up · ${body.rtt_ms} ms`;
+    } else {
+      health.className = "health down";
+      health.textContent = "cluster DOWN";
+      health.title = body.error || "";
+    }
+  } catch {
+    health.className = "health down";
+    health.textContent = "gateway unreachable";
+  }
+}
+
+// ------------------------------------------------------------------ views
+
+async function overview() {
+  const g = generation;
+  view.innerHTML = `
+    <h1>Cluster overview</h1>
+    <div class="cards" id="cards"></div>
+    <h2>Throughput <span class="legend"><span class="in">■ in</span> · <span class="out">■ out</span> (messages/s)</span></h2>
+    <div class="panel"><canvas class="chart" id="tput"></canvas></div>
+    <h2>Brokers</h2><div id="brokers"></div>`;
+  const chart = new LiveChart(document.getElementById("tput"),
+    [{ name: "in", color: "#2f6fde" }, { name: "out", color: "#e07b24" }]);
+  let prev = null;
+  const tick = async () => {
+    const o = await api("/overview");
+    if (g !== generation) return;
+    clearError();
+    const cards = [
+      ["Brokers", o.brokers.length], ["Topics", o.topics], ["Partitions", o.partitions],
+      ["Messages", fmtShort(o.messages_total)], ["Size on disk", fmtBytes(o.bytes_total)],
+      ["Controller", o.controller_id],
+    ];
+    document.getElementById("cards").innerHTML = cards.map(([l, v]) =>
+      `<div class="card"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div></div>`).join("");
+    document.getElementById("brokers").innerHTML = `<table><thead><tr><th>ID</th><th>Host</th>
+      <th>Port</th><th>Role</th></tr></thead><tbody>${o.brokers.map((b) => `<tr><td>${b.id}</td>
+      <td>${esc(b.host)}</td><td>${b.port}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
+      </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
+    if (prev) {
+      const dt = o.time - prev.time;
+      const msgIn = (o.messages_total - prev.messages_total) / dt;
+      const msgOut = o.broker && prev.broker ? (o.broker.messages_out - prev.broker.messages_out) / dt : null;
+      chart.push(o.time, [Math.max(msgIn, 0), msgOut === null ? null : Math.max(msgOut, 0)]);
+    } else {
+      chart.push(o.time, [0, o.broker ? 0 : null]);
+    }
+    prev = o;
+  };
+  await guarded(tick);
+  every(2000, () => guarded(tick));
+}
+
+async function topics() {
+  const g = generation;
+  view.innerHTML = `
+    <h1>Topics</h1>
+    <div class="panel"><form id="create" class="row">
+      <label>Name <input name="name" required pattern="[A-Za-z0-9._-]+" placeholder="orders"></label>
+      <label>Partitions <input name="partitions" type="number" min="1" value="1" style="width:90px"></label>
+      <label>Replication <input name="rf" type="number" min="1" value="1" style="width:90px"></label>
+      <label>retention.ms <input name="retention" placeholder="default" style="width:120px"></label>
+      <button type="submit">Create topic</button>
+    </form></div>
+    <h2>All topics</h2><div id="list"><p class="muted">Loading…</p></div>`;
+  document.getElementById("create").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    const configs = {};
+    if (f.retention.value.trim()) configs["retention.ms"] = f.retention.value.trim();
+    guarded(async () => {
+      await api("/topics", { method: "POST", body: JSON.stringify({
+        name: f.name.value.trim(), partitions: Number(f.partitions.value),
+        replication_factor: Number(f.rf.value), configs }) });
+      f.reset();
+      clearError();
+      await load();
+    });
+  });
+  const load = async () => {
+    const rows = await api("/topics");
+    if (g !== generation) return;
+    const list = document.getElementById("list");
+    if (!rows.length) { list.innerHTML = `<p class="muted">No topics yet.</p>`; return; }
+    list.innerHTML = `<table id="topics-table"><thead><tr><th>Name</th><th class="num">Partitions</th>
+      <th class="num">RF</th><th class="num">Messages</th><th class="num">Size</th>
+      <th>Retention</th><th>Cleanup</th><th></th></tr></thead><tbody>${rows.map((t) => `
+      <tr data-topic="${esc(t.name)}"><td><a href="#/topic/${encodeURIComponent(t.name)}">${esc(t.name)}</a>
+      ${t.internal ? '<span class="tag">internal</span>' : ""}</td>
+      <td class="num">${t.partitions}</td><td class="num">${t.replication_factor}</td>
+      <td class="num">${fmtShort(t.messages)}</td><td class="num">${fmtBytes(t.size)}</td>
+      <td>${fmtMs(t.retention_ms)}${t.retention_bytes && t.retention_bytes !== "-1" ? " / " + fmtBytes(Number(t.retention_bytes)) : ""}</td>
+      <td>${esc(t.cleanup_policy || "")}</td>
+      <td>${t.internal ? "" : `<button class="danger" data-delete="${esc(t.name)}">Delete</button>`}</td></tr>`).join("")}
+      </tbody></table>`;
+    list.querySelectorAll("[data-delete]").forEach((b) => b.addEventListener("click", () => {
+      const name = b.dataset.delete;
+      if (!confirm(`Delete topic ${name} and all its data?`)) return;
+      guarded(async () => { await api(`/topics/${encodeURIComponent(name)}`, { method: "DELETE" }); await load(); });
+    }));
+    clearError();
+  };
+  await guarded(load);
+  every(5000, () => guarded(load));
+}
+
+async function topicPage(name) {
+  const g = generation;
+  const enc = encodeURIComponent(name);
+  view.innerHTML = `
+    <h1>Topic ${esc(name)}</h1>
+    <h2>Partitions</h2><div id="parts"><p class="muted">Loading…</p></div>
+    <div class="grid2">
+      <div><h2>Produce a message</h2><div class="panel"><form id="produce">
+        <div class="row"><label>Partition <input name="partition" type="number" min="0" placeholder="any" style="width:90px"></label>
+        <label style="flex:1">Key <input name="key" placeholder="(none)"></label></div>
+        <label class="muted" style="display:block;margin-top:8px">Value<textarea name="value" placeholder='{"hello": "yak"}'></textarea></label>
+        <label class="muted" style="display:block">Headers (JSON object)<input name="headers" placeholder='{"source": "console"}' style="width:100%"></label>
+        <div class="row" style="margin-top:8px"><button type="submit">Produce</button><span id="produced" class="muted"></span></div>
+      </form></div></div>
+      <div><h2>Configuration</h2><div id="configs" class="panel"><p class="muted">Loading…</p></div></div>
+    </div>
+    <h2>Messages</h2>
+    <div class="panel"><form id="browse" class="row">
+      <label>Partition <select name="partition"></select></label>
+      <label>From <select name="mode"><option value="latest">latest</option><option value="offset">offset</option>
+        <option value="timestamp">timestamp</option><option value="earliest">earliest</option></select></label>
+      <label>Offset / time <input name="at" placeholder="offset or 2026-01-01T00:00:00Z"></label>
+      <label>Limit <input name="limit" type="number" min="1" max="500" value="50" style="width:80px"></label>
+      <label>Show as <select name="fmt"><option value="json">JSON</option><option value="text">text</option><option value="hex">hex</option></select></label>
+      <button type="submit">Load</button>
+    </form></div>
+    <div id="messages" style="margin-top:8px"></div>`;
+
+  const loadParts = async () => {
+    const t = await api(`/topics/${enc}`);
+    if (g !== generation) return t;
+    document.getElementById("parts").innerHTML = `<table id="partitions-table"><thead><tr><th>Partition</th>
+      <th>Leader</th><th>Replicas</th><th>ISR</th><th class="num">Log start</th><th class="num">Log end</th>
+      <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th></tr></thead>
+      <tbody>${t.partitions.map((p) => `<tr><td>${p.partition}</td><td>${p.leader}</td>
+      <td>${p.replicas.join(", ")}</td><td>${p.isr.join(", ")}</td><td class="num">${p.log_start_offset}</td>
+      <td class="num">${p.log_end_offset}</td><td class="num">${p.high_watermark}</td>
+      <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td></tr>`).join("")}
+      </tbody></table>`;
+    const sel = document.querySelector("#browse select[name=partition]");
+    if (!sel.options.length) {
+      sel.innerHTML = t.partitions.map((p) => `<option>${p.partition}</option>`).join("");
+    }
+    clearError();
+    return t;
+  };
+
+  const renderConfigs = (configs) => {
+    const box = document.getElementById("configs");
+    box.innerHTML = `<table id="configs-table"><thead><tr><th>Name</th><th>Value</th><th>Source</th></tr></thead>
+      <tbody>${configs.map((c) => `<tr><td>${esc(c.name)}</td><td>${c.read_only ? esc(c.value) :
+      `<input data-config="${esc(c.name)}" data-orig="${esc(c.value ?? "")}" value="${esc(c.value ?? "")}" style="width:100%">`}</td>
+      <td class="muted">${c.is_default ? "default" : esc(c.source)}</td></tr>`).join("")}</tbody></table>
+      <div class="row" style="margin-top:8px"><button id="save-configs" disabled>Save changes</button>
+      <span id="config-status" class="muted"></span></div>`;
+    const inputs = [...box.querySelectorAll("[data-config]")];
+    const save = document.getElementById("save-configs");
+    inputs.forEach((i) => i.addEventListener("input", () => {
+      i.classList.toggle("changed", i.value !== i.dataset.orig);
+      save.disabled = !inputs.some((x) => x.value !== x.dataset.orig);
+    }));
+    save.addEventListener("click", () => guarded(async () => {
+      const changes = {};
+      inputs.filter((x) => x.value !== x.dataset.orig)
+        .forEach((x) => { changes[x.dataset.config] = x.value === "" ? null : x.value; });
+      const r = await api(`/topics/${enc}/configs`, { method: "PUT", body: JSON.stringify({ configs: changes }) });
+      renderConfigs(r.configs);
+      document.getElementById("config-status").textContent = `Saved ${Object.keys(changes).join(", ")}`;
+      clearError();
+    }));
+  };
+
+  const browse = async () => {
+    const f = document.getElementById("browse");
+    const q = new URLSearchParams({ partition: f.partition.value || "0", limit: f.limit.value || "50" });
+    const at = f.at.value.trim();
+    if (f.mode.value === "offset") q.set("offset", at || "0");
+    if (f.mode.value === "earliest") q.set("offset", "-2");
+    if (f.mode.value === "timestamp") {
+      const ms = /^\d+$/.test(at) ? Number(at) : Date.parse(at);
+      if (Number.isNaN(ms)) throw new ApiError(400, { message: `"${at}" is not a timestamp` });
+      q.set("timestamp", String(ms));
+    }
+    const r = await api(`/topics/${enc}/messages?${q}`);
+    const fmt = f.fmt.value;
+    const box = document.getElementById("messages");
+    if (!r.messages.length) {
+      box.innerHTML = `<p class="muted">No messages (partition ${r.partition}: offsets ${r.log_start_offset}–${r.high_watermark}).</p>`;
+      return;
+    }
+    box.innerHTML = `<table id="messages-table"><thead><tr><th class="num">Offset</th><th>Timestamp</th><th>Key</th>
+      <th>Value</th><th>Headers</th></tr></thead><tbody>${r.messages.map((m) => {
+        const k = decode(m.key, fmt === "json" ? "text" : fmt), v = decode(m.value, fmt);
+        const hs = m.headers.map(([hk, hv]) => `${esc(hk)}: ${esc(decode(hv, fmt === "hex" ? "hex" : "text").text)}`).join("<br>");
+        return `<tr><td class="num">${m.offset}</td><td>${esc(new Date(m.timestamp).toISOString())}</td>
+        <td><pre class="data ${k.cls || ""}">${esc(k.text)}</pre></td><td><pre class="data ${v.cls || ""}">${esc(v.text)}</pre></td>
+        <td>${hs || '<span class="muted">–</span>'}</td></tr>`;
+      }).join("")}</tbody></table>`;
+    clearError();
+  };
+
+  document.getElementById("browse").addEventListener("submit", (ev) => { ev.preventDefault(); guarded(browse); });
+  document.getElementById("produce").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    guarded(async () => {
+      let headers = {};
+      if (f.headers.value.trim()) {
+        try { headers = JSON.parse(f.headers.value); } catch (e) {
+          throw new ApiError(400, { message: "Headers must be a JSON object: " + e.message });
+        }
+      }
+      const body = { value: f.value.value, key: f.key.value === "" ? null : f.key.value, headers };
+      if (f.partition.value !== "") body.partition = Number(f.partition.value);
+      const r = await api(`/topics/${enc}/messages`, { method: "POST", body: JSON.stringify(body) });
+      document.getElementById("produced").textContent = `Written to partition ${r.partition} at offset ${r.offset}`;
+      clearError();
+      await loadParts();
+      await browse();
+    });
+  });
+
+  await guarded(async () => {
+    const t = await loadParts();
+    renderConfigs(t.configs);
+    await browse();
+  });
+  every(3000, () => guarded(loadParts));
+}
+
+async function groups() {
+  const g = generation;
+  view.innerHTML = `<h1>Consumer groups</h1><div id="groups"><p class="muted">Loading…</p></div>`;
+  const load = async () => {
+    const rows = await api("/groups");
+    if (g !== generation) return;
+    const box = document.getElementById("groups");
+    box.innerHTML = rows.length ? `<table id="groups-table"><thead><tr><th>Group</th><th>State</th>
+      <th class="num">Members</th><th class="num">Partitions</th><th class="num">Total lag</th></tr></thead>
+      <tbody>${rows.map((r) => `<tr data-group="${esc(r.group_id)}"><td><a href="#/group/${encodeURIComponent(r.group_id)}">${esc(r.group_id)}</a></td>
+      <td>${esc(r.state)}</td><td class="num">${r.members ?? "–"}</td><td class="num">${r.partitions ?? "–"}</td>
+      <td class="num lag">${r.lag ?? "–"}</td></tr>`).join("")}</tbody></table>` : `<p class="muted">No consumer groups.</p>`;
+    clearError();
+  };
+  await guarded(load);
+  every(3000, () => guarded(load));
+}
+
+async function groupPage(id) {
+  const g = generation;
+  view.innerHTML = `<h1>Consumer group ${esc(id)}</h1><div id="summary" class="cards"></div>
+    <h2>Lag <span class="legend">(total, messages)</span></h2>
+    <div class="panel"><canvas class="chart" id="lagchart"></canvas></div>
+    <h2>Lag per partition</h2><div id="lag"></div><h2>Members</h2><div id="members"></div>`;
+  const chart = new LiveChart(document.getElementById("lagchart"), [{ name: "lag", color: "#e07b24" }]);
+  const load = async () => {
+    const d = await api(`/groups/${encodeURIComponent(id)}`);
+    if (g !== generation) return;
+    document.getElementById("summary").innerHTML = [["State", d.state], ["Members", d.members.length],
+      ["Assignor", d.protocol || "–"], ["Total lag", d.total_lag]].map(([l, v]) =>
+      `<div class="card"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div></div>`).join("");
+    document.getElementById("lag").innerHTML = d.lag.length ? `<table id="lag-table"><thead><tr><th>Topic</th>
+      <th class="num">Partition</th><th class="num">Committed</th><th class="num">High watermark</th><th class="num">Lag</th></tr></thead>
+      <tbody>${d.lag.map((r) => `<tr><td>${esc(r.topic)}</td><td class="num">${r.partition}</td><td class="num">${r.committed}</td>
+      <td class="num">${r.high_watermark}</td><td class="num lag">${r.lag}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">No committed offsets.</p>`;
+    document.getElementById("members").innerHTML = d.members.length ? `<table><thead><tr><th>Member</th><th>Client</th>
+      <th>Host</th><th>Assignment</th></tr></thead><tbody>${d.members.map((m) => `<tr><td>${esc(m.member_id)}</td>
+      <td>${esc(m.client_id)}</td><td>${esc(m.host)}</td><td>${m.assignment.map(([t, p]) => esc(`${t}-${p}`)).join(", ")}</td>
+      </tr>`).join("")}</tbody></table>` : `<p class="muted">No active members.</p>`;
+    chart.push(Date.now() / 1000, [d.total_lag]);
+    clearError();
+  };
+  await guarded(load);
+  every(3000, () => guarded(load));
+}
+
+// ------------------------------------------------------------------ router
+
+function route() {
+  timers.forEach(clearInterval);
+  timers = [];
+  generation++;
+  clearError();
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [, page, arg] = hash.split("/");
+  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active",
+    a.dataset.nav === ({ "": "overview", topic: "topics", group: "groups" }[page] ?? page)));
+  const decoded = arg ? decodeURIComponent(arg) : "";
+  if (page === "topics") return topics();
+  if (page === "topic" && decoded) return topicPage(decoded);
+  if (page === "groups") return groups();
+  if (page === "group" && decoded) return groupPage(decoded);
+  return overview();
+}
+
+window.addEventListener("hashchange", route);
+pollHealth();
+setInterval(pollHealth, 3000);
+route();
