@@ -358,22 +358,45 @@ def scan_keys(
     base = h.base_offset
     n = len(body)
     try:
+        # Hot loop of the cleaner: one- and two-byte varints decoded inline (call overhead
+        # dominates in CPython); longer ones fall back to _read_varint.
         for _ in range(h.record_count):
             start = pos
-            length, pos = _varint_at(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif body[pos + 1] < 0x80:
+                u = (b & 0x7F) | (body[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = _read_varint(body, pos)
             end = pos + length
             if length < 0 or end > n:
                 raise CorruptRecordError("record overruns the batch")
+            pos += 1  # attributes
+            while body[pos] & 0x80:  # timestamp delta: skipped
+                pos += 1
             pos += 1
-            _ts, pos = _varint_at(body, pos)
-            off_delta, pos = _varint_at(body, pos)
-            klen, pos = _varint_at(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = _read_varint(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = _read_varint(body, pos)
             key = None
             if klen >= 0:
                 key = body[pos : pos + klen]
                 pos += klen
-            vlen, _ = _varint_at(body, pos)
-            out.append((base + off_delta, key, vlen < 0, start, end))
+            # value length: only its sign matters (null value = tombstone): zigzag -1 is 0x01
+            out.append((base + off_delta, key, body[pos] == 1, start, end))
             pos = end
     except IndexError:
         raise CorruptRecordError("record overruns the batch") from None
