@@ -126,3 +126,13 @@ def test_rebuild_batch_keeps_records_verbatim(records, codec, data):
     assert (oh.producer_id, oh.base_sequence, oh.compression) == (3, 0, codec)
     full = decode_records(raw)
     assert decode_records(out) == [full[i] for i in keep]
+
+
+def test_scan_keys_long_varints():
+    from yak.protocol.records import scan_keys
+
+    recs = [Record(b"k" * (i % 70), None if i % 3 == 0 else b"v" * (i * 300), i * 1000)
+            for i in range(100)]
+    raw = build_batch(recs, base_offset=5)
+    got = [(o, k, t) for o, k, t, _s, _e in scan_keys(raw).records]
+    assert got == [(5 + i, r.key, r.value is None) for i, r in enumerate(recs)]
