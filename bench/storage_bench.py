@@ -148,6 +148,46 @@ def bench_compaction(base: str, total_mb: int, value_size: int, keys: int) -> No
     m.shutdown()
 
 
+def bench_group_commit(base: str, threads: int, per_thread: int) -> None:
+    """write.caching=false: every append is fsynced before its ack; concurrent appenders
+    share fsyncs (group commit). Counts fdatasync calls on the log."""
+    import threading
+
+    cfg = LogConfig(write_caching=False)
+    m = fresh_manager(os.path.join(base, "sync"), cfg)
+    log = m.create("bench", 0)
+    batch = build_batch([Record(None, b"x" * 1000, int(time.time() * 1000))])
+    calls = [0]
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        calls[0] += 1
+        real(fd)
+
+    def worker() -> None:
+        for _ in range(per_thread):
+            r = log.append_as_leader(batch, 0)
+            log.sync(r.last_offset + 1)
+
+    def run() -> int:
+        ts = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return threads * per_thread
+
+    os.fdatasync = counting  # type: ignore[assignment]
+    try:
+        n, wall, cpu = measure(run)
+    finally:
+        os.fdatasync = real  # type: ignore[assignment]
+    report(f"fsynced appends, {threads} threads", n, "acks", wall, cpu)
+    print(f"  {calls[0]:,} fdatasync calls for {n:,} acknowledged appends "
+          f"({n / max(calls[0], 1):.1f} appends per fsync)")
+    m.shutdown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=None, help="data dir (default: a temp dir on /tmp)")
@@ -156,7 +196,11 @@ def main() -> None:
     args = ap.parse_args()
     base = args.dir or tempfile.mkdtemp(prefix="yak-bench-")
     s = args.scale
-    todo = args.only.split(",") if args.only else ["append", "read", "recovery", "compaction"]
+    todo = (
+        args.only.split(",")
+        if args.only
+        else ["append", "read", "recovery", "compaction", "sync"]
+    )
     print(f"data dir {base}; cpu count {os.cpu_count()}")
     try:
         if "append" in todo:
@@ -169,6 +213,9 @@ def main() -> None:
         if "compaction" in todo:
             bench_compaction(base, int(100 * s), 1024, 10_000)
             bench_compaction(base, int(100 * s), 100, 10_000)
+        if "sync" in todo:
+            bench_group_commit(base, 1, int(300 * s))
+            bench_group_commit(base, 8, int(300 * s))
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
