@@ -87,38 +87,34 @@ class BodyLimit:
                     await self._refuse(scope, receive, send)
                     return
         seen = 0
-        started = False
+        refused = False
 
         async def counting_receive() -> Message:
-            nonlocal seen
+            # Past the limit: answer 413 ourselves and tell the app the client left, so it
+            # stops reading; whatever it then tries to send is dropped.
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    refused = True
+                    await self._refuse(scope, receive, send)
+                    return {"type": "http.disconnect"}
             return msg
 
-        async def tracking_send(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
+        async def guarded_send(msg: Message) -> None:
+            if not refused:
+                await send(msg)
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._refuse(scope, receive, send)
+        await self.app(scope, counting_receive, guarded_send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         resp = errors.error_response(
             413, 413, f"Request body larger than the gateway's limit of {self.limit} bytes"
         )
         await resp(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
