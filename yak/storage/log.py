@@ -422,8 +422,10 @@ class PartitionLog:
         new = self._new_segment(base)
         segs = self._view.segments[:-1] + (new,)
         self._view = _View(segs, tuple(s.base_offset for s in segs))
-        old.delete_files()
+        self._retire([old])
         self.log_end_offset = base
+        if len(segs) == 1:
+            self.log_start_offset = max(self.log_start_offset, base)
 
     def _write(
         self,
@@ -635,15 +637,13 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (a follower far behind the leader)."""
         with self.lock:
-            old = list(self._view.segments)
+            # Retire (rename to .deleted) first: a segment with the same base offset must not
+            # share its files with the new one.
+            self._retire(list(self._view.segments))
             new = self._new_segment(offset)
+            new.rebuild_indexes()
             new.next_offset = offset
-            if new.size:  # a leftover file at that base
-                os.ftruncate(new.fd, 0)
-                new.size = 0
-                new.rebuild_indexes()
             self._view = _View((new,), (offset,))
-            self._retire([s for s in old if s is not new and s.base_offset != offset])
             self.log_end_offset = offset
             self.log_start_offset = offset
             self.high_watermark = offset
