@@ -44,9 +44,11 @@ def _command() -> list[str]:
 class YakBroker:
     """A broker subprocess. `.bootstrap` is "127.0.0.1:PORT"."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str], port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, str], port: int | None = None,
+                 http: str | None = None) -> None:
         self.data_dir = data_dir
         self.settings = settings
+        self.http = http  # HOST:PORT for the embedded gateway; None = off
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
@@ -67,6 +69,7 @@ class YakBroker:
         out_path = self.data_dir.parent / f"{self.data_dir.name}-stdout-{self._starts}.txt"
         cmd = _command() + [
             "--data-dir", str(self.data_dir), "--listen", self.bootstrap,
+            "--http", self.http or "none",
         ]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
@@ -128,10 +131,11 @@ def _normalize(settings: dict[str, object]) -> dict[str, str]:
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., YakBroker]]:
     started: list[YakBroker] = []
 
-    def make(**settings: object) -> YakBroker:
+    def make(http: str | None = None, **settings: object) -> YakBroker:
+        """`http="127.0.0.1:PORT"` also starts the embedded gateway; the rest are --set."""
         data_dir = tmp_path / f"yak-data-{len(started)}"
         data_dir.mkdir()
-        b = YakBroker(data_dir, _normalize(settings))
+        b = YakBroker(data_dir, _normalize(settings), http=http)
         started.append(b)
         return b.start()
 

@@ -221,3 +221,20 @@ def test_compression_bomb_is_never_inflated(module_broker) -> None:
     assert _rss(module_broker) - before < 50 * 1024 * 1024
     assert sum(proc.cpu_times()[:2]) - cpu0 < 1.0  # inflating 256 MiB would take longer
     assert_still_serves(module_broker.bootstrap)
+
+
+def test_announced_but_unsent_frames_cost_nothing(broker) -> None:
+    """Frames that announce 90 MB (under socket.request.max.bytes) and never send it must not
+    make the broker allocate 90 MB each: memory follows the bytes actually received.
+    (A fresh broker: one that already freed big buffers could reuse them unseen by RSS.)"""
+    before = _rss(broker)
+    clients = [RawClient(broker.bootstrap) for _ in range(4)]
+    try:
+        for c in clients:
+            c.send_bytes(struct.pack(">i", 90 * 1024 * 1024) + b"\x00\x03\x00\x0c")
+        time.sleep(0.5)
+        assert _rss(broker) - before < 40 * 1024 * 1024
+        assert_still_serves(broker.bootstrap)
+    finally:
+        for c in clients:
+            c.close()

@@ -6,7 +6,8 @@ channel while a request is in flight), while different connections run concurren
 the event loop. Memory per connection is bounded on both sides:
 
 - reading: a frame's 4-byte length is checked against `socket.request.max.bytes` before
-  anything is allocated (negative or oversized: close), and reading pauses once
+  anything is allocated (negative or oversized: close); a frame is only ever as big in
+  memory as the bytes that actually arrived; and reading pauses once
   `MAX_QUEUED_REQUESTS` frames or `MAX_QUEUED_BYTES` are waiting to be handled;
 - writing: when the transport's write buffer is above its high-water mark (a slow
   consumer), this connection stops handling requests until it drains. Other
@@ -62,8 +63,10 @@ class KafkaConnection(asyncio.Protocol):
         self.peer: tuple[str, int] | None = None
         # framing state
         self._head = b""  # partial 4-byte size
-        self._body: bytearray | None = None  # frame being filled
-        self._filled = 0
+        # A frame spanning reads is collected as the received chunks and joined once complete,
+        # so memory follows the bytes actually received, never the size a peer announces.
+        self._parts: list[memoryview] | None = None
+        self._missing = 0
         # handled-in-order queue
         self._queue: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
@@ -112,15 +115,15 @@ class KafkaConnection(asyncio.Protocol):
         pos = 0
         end = len(data)
         while pos < end and not self._closed:
-            body = self._body
-            if body is not None:
-                n = min(len(body) - self._filled, end - pos)
-                body[self._filled : self._filled + n] = mv[pos : pos + n]
-                self._filled += n
+            parts = self._parts
+            if parts is not None:
+                n = min(self._missing, end - pos)
+                parts.append(mv[pos : pos + n])
+                self._missing -= n
                 pos += n
-                if self._filled == len(body):
-                    self._body = None
-                    self._enqueue(memoryview(body).toreadonly())
+                if not self._missing:
+                    self._parts = None
+                    self._enqueue(memoryview(b"".join(parts)))
                 continue
             if self._head or end - pos < 4:
                 need = 4 - len(self._head)
@@ -141,8 +144,8 @@ class KafkaConnection(asyncio.Protocol):
                 self._enqueue(mv[pos : pos + size])
                 pos += size
             else:
-                self._body = bytearray(size)
-                self._filled = 0
+                self._parts = []
+                self._missing = size
 
     def _enqueue(self, frame: memoryview) -> None:
         self._queue.append(frame)

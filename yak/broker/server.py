@@ -181,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--advertised-listener")
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[], dest="overrides")
+    p.add_argument("--http", default="none", help="HOST:PORT for the embedded gateway")
     a = p.parse_args(argv)
-    return serve(a.data_dir, a.listen, a.advertised_listener, a.config, a.overrides)
+    http = None if a.http.lower() in ("", "none", "off") else a.http
+    return serve(a.data_dir, a.listen, a.advertised_listener, a.config, a.overrides, http)
 
 
 if __name__ == "__main__":
