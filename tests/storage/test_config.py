@@ -86,3 +86,16 @@ def test_flush_messages_advances_recovery_point(manager):
     assert log.recovery_point == 0
     log.append_as_leader(build_batch([Record(b"k", b"v")]), 0)
     assert log.recovery_point == 3
+
+
+def test_flush_ms_in_maintenance(manager):
+    m = manager(LogConfig.from_props({"flush.ms": "1000"}))
+    log = m.create("t", 0)
+    log.append_as_leader(make_batch(2), 0)
+    m.maintenance(int(time.time() * 1000))  # not due yet
+    assert log.recovery_point == 0
+    m.maintenance(int(time.time() * 1000) + 2000)
+    assert log.recovery_point == 2
+    m.checkpoint()
+    with open(f"{m.data_dir}/recovery-point-offset-checkpoint") as f:
+        assert f.read().splitlines() == ["0", "1", "t 0 2"]
