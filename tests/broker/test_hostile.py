@@ -220,7 +220,8 @@ def test_compression_bomb_is_never_inflated(broker) -> None:
         part = c.fetch(topic, 0, 0).responses[0].partitions[0]
         assert bytes(part.records)[records.HEADER_SIZE:] == raw
     assert _rss(broker) - before < 50 * 1024 * 1024
-    assert sum(proc.cpu_times()[:2]) - cpu0 < 1.0  # inflating 256 MiB would take longer
+    # Inflating 256 MiB costs ~0.8 s of CPU here; storing and serving 250 KiB, milliseconds.
+    assert sum(proc.cpu_times()[:2]) - cpu0 < 0.3
     assert_still_serves(broker.bootstrap)
 
 
