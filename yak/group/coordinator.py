@@ -159,6 +159,7 @@ class GroupCoordinator:
         self.loaded = False
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
 
     # ================================================================ lifecycle
 
@@ -253,7 +254,12 @@ class GroupCoordinator:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     def partition_for(self, group_id: str) -> int:
-        return rec.partition_for(group_id, self.log.num_partitions)
+        p = self._partitions.get(group_id)
+        if p is None:
+            if len(self._partitions) > 100_000:
+                self._partitions.clear()
+            p = self._partitions[group_id] = rec.partition_for(group_id, self.log.num_partitions)
+        return p
 
     # ================================================================ validation
 
