@@ -80,7 +80,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     purgatory = broker.purgatory
     acks = request.acks
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
-    syncs: list[tuple[Any, int]] = []
+    syncs: list[tuple[Any, int, ProducePartitionResult]] = []
 
     if acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks
@@ -106,7 +106,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 continue
             if data is None:
                 parts.append(ProducePartitionResult(index, ErrorCode.invalid_record,
-                                              error_message="null records"))
+                                                    error_message="null records"))
                 continue
             try:
                 _check_batch(data, plog.config.max_message_bytes)
@@ -115,9 +115,13 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
                 continue
             except DuplicateSequenceError as e:
-                # A retry of a batch already in the log: success, with the original offset.
-                parts.append(ProducePartitionResult(index, ErrorCode.none, e.base_offset,
-                                              e.log_append_time, plog.log_start_offset))
+                # A retry of a batch already in the log: success, with the original offset
+                # (and, like the original, only once it is durable if the topic asks for it).
+                res = ProducePartitionResult(index, ErrorCode.none, e.base_offset,
+                                             e.log_append_time, plog.log_start_offset)
+                parts.append(res)
+                if acks == -1 and not plog.config.write_caching:
+                    syncs.append((plog, e.last_offset + 1, res))
                 continue
             except KafkaError as e:
                 parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
@@ -130,25 +134,22 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
             # log end offset as soon as the append returns.
             plog.update_high_watermark(result.last_offset + 1)
             purgatory.notify(name, index)
+            res = ProducePartitionResult(index, ErrorCode.none, result.base_offset,
+                                         result.log_append_time, result.log_start_offset)
+            parts.append(res)
             if acks == -1 and not plog.config.write_caching:
-                syncs.append((plog, result.last_offset + 1))
-            parts.append(ProducePartitionResult(index, ErrorCode.none, result.base_offset,
-                                          result.log_append_time, result.log_start_offset))
+                syncs.append((plog, result.last_offset + 1, res))
         results.append((t.name, t.topic_id, parts))
 
     if syncs:
         outcomes = await asyncio.gather(
-            *(broker.sync(plog, offset) for plog, offset in syncs), return_exceptions=True
+            *(broker.sync(plog, offset) for plog, offset, _ in syncs), return_exceptions=True
         )
-        failed = {id(plog) for (plog, _), o in zip(syncs, outcomes, strict=True)
-                  if isinstance(o, BaseException)}
-        if failed:
-            # Data written but not durable: the client must not take it as acknowledged.
-            log.error("fsync failed for %d partition(s)", len(failed))
-            for _, _, parts in results:
-                for p in parts:
-                    if p.error_code == ErrorCode.none:
-                        p.error_code = ErrorCode.kafka_storage_error
+        for (plog, _, res), outcome in zip(syncs, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # Written but not durable: the client must not take it as acknowledged.
+                log.error("fsync of %s-%d failed: %r", plog.topic, plog.partition, outcome)
+                res.error_code = ErrorCode.kafka_storage_error
     if acks == 0:
         return None
     return _response(ctx, results)
