@@ -53,6 +53,10 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         # fsync for write.caching=false runs here so the event loop never blocks on disk.
         self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="yak-io")
+        # Maintenance (retention deletes, checkpoints) gets its own thread so a long pass
+        # never queues acks=all fsyncs behind it.
+        self._maintenance_pool = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="yak-maintenance")
         # Coordinators and other services register (start, stop) coroutines here, so
         # `start_broker` never needs to know about them.
         self._services: list[tuple[str, Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]] = []
@@ -91,15 +95,15 @@ class Broker:
     async def _maintenance_loop(self) -> None:
         """Retention, time-based rolls, flush.ms and checkpoints, once a second.
 
-        Runs in the io pool: a retention pass that deletes segments must not stall
-        requests on the event loop.
+        Runs in a thread: a retention pass that deletes segments must not stall requests
+        on the event loop.
         """
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             try:
                 await loop.run_in_executor(
-                    self.io_pool, self.logs.maintenance, int(time.time() * 1000)
+                    self._maintenance_pool, self.logs.maintenance, int(time.time() * 1000)
                 )
             except Exception:
                 log.exception("log maintenance failed")
@@ -109,4 +113,5 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(self.io_pool, plog.sync, offset)
 
     def shutdown_io(self) -> None:
+        self._maintenance_pool.shutdown(wait=True)
         self.io_pool.shutdown(wait=True)
