@@ -26,6 +26,9 @@ def gateway(
         float,
         typer.Option("--consumer-timeout", help="Seconds before an idle REST consumer expires."),
     ] = 300.0,
+    request_timeout_s: Annotated[
+        float, typer.Option("--request-timeout", help="Seconds before a cluster call fails.")
+    ] = 10.0,
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", help="Largest HTTP request body accepted.")
     ] = 8 * 1024 * 1024,
@@ -38,7 +41,8 @@ def gateway(
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = GatewaySettings(bootstrap=bootstrap, consumer_instance_timeout_s=consumer_timeout_s,
-                               max_body_bytes=max_body_bytes)
+                               max_body_bytes=max_body_bytes,
+                               request_timeout_s=request_timeout_s)
 
     async def run() -> None:
         try:
