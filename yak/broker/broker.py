@@ -85,6 +85,10 @@ class Broker:
             self._maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintenance
+            # A pass already running in its thread must finish before the logs shut down.
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._maintenance_pool.shutdown, True
+            )
         for name, _, stop in reversed(self._services):
             try:
                 await stop()
