@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import struct
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yak.protocol import kio_compat
 from yak.protocol.produce_codec import (
@@ -125,3 +128,22 @@ def test_response_same_bytes_as_kio(version: int) -> None:
         mod.ProduceResponse, responses=tuple(kio_topics),
         throttle_time=datetime.timedelta(0)))
     assert ours == theirs
+
+
+@given(version=st.integers(MIN_VERSION, MAX_VERSION), data=st.binary(max_size=300))
+@settings(max_examples=400, deadline=None)
+def test_garbage_only_raises_decode_error(version: int, data: bytes) -> None:
+    with contextlib.suppress(ProduceDecodeError):
+        decode_produce_request(version, memoryview(data))
+
+
+@given(version=st.integers(MIN_VERSION, MAX_VERSION), cut=st.integers(0, 400),
+       flip=st.integers(0, 400))
+@settings(max_examples=300, deadline=None)
+def test_mutated_requests_only_raise_decode_error(version: int, cut: int, flip: int) -> None:
+    req = _kio_request(version, "tx", [("topic", uuid.uuid4(), [(0, b"r" * 40), (1, None)])])
+    body = bytearray(kio_compat.encode(req))
+    if flip < len(body):
+        body[flip] ^= 0xFF
+    with contextlib.suppress(ProduceDecodeError):
+        decode_produce_request(version, memoryview(bytes(body[: max(cut, 1)])))

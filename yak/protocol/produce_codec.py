@@ -96,7 +96,10 @@ def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[
         raise ProduceDecodeError("null string where one is required")
     if pos + n > len(buf):
         raise ProduceDecodeError("string overruns the frame")
-    return str(buf[pos : pos + n], "utf-8"), pos + n
+    try:
+        return str(buf[pos : pos + n], "utf-8"), pos + n
+    except UnicodeDecodeError:
+        raise ProduceDecodeError("string is not UTF-8") from None
 
 
 def _array_len(buf: memoryview, pos: int, flexible: bool, min_item: int) -> tuple[int, int]:
