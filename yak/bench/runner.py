@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from yak.bench import workers
@@ -48,6 +48,8 @@ def ensure_topic(spec: BenchSpec, create: bool) -> int:
     try:
         fut.result(60)
     except KafkaException as e:
+        if "UNSUPPORTED_FEATURE" in str(e):  # no CreateTopics (e.g. nafka): auto-create
+            return _auto_create(spec)
         if "TOPIC_ALREADY_EXISTS" not in str(e):
             raise BenchError(f"cannot create topic {spec.topic!r}: {e}") from e
     deadline = time.monotonic() + 15
@@ -57,6 +59,18 @@ def ensure_topic(spec: BenchSpec, create: bool) -> int:
             return spec.partitions
         time.sleep(0.1)
     raise BenchError(f"topic {spec.topic!r} not visible after creation")
+
+
+def _auto_create(spec: BenchSpec) -> int:
+    """A producer's Metadata request for the topic creates it on auto-creating brokers."""
+    p = Producer({"bootstrap.servers": spec.bootstrap, "log_level": 3})
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        t = p.list_topics(spec.topic, timeout=5).topics.get(spec.topic)
+        if t is not None and t.error is None and t.partitions:
+            return len(t.partitions)
+        time.sleep(0.2)
+    raise BenchError(f"broker has no CreateTopics and did not auto-create {spec.topic!r}")
 
 
 def locate_broker(spec: BenchSpec, broker_pid: int | None) -> ProcessGroup | None:
