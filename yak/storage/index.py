@@ -40,13 +40,17 @@ class OffsetIndex:
         return len(self.rel_offsets) >= self.max_entries
 
     def append(self, offset: int, position: int) -> None:
-        self.rel_offsets.append(offset - self.base_offset)
+        # Position first: a reader on another thread that sees the offset sees its position.
         self.positions.append(position)
+        self.rel_offsets.append(offset - self.base_offset)
 
     def lookup(self, offset: int) -> int:
         """Position of the last indexed batch at or before `offset` (0 if none)."""
         i = bisect_right(self.rel_offsets, offset - self.base_offset)
-        return self.positions[i - 1] if i else 0
+        positions = self.positions
+        if i > len(positions):  # a concurrent truncation shrank the arrays
+            i = len(positions)
+        return positions[i - 1] if i else 0
 
     def last_entry(self) -> tuple[int, int]:
         if not self.rel_offsets:
