@@ -292,3 +292,25 @@ def test_topic_with_dashes_and_dots(manager):
     m2.delete("a-b.c_d-1", 3)
     assert m2.get("a-b.c_d-1", 3) is None
     assert not [n for n in os.listdir(m2.data_dir) if n.startswith("a-b")]
+
+
+def test_dump_tool(manager):
+    from yak.storage.dump import dump_index, dump_log
+
+    log = manager(LogConfig(index_interval_bytes=10)).create("t", 0)
+    for _ in range(3):
+        log.append_as_leader(make_batch(2), 4)
+    log.flush()
+    seg = log.segments[0]
+    lines = list(dump_log(seg.log_path, records=True))
+    batches = [ln for ln in lines if ln.startswith("baseOffset")]
+    assert len(batches) == 3 and all("isvalid: true" in ln for ln in batches)
+    assert "partitionLeaderEpoch: 4" in batches[0]
+    assert sum(ln.startswith("| offset") for ln in lines) == 6
+    idx = list(dump_index(seg.index.path))
+    size = len(make_batch(2))
+    assert idx[1:] == [f"offset: 2 position: {size}", f"offset: 4 position: {2 * size}"]
+    with open(seg.log_path, "r+b") as f:
+        f.seek(seg.size - 1)
+        f.write(b"\xff")
+    assert "isvalid: false" in list(dump_log(seg.log_path))[-1]
