@@ -179,3 +179,29 @@ def test_leftover_swap_and_cleaned_files(tmp_path):
     names = os.listdir(d)
     assert not [n for n in names if n.endswith((".swap", ".cleaned"))]
     m2.shutdown()
+
+
+def test_missing_or_corrupt_index_rebuilt_on_clean_start(tmp_path):
+    path = str(tmp_path)
+    m = open_manager(path)
+    log = m.create("t", 0)
+    for i in range(200):
+        log.append_as_leader(build_batch([Record(b"k", b"%d" % i * 40)]), 0)
+    log.update_high_watermark()
+    before = stored_batches(log)
+    segs = log.segments
+    assert len(segs) > 4
+    m.shutdown()
+    os.remove(segs[1].index.path)
+    with open(segs[2].index.path, "r+b") as f:  # a plausible-size index pointing past the end
+        f.write(b"\x00\x00\x00\x05\x7f\xff\xff\xff")
+    with open(segs[3].time_index.path, "ab") as f:
+        f.write(b"\x01\x02\x03")
+    m2 = open_manager(path)
+    assert m2.was_clean_shutdown
+    log2 = m2.get("t", 0)
+    log2.update_high_watermark()
+    assert stored_batches(log2) == before
+    for off in range(0, 200, 7):
+        assert parse_header(log2.read(off, 1).to_bytes()).base_offset == off
+    m2.shutdown()
