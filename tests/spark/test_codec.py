@@ -39,7 +39,7 @@ def _expected(batches: list[bytes], lo: int, hi: int) -> list[Record]:
     return [r for b in batches for r in decode_records(b) if lo <= r.offset < hi]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     chunks=st.lists(records_st, min_size=1, max_size=4),
     codec=st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]),
@@ -52,6 +52,7 @@ def test_decode_matches_reference(chunks, codec, cut, lo_frac):
         batches.append(build_batch(recs, base_offset=base, compression_type=codec))
         base += len(recs)
     lo = 100 + int((base - 100) * lo_frac)
+    cut = min(cut, len(batches[0]) - 1)
     buf = b"".join(batches) + batches[0][:cut]  # a truncated batch at the end is ignored
     cols = decode(buf, lo, None, include_headers=True)
     exp = _expected(batches, lo, base)
@@ -198,3 +199,28 @@ def test_source_option_defaults_and_batch_only_checks():
         )
     with pytest.raises(YakOptionError, match="unknown option 'bogus'"):
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "bogus": "1"})
+
+
+@pytest.mark.parametrize("sizes", ["fixed", "mixed", "random"])
+def test_decode_big_batches_strided_and_serial_scans(sizes):
+    """Few big batches: runs of equal-size records (strided scan) or random sizes (serial)."""
+    import random
+
+    rnd = random.Random(3)
+    n = 20_000
+    if sizes == "fixed":
+        vals = [b"x" * 100] * n
+    elif sizes == "mixed":
+        vals = [b"y" * (100 if i < n // 2 else 7) for i in range(n)]
+    else:
+        vals = [b"z" * rnd.randrange(0, 300) for _ in range(n)]
+    out, base = bytearray(), 0
+    for b in encode_batches(None, pa.array(vals, pa.binary()), max_batch_bytes=1 << 20):
+        buf = bytearray(b.data)
+        struct.pack_into(">q", buf, 0, base)
+        base += b.records
+        out += buf
+    cols = decode(bytes(out))
+    assert cols.offset.tolist() == list(range(n))
+    assert cols.value.to_pylist() == vals
+    assert cols.key.null_count == n
