@@ -118,6 +118,7 @@ def _read_all(plog: Any) -> Iterator[Record]:
 
 
 def group_config_from(config: Any) -> GroupConfig:
+    raw = getattr(config, "raw", {}) or {}
     return GroupConfig(
         initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -128,6 +129,8 @@ def group_config_from(config: Any) -> GroupConfig:
             config, "offsets_retention_check_interval_ms", 600_000
         ),
         offset_metadata_max_bytes=getattr(config, "offset_metadata_max_bytes", 4096),
+        consumer_session_timeout_ms=int(raw.get("group.consumer.session.timeout.ms", 45_000)),
+        consumer_heartbeat_interval_ms=int(raw.get("group.consumer.heartbeat.interval.ms", 5_000)),
     )
 
 
@@ -135,6 +138,14 @@ def attach(broker: _BrokerLike) -> None:
     offsets_log = TopicOffsetsLog(
         broker.topics, broker.purgatory, broker.config.offsets_topic_num_partitions
     )
-    coordinator = GroupCoordinator(offsets_log, group_config_from(broker.config))
+    topics = broker.topics
+
+    def resolve(name: str) -> tuple[Any, int] | None:
+        info = topics.get(name)
+        return None if info is None else (info.topic_id, info.partitions)
+
+    coordinator = GroupCoordinator(
+        offsets_log, group_config_from(broker.config), topic_resolver=resolve
+    )
     broker.group_coordinator = coordinator
     broker.add_service("group coordinator", coordinator.start, coordinator.stop)

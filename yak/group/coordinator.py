@@ -26,6 +26,7 @@ from typing import Any
 
 from yak.errors import ErrorCode, KafkaError
 from yak.group import records as rec
+from yak.group.consumer_group import ConsumerGroups, HeartbeatResult, TopicResolver
 from yak.group.consumer_protocol import subscribed_topics
 from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import CommittedOffset, Group, GroupState, Member
@@ -58,6 +59,8 @@ class GroupConfig:
     offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
 
 
 @dataclass(slots=True)
@@ -112,6 +115,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(slots=True)
@@ -150,6 +154,7 @@ class GroupCoordinator:
         offsets_log: OffsetsLog,
         config: GroupConfig | None = None,
         clock: Clock | None = None,
+        topic_resolver: TopicResolver | None = None,
     ) -> None:
         self.log = offsets_log
         self.config = config or GroupConfig()
@@ -160,6 +165,13 @@ class GroupCoordinator:
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
+        self.consumer = ConsumerGroups(
+            self.timers,
+            self.clock,
+            topic_resolver or (lambda _topic: None),
+            self.config.consumer_session_timeout_ms,
+            self.config.consumer_heartbeat_interval_ms,
+        )
 
     # ================================================================ lifecycle
 
@@ -336,6 +348,8 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
+        if self.consumer.has_members(group_id):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -802,6 +816,54 @@ class GroupCoordinator:
         elif group.is_(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)
 
+    # ================================================================ KIP-848
+
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed: list[str] | None,
+        owned: dict[Any, set[int]] | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; the group's committed offsets live in the same `Group`
+        as a classic group's, so OffsetCommit/Fetch and the admin APIs work unchanged."""
+        err = self._group_id_error(group_id)
+        if err is not None:
+            return HeartbeatResult(err, member_id, member_epoch)
+        group = self.groups.get(group_id)
+        if group is not None and (group.members or group.pending_members):
+            return HeartbeatResult(
+                ErrorCode.group_id_not_found,
+                member_id,
+                member_epoch,
+                error_message=f"Group {group_id} is not a consumer group.",
+            )
+        result = self.consumer.heartbeat(
+            group_id,
+            member_id,
+            member_epoch,
+            instance_id,
+            rack_id,
+            rebalance_timeout_ms,
+            subscribed,
+            owned,
+            client_id,
+            client_host,
+        )
+        if result.error is ErrorCode.none:
+            if group is None:
+                group = Group(group_id, protocol_type="consumer")
+                self.groups[group_id] = group
+            group.protocol_type = "consumer"
+            group.state_timestamp_ms = self.clock.now_ms()  # offsets expire after inactivity
+        return result
+
     # ================================================================ offsets
 
     async def commit_offsets(
@@ -862,6 +924,11 @@ class GroupCoordinator:
     def _commit_error(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
     ) -> ErrorCode | None:
+        if self.consumer.has_members(group_id):
+            epoch = self.consumer.member_epoch(group_id, member_id)
+            if epoch is None:
+                return ErrorCode.unknown_member_id
+            return None if generation_id == epoch else ErrorCode.stale_member_epoch
         group = self.groups.get(group_id)
         if group is None:
             return None if generation_id < 0 else ErrorCode.illegal_generation
@@ -913,6 +980,10 @@ class GroupCoordinator:
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found, []
         subscribed: set[str] = set()
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            for cm in cg.members.values():
+                subscribed |= set(cm.subscribed)
         if not group.is_(GroupState.EMPTY):
             if group.protocol_type != "consumer":
                 return ErrorCode.non_empty_group, []
@@ -948,11 +1019,13 @@ class GroupCoordinator:
         for g in self.groups.values():
             if g.is_(GroupState.DEAD):
                 continue
-            if want_states and g.state.value.lower() not in want_states:
+            cg = self.consumer.groups.get(g.group_id)
+            state, kind = (cg.state(), "consumer") if cg is not None else (g.state.value, "classic")
+            if want_states and state.lower() not in want_states:
                 continue
-            if want_types and "classic" not in want_types:
+            if want_types and kind not in want_types:
                 continue
-            out.append(GroupListing(g.group_id, g.protocol_type or "", g.state.value))
+            out.append(GroupListing(g.group_id, g.protocol_type or "", state, kind))
         return out
 
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -962,6 +1035,21 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return GroupDescription(group_id, ErrorCode.group_id_not_found, "Dead", "", "")
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return GroupDescription(
+                group_id,
+                ErrorCode.none,
+                cg.state(),
+                "consumer",
+                "uniform",
+                [
+                    MemberDescription(
+                        m.member_id, m.instance_id, m.client_id, m.client_host, b"", b""
+                    )
+                    for m in cg.members.values()
+                ],
+            )
         stable = group.is_(GroupState.STABLE)
         return GroupDescription(
             group_id,
@@ -992,7 +1080,7 @@ class GroupCoordinator:
                 codes.append(err)
             elif group is None or group.is_(GroupState.DEAD):
                 codes.append(ErrorCode.group_id_not_found)
-            elif not group.is_(GroupState.EMPTY):
+            elif not group.is_(GroupState.EMPTY) or self.consumer.has_members(gid):
                 codes.append(ErrorCode.non_empty_group)
             else:
                 try:
@@ -1011,6 +1099,7 @@ class GroupCoordinator:
         return out
 
     def _kill(self, group: Group) -> None:
+        self.consumer.groups.pop(group.group_id, None)
         group.transition(GroupState.DEAD, self.clock.now_ms())
         self.timers.cancel(("join", group.group_id))
         if self.groups.get(group.group_id) is group:
@@ -1038,7 +1127,7 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         expired_total = 0
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY):
+            if not group.is_(GroupState.EMPTY) or self.consumer.has_members(group.group_id):
                 continue
             if group.protocol_type is not None:
                 expired = list(group.offsets) if group.state_timestamp_ms + retention <= now else []

@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type="classic",
+                group_type=g.group_type,
             )
             for g in listing
         ),

@@ -1,0 +1,210 @@
+"""KIP-848 consumer groups: the coordinator driven by heartbeats, plus librdkafka for real.
+
+The key invariant of the protocol is checked at every step: a partition is never in
+the assignment of two members at once (a member gets a partition only after the
+previous owner reported it revoked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from yak.errors import ErrorCode
+from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
+from yak.group.offsets_log import MemoryOffsetsLog
+from yak.group.timers import ManualClock
+
+pytestmark = pytest.mark.timeout(60)
+
+T1 = uuid.uuid4()
+TOPICS = {"t1": (T1, 6)}
+
+
+def make() -> tuple[GroupCoordinator, ManualClock]:
+    clock = ManualClock()
+    coord = GroupCoordinator(
+        MemoryOffsetsLog(4),
+        GroupConfig(consumer_session_timeout_ms=10_000, consumer_heartbeat_interval_ms=1000),
+        clock,
+        topic_resolver=TOPICS.get,
+    )
+    coord.load()
+    return coord, clock
+
+
+class Client:
+    """A member that acknowledges whatever it is given (like a well-behaved consumer)."""
+
+    def __init__(self, coord: GroupCoordinator, name: str) -> None:
+        self.coord = coord
+        self.name = name
+        self.member_id = ""
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, set[int]] = {}
+
+    def beat(self, subscribe: list[str] | None = None) -> ErrorCode:
+        res = self.coord.consumer_group_heartbeat(
+            "cg",
+            self.member_id,
+            self.epoch,
+            None,
+            None,
+            30_000,
+            subscribe if self.epoch == 0 and subscribe else None,
+            self.owned,
+            self.name,
+            "/127.0.0.1",
+        )
+        if res.error is ErrorCode.none:
+            self.member_id = res.member_id or self.member_id
+            self.epoch = res.member_epoch
+            if res.assignment is not None:
+                self.owned = {t: set(ps) for t, ps in res.assignment.items()}
+        return res.error
+
+    def parts(self) -> set[int]:
+        return self.owned.get(T1, set())
+
+
+def no_overlap(clients: list[Client]) -> None:
+    seen: set[int] = set()
+    for c in clients:
+        assert not (c.parts() & seen), "a partition is owned by two members"
+        seen |= c.parts()
+
+
+def converge(clients: list[Client], rounds: int = 10) -> None:
+    for _ in range(rounds):
+        for c in clients:
+            assert c.beat() is ErrorCode.none
+            no_overlap(clients)
+
+
+def test_join_rebalance_and_leave_never_double_assign() -> None:
+    async def scenario() -> None:
+        coord, _ = make()
+        a = Client(coord, "a")
+        assert a.beat(["t1"]) is ErrorCode.none
+        assert a.parts() == set(range(6)) and a.epoch == 1
+        b = Client(coord, "b")
+        assert b.beat(["t1"]) is ErrorCode.none
+        # b may not get anything a still owns: a must revoke first.
+        assert b.parts() == set()
+        no_overlap([a, b])
+        converge([a, b])
+        assert len(a.parts()) == 3 and len(b.parts()) == 3
+        assert a.epoch == b.epoch == coord.consumer.groups["cg"].epoch
+        assert coord.list_groups()[0].state == "Stable"
+        assert coord.list_groups(types=["consumer"])[0].group_type == "consumer"
+        # b leaves: a gets everything back.
+        b.epoch = -1
+        assert b.beat() is ErrorCode.none
+        converge([a])
+        assert a.parts() == set(range(6))
+
+    asyncio.run(scenario())
+
+
+def test_fencing_unknown_member_and_session_expiry() -> None:
+    async def scenario() -> None:
+        coord, clock = make()
+        a, b = Client(coord, "a"), Client(coord, "b")
+        a.beat(["t1"])
+        b.beat(["t1"])
+        converge([a, b])
+        real_epoch = a.epoch
+        a.epoch = real_epoch + 7
+        assert a.beat() is ErrorCode.fenced_member_epoch
+        a.epoch = real_epoch
+        ghost = Client(coord, "ghost")
+        ghost.member_id, ghost.epoch = "nobody", 3
+        assert ghost.beat() is ErrorCode.unknown_member_id
+        # Commits are checked against the member epoch.
+        codes = await coord.commit_offsets(
+            "cg", a.epoch, a.member_id, None, [OffsetToCommit("t1", 0, 5)]
+        )
+        assert codes == [ErrorCode.none]
+        codes = await coord.commit_offsets(
+            "cg", a.epoch - 1, a.member_id, None, [OffsetToCommit("t1", 0, 6)]
+        )
+        assert codes == [ErrorCode.stale_member_epoch]
+        # Classic members cannot join a consumer group.
+        classic = await coord.join_group(
+            "cg", "", None, "x", "h", 10_000, 10_000, "consumer", [("range", b"")]
+        )
+        assert classic.error is ErrorCode.inconsistent_group_protocol
+        # b goes silent: after the session timeout a takes over its partitions.
+        for _ in range(3):
+            clock.advance(4000)
+            coord.timers.run_due()
+            assert a.beat() is ErrorCode.none
+        converge([a])
+        assert a.parts() == set(range(6))
+        assert b.beat() is ErrorCode.unknown_member_id
+
+    asyncio.run(scenario())
+
+
+def test_librdkafka_consumer_protocol_end_to_end(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker_factory(**{"group.consumer.heartbeat.interval.ms": "500"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("k848", 4, 1)])["k848"].result(15)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(200):
+        p.produce("k848", str(i).encode(), partition=i % 4)
+    assert p.flush(15) == 0
+    conf = {
+        "bootstrap.servers": b.bootstrap,
+        "group.id": "g848",
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    c1 = Consumer(conf)
+    c1.subscribe(["k848"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 100 and time.monotonic() < deadline:
+        m = c1.poll(0.1)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c1.commit(asynchronous=False)
+    c2 = Consumer(conf)
+    c2.subscribe(["k848"])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got) < 200:
+        for c in (c1, c2):
+            m = c.poll(0.05)
+            if m is not None and not m.error():
+                got.append(m.value())
+                c.commit(m, asynchronous=False)
+    assert sorted(got, key=int) == [str(i).encode() for i in range(200)]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (c1.assignment() and c2.assignment()):
+        c1.poll(0.05)
+        c2.poll(0.05)
+    parts1 = {tp.partition for tp in c1.assignment()}
+    parts2 = {tp.partition for tp in c2.assignment()}
+    assert parts1 and parts2 and not parts1 & parts2 and parts1 | parts2 == set(range(4))
+    listed = admin.list_consumer_groups().result(10)
+    assert "g848" in {g.group_id for g in listed.valid}
+    c2.close()
+    c1.close()
+    # Committed offsets outlive the members: a new member starts where they stopped.
+    c3 = Consumer(conf)
+    c3.subscribe(["k848"])
+    end = time.monotonic() + 4
+    extra = []
+    while time.monotonic() < end:
+        m = c3.poll(0.1)
+        if m is not None and not m.error():
+            extra.append(m.value())
+    c3.close()
+    assert extra == []
