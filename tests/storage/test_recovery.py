@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 
 import pytest
 
@@ -204,4 +205,24 @@ def test_missing_or_corrupt_index_rebuilt_on_clean_start(tmp_path):
     assert stored_batches(log2) == before
     for off in range(0, 200, 7):
         assert parse_header(log2.read(off, 1).to_bytes()).base_offset == off
+    m2.shutdown()
+
+
+def test_plausible_wrong_index_is_rebuilt_on_read(tmp_path):
+    path = str(tmp_path)
+    m = open_manager(path)
+    log = m.create("t", 0)
+    for i in range(200):
+        log.append_as_leader(build_batch([Record(b"k", b"%d" % i * 40)]), 0)
+    seg = log.segments[1]
+    m.shutdown()
+    with open(seg.index.path, "r+b") as f:  # entry 0 now points 3 bytes into a batch
+        rel, pos = struct.unpack(">ii", f.read(8))
+        f.seek(0)
+        f.write(struct.pack(">ii", rel, pos + 3))
+    m2 = open_manager(path)
+    log2 = m2.get("t", 0)
+    log2.update_high_watermark()
+    first = seg.base_offset + rel
+    assert parse_header(log2.read(first, 1).to_bytes()).base_offset == first
     m2.shutdown()

@@ -60,6 +60,11 @@ class LogSegment:
         self.unflushed = False
         self._indexes_ready = False
         self.closed = False
+        if self.size == 0:
+            # A new (or empty) segment: nothing to load; stale index files must not survive.
+            self.index.reset()
+            self.time_index.reset()
+            self._indexes_ready = True
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -226,7 +231,7 @@ class LogSegment:
     # --- reading ---------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int, min_one: bool
+        self, offset: int, max_bytes: int, max_offset: int, min_one: bool, _retry: bool = True
     ) -> tuple[list, int, int] | None:
         """Whole batches from the one holding `offset`: (buffers, size, first base offset).
 
@@ -246,6 +251,13 @@ class LogSegment:
                 if len(chunk) < HEADER_SIZE:
                     return None
             h = HEADER.unpack_from(chunk, rel)
+            if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
+                # Not a batch start: the index is wrong (a plausible-looking corrupt file).
+                # Rebuild it from the log once; if that does not help, the log is damaged.
+                if not _retry:
+                    raise KafkaStorageError(f"{self.log_path}: no batch at position {pos}")
+                self.rebuild_indexes()
+                return self.read(offset, max_bytes, max_offset, min_one, _retry=False)
             if h[0] + h[6] >= offset:
                 break
             pos += h[1] + LOG_OVERHEAD
