@@ -138,6 +138,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         redoc_url=None,
     )
     app.state.gateway = gateway
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     errors.install(app)
     app.include_router(rest.router)
     app.include_router(console_api.router)
@@ -172,3 +173,34 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(static_dir)), name="static")
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app
+
+
+_RECORDS_PATH = "/consumers/{group}/instances/{instance}/records"
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with the media types this API really serves.
+
+    FastAPI documents every JSON body as application/json; the REST Proxy answers
+    application/vnd.kafka.v2+json, and records as vnd.kafka.{json,binary}.v2+json.
+    """
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                      routes=app.routes)
+    for path, ops in doc.get("paths", {}).items():
+        for op in ops.values():
+            for status, resp in op.get("responses", {}).items():
+                content = resp.get("content")
+                if not content or "application/json" not in content:
+                    continue
+                schema = content.pop("application/json")
+                if path == _RECORDS_PATH and status == "200":
+                    content["application/vnd.kafka.json.v2+json"] = schema
+                    content["application/vnd.kafka.binary.v2+json"] = schema
+                else:
+                    content[errors.V2_JSON] = schema
+    app.openapi_schema = doc
+    return doc

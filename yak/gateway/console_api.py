@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from yak.gateway import errors as E
 from yak.gateway.cluster import ClusterClient, ClusterError
-from yak.gateway.errors import ErrorBody, RestError, V2Response
+from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
 
 router = APIRouter(prefix="/api", tags=["console"], default_response_class=V2Response)
 
@@ -182,8 +182,8 @@ async def alter_configs(request: Request, topic: str, body: ConfigChanges) -> An
 async def browse(
     request: Request, topic: str,
     partition: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    offset: Annotated[int | None, Query(ge=-2, le=2**63 - 1)] = None,
-    timestamp: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    offset: Annotated[int | None, Query(ge=-2, le=MAX_SAFE_INT)] = None,
+    timestamp: Annotated[int | None, Query(ge=0, le=MAX_SAFE_INT)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_BROWSE)] = 50,
 ) -> Any:
     """Records of one partition from `offset` (default: the last `limit`) or `timestamp`."""

@@ -38,6 +38,10 @@ KAFKA_ERROR = 50002
 KAFKA_RETRIABLE_ERROR = 50003
 CLUSTER_UNREACHABLE = 50301
 
+# Offsets and timestamps in JSON bodies are bounded by what a JSON number carries exactly
+# (2^53 - 1): a larger literal silently becomes a different float in most clients.
+MAX_SAFE_INT = 2**53 - 1
+
 
 class ErrorBody(BaseModel):
     error_code: int
@@ -88,9 +92,16 @@ def install(app: FastAPI) -> None:
         return error_response(r.status, r.error_code, r.message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, e: StarletteHTTPException) -> JSONResponse:
         message = e.detail if isinstance(e.detail, str) else json.dumps(e.detail)
-        return error_response(e.status_code, e.status_code, message)
+        resp = error_response(e.status_code, e.status_code, message)
+        for k, v in (e.headers or {}).items():
+            resp.headers[k] = v
+        if e.status_code == 405:
+            # Starlette's Allow names only the first route matching the path; RFC 9110
+            # wants every method the resource supports (GET and POST /topics/{topic}).
+            resp.headers["allow"] = ", ".join(_allowed_methods(request))
+        return resp
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
@@ -106,3 +117,13 @@ def _describe(errors: list[Any]) -> str:
         loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
         parts.append(f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg")))
     return "; ".join(parts)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    path = request.url.path
+    methods: set[str] = set()
+    for route in request.app.routes:
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(path) and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    return sorted(methods)

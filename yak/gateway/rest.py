@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 from fastapi import APIRouter, Body, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from yak.gateway import errors as E
 from yak.gateway.cluster import ClusterClient, ClusterError, TopicMeta
@@ -28,7 +28,7 @@ from yak.gateway.consumers import (
     assignment_of,
     subscription_of,
 )
-from yak.gateway.errors import ErrorBody, RestError, V2Response
+from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
 
 router = APIRouter(default_response_class=V2Response, tags=["REST Proxy v2"])
 
@@ -104,7 +104,7 @@ class CreateConsumer(BaseModel):
     format: Literal["binary", "json", "jsonschema"] = "binary"
     auto_offset_reset: Literal["earliest", "latest", "smallest", "largest", "none"] = Field(
         default="latest", alias="auto.offset.reset")
-    auto_commit_enable: Literal["true", "false"] | bool = Field(
+    auto_commit_enable: Literal["true", "false"] | StrictBool = Field(
         default="true", alias="auto.commit.enable")
     fetch_min_bytes: int | None = Field(default=None, alias="fetch.min.bytes", ge=1,
                                         le=64 * 1024 * 1024)
@@ -123,7 +123,7 @@ class TopicPartitionRef(BaseModel):
 
 
 class OffsetRef(TopicPartitionRef):
-    offset: int = Field(ge=0, le=2**63 - 1)
+    offset: int = Field(ge=0, le=MAX_SAFE_INT)
     metadata: str | None = None
 
 
