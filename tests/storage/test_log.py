@@ -314,3 +314,15 @@ def test_dump_tool(manager):
         f.seek(seg.size - 1)
         f.write(b"\xff")
     assert "isvalid: false" in list(dump_log(seg.log_path))[-1]
+
+
+def test_idle_producers_expire(manager):
+    m = manager()
+    log = m.create("t", 0)
+    old = int(time.time() * 1000) - 2 * 86_400_000
+    log.append_as_leader(make_batch(1, ts=old, producer_id=1, producer_epoch=0, base_sequence=0), 0)
+    log.append_as_leader(make_batch(1, producer_id=2, producer_epoch=0, base_sequence=0), 0)
+    m.maintenance()
+    assert set(log.producer_state.producers) == {2}
+    # forgotten: its next batch is accepted as from an unknown producer
+    log.append_as_leader(make_batch(1, producer_id=1, producer_epoch=0, base_sequence=9), 0)

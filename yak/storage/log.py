@@ -48,6 +48,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 _OFFSET_LEN_EPOCH = struct.Struct(">qii")
 _IOV_MAX = 1000
 
@@ -734,6 +735,10 @@ class PartitionLog:
         ):
             with self.lock:
                 self._roll(self.log_end_offset, now)
+
+    def expire_producers(self, now: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        with self.lock:
+            return self.producer_state.remove_expired(now, expiration_ms)
 
     def flush_if_due(self, now: int) -> None:
         """`flush.ms`, and rolled segments not yet fsynced (Kafka flushes them on roll, off

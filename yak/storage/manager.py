@@ -48,6 +48,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
         self._last_checkpoint_ms = 0
+        self._last_expiry_ms = 0
         self._written_checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._cleaner_stop = threading.Event()
         self._cleaner_thread: threading.Thread | None = None
@@ -196,8 +197,12 @@ class LogManager:
                 plog.apply_retention(now)
                 plog.flush_if_due(now)
                 plog.delete_retired()
+                if now - self._last_expiry_ms >= 60_000:
+                    plog.expire_producers(now)
             except Exception:  # one bad log must not stop maintenance of the others
                 log.exception("maintenance of %s-%s failed", plog.topic, plog.partition)
+        if now - self._last_expiry_ms >= 60_000:
+            self._last_expiry_ms = now
         if now - self._last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS:
             self.checkpoint()
             self._last_checkpoint_ms = now

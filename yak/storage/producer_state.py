@@ -134,6 +134,18 @@ class ProducerStateManager:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[base_offset] = pid
 
+    def remove_expired(self, now: int, expiration_ms: int) -> int:
+        """Forget producers idle longer than `producer.id.expiration.ms` (Kafka: 1 day), so the
+        map does not grow forever; one with an open transaction is kept."""
+        stale = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now - e.last_timestamp > expiration_ms
+        ]
+        for pid in stale:
+            del self.producers[pid]
+        return len(stale)
+
     def first_unstable_offset(self) -> int | None:
         return min(self.ongoing_txns) if self.ongoing_txns else None
 
