@@ -32,7 +32,7 @@ def test_orders_pipeline_end_to_end(spark, module_broker, tmp_path):
     for t in (src, dst):
         admin.create_topics([NewTopic(t, 2, 1)])[t].result(15)
     orders = pipeline.generate(bs, src, 3000)
-    pipeline.run(spark, bs, src, dst, tmp_path, max_per_trigger=500)
+    pipeline.run(spark, bs, src, dst, tmp_path, max_per_trigger=1000)
 
     expected = pipeline.expected_windows(orders)
     parquet = spark.read.parquet(str(tmp_path / "parquet")).collect()
