@@ -58,7 +58,8 @@ async function api(path, opts = {}) {
 function showError(e) {
   banner.hidden = false;
   const unreachable = e.status === 503 || e.status === 0;
-  banner.textContent = (unreachable ? "Cluster unreachable. " : "Error: ") + e.message +
+  const prefix = /unreachable/i.test(e.message) ? "" : unreachable ? "Cluster unreachable: " : "Error: ";
+  banner.textContent = prefix + e.message +
     (e.code ? ` (error ${e.code})` : "");
 }
 function clearError() { banner.hidden = true; banner.textContent = ""; }
