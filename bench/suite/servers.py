@@ -91,13 +91,19 @@ class Server:
 
 
 class YakServer(Server):
+    settings: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
     def start(self) -> YakServer:
         data = self.work / "data"
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
         self.port = free_port()
-        self._spawn([sys.executable, "-m", "yak.cli.main", "serve", "--data-dir", str(data),
-                     "--listen", self.bootstrap], cwd=REPO)
+        # the Kafka listener only: the HTTP gateway/console is not what is being compared
+        cmd = [sys.executable, "-m", "yak.cli.main", "serve", "--data-dir", str(data),
+               "--listen", self.bootstrap, "--http", "none"]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        self._spawn(cmd, cwd=REPO)
         wait_port(self.port, 30, self.proc)
         return self
 
