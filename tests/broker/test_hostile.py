@@ -240,3 +240,28 @@ def test_announced_but_unsent_frames_cost_nothing(broker) -> None:
     finally:
         for c in clients:
             c.close()
+
+
+def test_random_frames_never_take_the_broker_down(module_broker) -> None:
+    """Random bodies for every advertised API/version: each is answered or the connection is
+    closed; the broker keeps serving."""
+    import random
+
+    rng = random.Random(1234)
+    with RawClient(module_broker.bootstrap) as c:
+        ranges = [(k.api_key, k.min_version, k.max_version) for k in c.api_versions().api_keys]
+    for i in range(300):
+        api_key, lo, hi = rng.choice(ranges)
+        version = rng.randint(lo, hi)
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64)))
+        flexible = kio_compat.request_header_version(api_key, version) >= 2
+        with RawClient(module_broker.bootstrap, timeout=10) as c:
+            c.send_bytes(_frame(api_key, version, body, flexible))
+            try:
+                c.sock.settimeout(10)
+                c.recv_frame()  # an answer (e.g. an error response) is fine
+            except (ConnectionError, OSError):
+                pass  # so is a close
+        if i % 50 == 0:
+            assert module_broker.is_alive()
+    assert_still_serves(module_broker.bootstrap)

@@ -31,7 +31,7 @@ from yak.broker import handlers
 from yak.broker import metrics as broker_metrics
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
-from yak.protocol import kio_compat
+from yak.protocol import guard, kio_compat
 from yak.protocol.kio_compat import ErrorCode
 
 if TYPE_CHECKING:
@@ -240,9 +240,10 @@ class KafkaConnection(asyncio.Protocol):
             if spec.decode_request is not None:
                 request = spec.decode_request(ctx, frame[pos:])
             else:
-                request, _ = kio_compat.decode(
-                    kio_compat.request_class(api_key, api_version), frame, pos
-                )
+                cls = kio_compat.request_class(api_key, api_version)
+                # kio's native reader aborts the process on inflated counts: bound them first.
+                guard.check(cls, frame, pos)
+                request, _ = kio_compat.decode(cls, frame, pos)
         except Exception as e:
             raise ProtocolViolation(
                 f"undecodable {kio_compat.api_name(api_key)} v{api_version}: {e!r}"
