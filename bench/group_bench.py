@@ -274,6 +274,7 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=100_000)
     ap.add_argument("--partitions", type=int, default=1, help="partitions per OffsetCommit")
     ap.add_argument("--conns", type=int, default=4)
+    ap.add_argument("--only", choices=["rebalance", "commits"], default=None)
     args = ap.parse_args()
     try:
         import uvloop
@@ -285,10 +286,15 @@ def main() -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     results: dict[str, Any] = {"cpus": os.cpu_count(), "shared_machine": True}
 
-    for label, rebalance_ms in (
-        ("default_rebalance_timeout", 300_000),
-        ("rebalance_timeout_eq_delay", args.delay_ms),
-    ):
+    cases = (
+        ()
+        if args.only == "commits"
+        else (
+            ("default_rebalance_timeout", 300_000),
+            ("rebalance_timeout_eq_delay", args.delay_ms),
+        )
+    )
+    for label, rebalance_ms in cases:
         b = Broker({"group.initial.rebalance.delay.ms": str(args.delay_ms)})
         try:
             cpu0 = b.cpu()
@@ -305,6 +311,9 @@ def main() -> int:
             b.stop()
         print(json.dumps({label: r}), file=sys.stderr, flush=True)
 
+    if args.only == "rebalance":
+        print(json.dumps(results, indent=2))
+        return 0
     b = Broker({})
     try:
         create_topic(b.port, max(args.partitions, 1))
