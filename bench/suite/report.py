@@ -244,7 +244,7 @@ def write(results: list[dict[str, Any]], ceiling_rows: list[dict[str, Any]],
     sizes = sorted({r["size"] for r in results if r["workload"] != "latency"})
     brokers = [b for b in ORDER if any(r["broker"] == b for r in results)]
     pngs = plots(agg, sizes, brokers, out, stem)
-    rate = next((r.get("rate") for r in results if r["workload"] == "latency"), 10_000)
+    rate = next((r.get("rate") for r in results if r["workload"] == "latency"), None) or 10_000
     md: list[str] = [
         f"# Yak and its peers, side by side ({meta['date']})", "",
         f"Reproduce: `{meta['command']}` (from the repo root, with `.venv/bin/python`).", "",
