@@ -79,8 +79,18 @@ class _Group:
     rows: pa.Table
 
 
-def _placed(table: pa.Table, opts: SinkOptions, client: KafkaClient, seed: int) -> list[_Group]:
-    """Split rows by target (topic, partition) without a Python loop over rows."""
+def _placed(
+    table: pa.Table,
+    opts: SinkOptions,
+    client: KafkaClient,
+    seed: int,
+    counts: dict[str, int] | None = None,
+) -> list[_Group]:
+    """Split rows by target (topic, partition) without a Python loop over rows.
+
+    `counts` caches partition counts across the Arrow batches of one task (one Metadata
+    request per topic per task, not per 10k-row batch).
+    """
     n = table.num_rows
     if opts.topic is not None:
         topics = np.zeros(n, np.int64)
@@ -92,8 +102,10 @@ def _placed(table: pa.Table, opts: SinkOptions, client: KafkaClient, seed: int) 
         enc = col.dictionary_encode()
         names = [str(x) for x in enc.dictionary.to_pylist()]
         topics = enc.indices.to_numpy().astype(np.int64)
-    counts = {}
+    counts = {} if counts is None else counts
     for t in names:
+        if t in counts:
+            continue
         try:
             counts[t] = len(client.partitions_for(t, auto_create=True))
         except UnknownTopicOrPartitionError:
@@ -190,10 +202,12 @@ class YakBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         rows = 0
         parts: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        seed = random.randrange(1 << 16)
         with self.opts.client.client() as client:
-            for batch in iterator:
+            for i, batch in enumerate(iterator):
                 table = pa.Table.from_batches([batch])
-                groups = _placed(table, self.opts, client, random.randrange(1 << 16))
+                groups = _placed(table, self.opts, client, seed + i, counts)
                 for k, v in _produce(client, self.opts, groups).items():
                     parts[k] = parts.get(k, 0) + v
                 rows += batch.num_rows
