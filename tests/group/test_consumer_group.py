@@ -195,6 +195,14 @@ def test_librdkafka_consumer_protocol_end_to_end(broker_factory) -> None:  # typ
     assert parts1 and parts2 and not parts1 & parts2 and parts1 | parts2 == set(range(4))
     listed = admin.list_consumer_groups().result(10)
     assert "g848" in {g.group_id for g in listed.valid}
+    # AdminClient describes it through ConsumerGroupDescribe: members and assignments.
+    desc = admin.describe_consumer_groups(["g848"])["g848"].result(10)
+    assert len(desc.members) == 2
+    described = [
+        {tp.partition for tp in m.assignment.topic_partitions if tp.topic == "k848"}
+        for m in desc.members
+    ]
+    assert sorted(map(sorted, described)) == sorted([sorted(parts1), sorted(parts2)])
     c2.close()
     c1.close()
     # Committed offsets outlive the members: a new member starts where they stopped.
