@@ -1,0 +1,129 @@
+"""The `__consumer_offsets` adapter on real partition logs: write, compact, restart, replay.
+
+No broker: the storage layer and topic manager are real, so this checks exactly what
+the coordinator relies on at start-up (Kafka's loader semantics, including transactional
+offset commits that must only count once their commit marker is in the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+from yak.broker.topics import TopicManager
+from yak.cluster.metadata import MetadataStore
+from yak.config import BrokerConfig
+from yak.group import records as rec
+from yak.group.broker_plugin import OFFSETS_TOPIC, TopicOffsetsLog
+from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
+from yak.protocol import records as batches
+from yak.storage import LogManager
+
+
+class Notes:
+    """Stands in for the broker's Fetch purgatory: only records what was notified."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def notify(self, topic: str, partition: int) -> None:
+        self.seen.append((topic, partition))
+
+
+def open_storage(data_dir: Path) -> tuple[LogManager, TopicManager]:
+    cfg = BrokerConfig.load(data_dir=str(data_dir))
+    logs = LogManager(str(data_dir), cfg.log_defaults, start_cleaner=False)
+    logs.startup()
+    topics = TopicManager(MetadataStore(data_dir / "__yak_metadata.json"), logs, cfg)
+    topics.startup()
+    return logs, topics
+
+
+def control_batch(producer_id: int, commit: bool, base_offset: int) -> bytes:
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, 0)
+    return batches.build_batch(
+        [batches.Record(key, value)],
+        producer_id=producer_id,
+        producer_epoch=0,
+        transactional=True,
+        control=True,
+        base_offset=base_offset,
+    )
+
+
+def txn_offsets(producer_id: int, group: str, offset: int, base_offset: int) -> bytes:
+    value = rec.encode_offset_value(rec.OffsetValue(offset, -1, "txn", 1))
+    return batches.build_batch(
+        [batches.Record(rec.encode_offset_key(group, "t", 0), value)],
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        transactional=True,
+        base_offset=base_offset,
+    )
+
+
+def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path) -> None:
+    async def write() -> int:
+        logs, topics = open_storage(tmp_path)
+        notes = Notes()
+        olog = TopicOffsetsLog(topics, notes, default_partitions=3)
+        coord = GroupCoordinator(olog, GroupConfig())
+        coord.load()
+        for i in range(200):  # many versions of the same keys: compaction fodder
+            codes = await coord.commit_offsets(
+                "g",
+                -1,
+                "",
+                None,
+                [OffsetToCommit("t", p, i * 10 + p, 1, f"m{i}") for p in range(3)],
+            )
+            assert set(codes) == {rec_none()}
+        await coord.commit_offsets("gone", -1, "", None, [OffsetToCommit("t", 0, 5)])
+        assert await coord.delete_groups(["gone"]) == [rec_none()]
+        part = coord.partition_for("txg")
+        plog = topics.partition_log(OFFSETS_TOPIC, part)
+        assert topics.get(OFFSETS_TOPIC).configs["cleanup.policy"] == "compact"
+        # An aborted and a committed transactional offset commit, as a txn coordinator
+        # would leave them, and one still open at the "crash".
+        # (Written as a replica would: storage keeps control batches off the leader path,
+        # where only clients write.)
+        for make in (
+            lambda o: txn_offsets(1000, "txg", 111, o),
+            lambda o: control_batch(1000, False, o),
+            lambda o: txn_offsets(2000, "txg", 222, o),
+            lambda o: control_batch(2000, True, o),
+            lambda o: txn_offsets(3000, "open", 333, o),
+        ):
+            r = plog.append_as_follower(make(plog.log_end_offset))
+            plog.update_high_watermark(r.last_offset + 1)
+        assert (OFFSETS_TOPIC, coord.partition_for("g")) in notes.seen
+        g_part = topics.partition_log(OFFSETS_TOPIC, coord.partition_for("g"))
+        g_part.roll()
+        assert logs.run_cleaner_once() >= 1, "the cleaner compacted __consumer_offsets"
+        assert g_part.log_start_offset == 0
+        logs.shutdown()
+        return g_part.log_end_offset
+
+    asyncio.run(write())
+
+    logs, topics = open_storage(tmp_path)
+    coord = GroupCoordinator(TopicOffsetsLog(topics, Notes(), default_partitions=99), GroupConfig())
+    coord.load()
+    assert coord.log.num_partitions == 3  # the existing topic's count wins over the setting
+    _, fetched = coord.fetch_offsets("g", None)
+    assert [(f.partition, f.offset, f.leader_epoch, f.metadata) for f in fetched] == [
+        (p, 1990 + p, 1, "m199") for p in range(3)
+    ]
+    assert "gone" not in coord.groups
+    assert coord.fetch_offsets("txg", [("t", [0])])[1][0].offset == 222
+    assert "open" not in coord.groups
+    logs.shutdown()
+
+
+def rec_none():  # type: ignore[no-untyped-def]
+    from yak.errors import ErrorCode
+
+    return ErrorCode.none
