@@ -13,6 +13,8 @@ exit (SIGTERM), so the only messages another member may read again are the ones
 after this member's last commit, and only if it dies without a clean exit.
 
     python consumer_worker.py BOOTSTRAP GROUP TOPIC OUTFILE [key=value ...]
+
+(`commit.every=N` changes COMMIT_EVERY; other pairs are librdkafka settings.)
 """
 
 from __future__ import annotations
@@ -36,9 +38,13 @@ def main() -> int:
         "heartbeat.interval.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
     }
+    commit_every = COMMIT_EVERY
     for kv in extra:
         k, v = kv.split("=", 1)
-        conf[k] = v
+        if k == "commit.every":  # ours, not librdkafka's
+            commit_every = int(v)
+        else:
+            conf[k] = v
     out = open(outfile, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
     stop = False
 
@@ -74,7 +80,7 @@ def main() -> int:
             continue
         out.write(f"M {msg.partition()} {msg.offset()} {msg.value().decode()}\n")
         since_commit += 1
-        if since_commit >= COMMIT_EVERY:
+        if since_commit >= commit_every:
             commit()
             since_commit = 0
     commit()

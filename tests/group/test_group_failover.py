@@ -25,12 +25,12 @@ SESSION_TIMEOUT_S = 6.0
 
 
 class Member:
-    def __init__(self, name: str, bootstrap: str, tmp: Path, group: str = "g") -> None:
+    def __init__(self, name: str, bootstrap: str, tmp: Path, *extra: str) -> None:
         self.name = name
         self.out = tmp / f"{name}.txt"
         self.out.touch()
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), bootstrap, group, TOPIC, str(self.out)],
+            [sys.executable, str(WORKER), bootstrap, "g", TOPIC, str(self.out), *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -95,7 +95,9 @@ def test_three_members_join_late_leave_and_die(broker_factory, tmp_path: Path) -
     try:
         _produce(b.bootstrap, 0, 600)
         a = Member("a", b.bootstrap, tmp_path)
-        k = Member("k", b.bootstrap, tmp_path)  # the one that will be SIGKILLed
+        # The one that will be SIGKILLed commits only on revoke, so it dies with an
+        # uncommitted tail that its successor must read again.
+        k = Member("k", b.bootstrap, tmp_path, "commit.every=100000")
         members += [a, k]
         _wait(
             lambda: (
@@ -154,6 +156,7 @@ def test_three_members_join_late_leave_and_die(broker_factory, tmp_path: Path) -
             assert "k" in names and p in k_parts, f"duplicate {p}@{o} read by {names}"
             assert o >= k_commits.get(p, 0), f"{p}@{o} was committed by k, yet read again"
         assert len(readers) == 2400
+        assert dups, "k died with an uncommitted tail: someone must have re-read it"
         print(f"k partitions moved in {moved:.1f}s; {len(dups)} duplicates (k tail)")
 
         # late exits cleanly; new data arrives; the broker restarts; a new member must
