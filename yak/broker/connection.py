@@ -261,8 +261,19 @@ class KafkaConnection(asyncio.Protocol):
             response = error_response(api_key, api_version, ErrorCode.unknown_server_error)
             if response is None:
                 raise ProtocolViolation("handler failed") from None
-        if response is not None and not self._closed:
+        if response is None or self._closed:
+            return
+        try:
             self._write_response(correlation_id, response)
+        except Exception:
+            # A handler built a response kio cannot encode (e.g. None in a required field).
+            log.exception(
+                "encoding the %s v%d response failed", kio_compat.api_name(api_key), api_version
+            )
+            fallback = error_response(api_key, api_version, ErrorCode.unknown_server_error)
+            if fallback is None:
+                raise ProtocolViolation("unencodable response") from None
+            self._write_response(correlation_id, fallback)
         broker_metrics.record_request(api_key, started, request)
 
     def _write_response(self, correlation_id: int, response: Any) -> None:

@@ -53,7 +53,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic_id is not None and topic_id != _NO_ID:
                 info = broker.metadata.by_id(topic_id)
             if info is None:
-                out.append(_topic_error(mod, None, topic_id, ErrorCode.unknown_topic_id))
+                # The response's name is nullable only from v12.
+                out.append(_topic_error(mod, None if v >= 12 else "", topic_id,
+                                        ErrorCode.unknown_topic_id))
                 continue
         else:
             info = topics_mgr.get(name)
@@ -94,7 +96,7 @@ def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: E
     return kio_compat.build(
         mod.MetadataResponseTopic,
         error_code=code,
-        name=name if name is not None else None,
+        name=name,
         topic_id=topic_id or _NO_ID,
         is_internal=False,
         partitions=(),
