@@ -45,7 +45,7 @@ def kafka(mode: str, bootstrap: str, pid: int, topic: str, size: int, n: int, ca
     if mode == "latency":
         spec = BenchSpec(bootstrap=bootstrap, topic=topic, message_size=size, count=0,
                          duration_s=secs, rate=rate, linger_ms=0, fetch_wait_ms=5,
-                         timeout_s=secs + 60)
+                         timeout_s=secs + 20)
         return kafka_run("e2e", spec, broker_pid=pid)
     spec = BenchSpec(bootstrap=bootstrap, topic=topic, message_size=size, count=n,
                      duration_s=cap, linger_ms=5, timeout_s=cap + 30)

@@ -25,7 +25,7 @@ from yak.bench.meter import Window
 
 ALL = ("yak", "tansu", "nafka", "redis", "nats", "rabbit")
 SIZES = (100, 1024, 10240)
-COUNTS = {100: 500_000, 1024: 100_000, 10240: 20_000}  # ~50-200 MB per run
+COUNTS = {100: 300_000, 1024: 100_000, 10240: 20_000}  # ~30-200 MB per run
 
 
 def _kafka_record(res: Any) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply message counts (0.02 for a smoke run)")
-    ap.add_argument("--cap", type=float, default=40.0, help="seconds per throughput run, max")
+    ap.add_argument("--cap", type=float, default=20.0, help="seconds per throughput run, max")
     ap.add_argument("--rate", type=int, default=10_000, help="latency runs: msg/s")
     ap.add_argument("--lat-secs", type=float, default=10.0)
     ap.add_argument("--out", type=Path, default=install.REPO / "docs" / "benchmarks")
