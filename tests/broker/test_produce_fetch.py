@@ -188,3 +188,10 @@ def test_read_committed_stops_at_last_stable_offset(module_broker) -> None:
         assert len(list(records.iter_batches(bytes(uncommitted.records)))) == 3
         assert c.list_offset(topic, 0, -1, isolation_level=1).offset == 1
         assert c.list_offset(topic, 0, -1, isolation_level=0).offset == 3
+
+
+def test_clients_cannot_write_internal_topics(module_broker) -> None:
+    with RawClient(module_broker.bootstrap) as c:
+        for topic in ("__consumer_offsets", "__transaction_state"):
+            code, _ = c.produce_one(topic, 0, build_batch([Record(b"k", b"v")]))
+            assert code == ErrorCode.invalid_topic_exception

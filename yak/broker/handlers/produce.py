@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
+from yak.broker.handlers.metadata import INTERNAL_TOPICS
 from yak.errors import DuplicateSequenceError, KafkaError
 from yak.protocol import records
 from yak.protocol.kio_compat import ErrorCode
@@ -97,6 +98,13 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
         parts: list[ProducePartitionResult] = []
         if name is None:
             parts = [ProducePartitionResult(i, ErrorCode.unknown_topic_id) for i, _ in t.partitions]
+            results.append((t.name, t.topic_id, parts))
+            continue
+        if name in INTERNAL_TOPICS:
+            # Coordinators write these through their own log interface; a client never may.
+            parts = [ProducePartitionResult(i, ErrorCode.invalid_topic_exception,
+                                            error_message=f"Cannot append to internal topic {name}")
+                     for i, _ in t.partitions]
             results.append((t.name, t.topic_id, parts))
             continue
         for index, data in t.partitions:
