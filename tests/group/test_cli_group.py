@@ -128,3 +128,21 @@ def datetime_iso(ms: int) -> str:
     import datetime
 
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat()
+
+
+def test_consume_with_group_resumes_from_committed_offsets(broker_factory) -> None:
+    b = broker_factory(**{"group.initial.rebalance.delay.ms": "0"})
+    bs = ["--bootstrap", b.bootstrap]
+    ok("topic", "create", "cq", "-p", "2", *bs)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(10):
+        p.produce("cq", b"m%d" % i, partition=i % 2)
+    p.flush(15)
+    first = ok("consume", "cq", "--group", "cli-g", "--from-beginning", "-n", "6", *bs)
+    second = ok("consume", "cq", "-g", "cli-g", "-n", "4", "--idle-timeout", "10", *bs)
+    got = first.split() + second.split()
+    assert sorted(got) == sorted(f"m{i}" for i in range(10)), (first, second)
+    desc = json.loads(ok("group", "describe", "cli-g", "--format", "json", *bs))
+    assert desc["state"] == "Empty" and desc["total_lag"] == 0
+    bad = yak("consume", "cq", "--group", "x", "--partition", "0", *bs)
+    assert bad.returncode == 2 and "--group" in bad.stderr

@@ -3,6 +3,8 @@
 Partitions are assigned directly (no consumer group, no offset commits), so reading a
 topic never disturbs applications' groups; by default it starts at the end, like Kafka's
 console consumer, and `-n` bounds how many messages to print before exiting.
+With `--group` it subscribes as a member of that consumer group instead, resuming from
+and committing the group's offsets (as kafka-console-consumer's `--group`).
 """
 
 from __future__ import annotations
@@ -90,6 +92,15 @@ def consume(
         float | None,
         typer.Option("--idle-timeout", help="Exit after this many seconds without a message."),
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            "-g",
+            help="Join this consumer group: share partitions with its members, resume from"
+            " and commit its offsets (new groups start at the end unless --from-beginning).",
+        ),
+    ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -98,6 +109,14 @@ def consume(
         fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
     if from_beginning and offset is not None:
         fail("--from-beginning and --offset cannot be combined", exit_code=2)
+    if group is not None and (offset is not None or partition is not None):
+        fail("--group cannot be combined with --offset or --partition", exit_code=2)
+    group_conf = {
+        "group.id": group,
+        "enable.auto.commit": True,  # plus a final commit in close()
+        "enable.auto.offset.store": True,
+        "auto.offset.reset": "earliest" if from_beginning else "latest",
+    }
     consumer = Consumer(
         client_config(
             bootstrap,
@@ -108,6 +127,7 @@ def consume(
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": False,
+                **(group_conf if group is not None else {}),
             },
         )
     )
@@ -119,7 +139,10 @@ def consume(
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
         if offset is not None:
             start = offset
-        consumer.assign([TopicPartition(topic, p, start) for p in parts])
+        if group is not None:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p, start) for p in parts])
         count = 0
         last = time.monotonic()
         out = sys.stdout
