@@ -140,3 +140,17 @@ def test_sigterm_is_clean_and_data_survives(broker) -> None:
         assert c.list_offset(topic, 1, -1).offset == 2
         got = records.decode_records(c.fetch(topic, 1, 0).responses[0].partitions[0].records)
         assert got[0].value == b"1"
+
+
+def test_metadata_by_topic_id(module_broker) -> None:
+    topic = _topic("byid")
+    with RawClient(module_broker.bootstrap) as c:
+        tid = _metadata(c, [topic]).topics[0].topic_id
+        mod = kio_compat.schema_module("metadata", 12, "request")
+        req = mod.MetadataRequest(
+            topics=(mod.MetadataRequestTopic(topic_id=tid, name=None),
+                    mod.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None)),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        known, unknown = c.request(req).topics
+    assert (known.name, known.topic_id, known.error_code) == (topic, tid, ErrorCode.none)
+    assert unknown.error_code == ErrorCode.unknown_topic_id
