@@ -180,7 +180,11 @@ def targets(agg: dict) -> list[str]:
 
 
 def plots(agg: dict, sizes: list[int], brokers: list[str], out: Path, stem: str) -> list[Path]:
-    import matplotlib
+    """PNG plots; none (and a note in the report) without matplotlib (`pip install .[bench]`)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -270,7 +274,8 @@ def write(results: list[dict[str, Any]], ceiling_rows: list[dict[str, Any]],
         md += throughput_table(agg, wl, sizes, brokers)
     md += ["", f"## End-to-end latency at {rate:,} msg/s (100 B, linger 0, consumer in "
            "another process, 1 ms send ticks)", ""] + latency_table(agg, brokers, rate)
-    md += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in pngs]
+    md += ["", "## Plots", ""] + ([f"![{p.stem}]({p.name})" for p in pngs]
+                                   or ["(matplotlib not installed: no plots)"])
     errors = [r for r in results if "error" in r]
     notes = meta["problems"] + [
         f"{r['broker']} {r['workload']} {r['size']} B round {r['round']}: {r['error']}"
