@@ -3,7 +3,9 @@ clean shutdown and restart."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import threading
 import time
 import uuid
 
@@ -154,3 +156,22 @@ def test_metadata_by_topic_id(module_broker) -> None:
         known, unknown = c.request(req).topics
     assert (known.name, known.topic_id, known.error_code) == (topic, tid, ErrorCode.none)
     assert unknown.error_code == ErrorCode.unknown_topic_id
+
+
+def test_sigterm_with_a_parked_long_poll_is_prompt(broker) -> None:
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("parked")
+    poller = RawClient(broker.bootstrap, timeout=60)
+
+    def park() -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            poller.fetch("parked", 0, 0, max_wait_ms=30_000, min_bytes=1)
+
+    t = threading.Thread(target=park)
+    t.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    assert broker.stop() == 0
+    assert time.monotonic() - t0 < 5
+    t.join(5)
+    poller.close()
