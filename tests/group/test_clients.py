@@ -272,3 +272,33 @@ def test_admin_client_lists_describes_and_alters_group_offsets(broker_factory) -
     admin.delete_consumer_groups(["adm-group"])["adm-group"].result(10)
     listed = admin.list_consumer_groups().result(10)
     assert "adm-group" not in {g.group_id for g in listed.valid}
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_group_survives_broker_restart_without_rebalance(broker_factory, kill: bool) -> None:
+    """The group is reloaded Stable from `__consumer_offsets`: members that keep
+    heartbeating keep their assignment, and consumption continues after the committed
+    offsets."""
+    b = broker_factory(**FAST)
+    _topic(b.bootstrap, "rs", 2, 20)
+    assigns: list[list[int]] = []
+
+    def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
+        assigns.append(sorted(p.partition for p in parts))
+
+    c = _consumer(b.bootstrap, "rs-group")
+    c.subscribe(["rs"], on_assign=on_assign)
+    try:
+        first = _drain([c], 20)
+        assert len(first) == 20
+        c.commit(asynchronous=False)
+        b.restart(kill=kill)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(20, 30):
+            p.produce("rs", f"rs-{i}".encode(), partition=i % 2)
+        assert p.flush(30) == 0
+        later = _drain([c], 10, timeout=40)
+        assert sorted(later) == sorted(f"rs-{i}".encode() for i in range(20, 30))
+        assert assigns == [[0, 1]], f"the restart caused a rebalance: {assigns}"
+    finally:
+        c.close()
