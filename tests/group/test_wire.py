@@ -263,3 +263,51 @@ def test_offset_fetch_several_groups_and_describe_unknown(wire_broker) -> None: 
         ("f1", ErrorCode.none),
         ("nobody", ErrorCode.group_id_not_found),
     ]
+
+
+def test_offset_delete(wire_broker) -> None:  # type: ignore[no-untyped-def]
+    _, w = wire_broker
+    m = req_mod("offset_delete", 0)
+
+    def delete(group: str, partitions: tuple[int, ...], topic: str = "wt") -> Any:
+        return w.call(
+            "offset_delete",
+            0,
+            group_id=group,
+            topics=(
+                m.OffsetDeleteRequestTopic(
+                    name=topic,
+                    partitions=tuple(
+                        m.OffsetDeleteRequestPartition(partition_index=p) for p in partitions
+                    ),
+                ),
+            ),
+        )
+
+    assert commit(w, "od", -1, "", [("wt", 0, 4, ""), ("wt", 1, 5, "")]) == {
+        ("wt", 0): ErrorCode.none,
+        ("wt", 1): ErrorCode.none,
+    }
+    r = delete("od", (0,))
+    assert r.error_code is ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in r.topics[0].partitions] == [
+        (0, ErrorCode.none)
+    ]
+    fetched = w.call(
+        "offset_fetch",
+        1,
+        group_id="od",
+        topics=(
+            req_mod("offset_fetch", 1).OffsetFetchRequestTopic(name="wt", partition_indexes=(0, 1)),
+        ),
+    )
+    assert [p.committed_offset for p in fetched.topics[0].partitions] == [-1, 5]
+    assert delete("nope", (0,)).error_code is ErrorCode.group_id_not_found
+    # A live member subscribed to the topic: refused per partition.
+    member, gen = stable_member(w, "od-live")
+    commit(w, "od-live", gen, member, [("wt", 0, 1, "")])
+    r = delete("od-live", (0,))
+    assert r.error_code is ErrorCode.none
+    assert r.topics[0].partitions[0].error_code is ErrorCode.group_subscribed_to_topic
+    r = delete("od-live", (0,), topic="missing")
+    assert r.topics[0].partitions[0].error_code is ErrorCode.unknown_topic_or_partition
