@@ -23,6 +23,7 @@ def _load():  # type: ignore[no-untyped-def]
     return mod
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_orders_pipeline_end_to_end(spark, module_broker, tmp_path):
     pipeline = _load()
