@@ -176,3 +176,74 @@ def test_sink_partitions_keys_like_java_clients(module_broker):
     assert len(rows) == 200
     for key, _value, partition, _off in rows:
         assert partition == (murmur2(key) & 0x7FFFFFFF) % 3
+
+
+def test_deleted_records_are_data_loss_unless_allowed(module_broker):
+    """Offsets removed by DeleteRecords (as retention would) fail or are skipped."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from yak.spark.offsets import check_data_loss
+
+    topic = f"ret-{uuid.uuid4().hex[:6]}"
+    _produce(module_broker.bootstrap, topic, 100)
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    futs = admin.delete_records([TopicPartition(topic, 0, 40)])
+    for f in futs.values():
+        f.result(15)
+    base = {"kafka.bootstrap.servers": module_broker.bootstrap, "subscribe": topic}
+    strict = parse_source_options(base, streaming=False)
+    lenient = parse_source_options({**base, "failOnDataLoss": "false"}, streaming=False)
+    with KafkaClient(module_broker.bootstrap) as c:
+        with pytest.raises(DataLossError, match="0..39"):
+            check_data_loss(c, {(topic, 0): 0}, True)
+        assert check_data_loss(c, {(topic, 0): 0}, False) == {(topic, 0): 40}
+    rng = OffsetRange(topic, 0, 10, 100)  # planned before the deletion
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        list(read_range(strict.client, rng, include_headers=False, fail_on_data_loss=True))
+    got = list(read_range(lenient.client, rng, include_headers=False, fail_on_data_loss=False))
+    assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(40, 100))
+
+
+def test_stream_reader_admission_control(module_broker):
+    """latestOffset honours ReadMaxRows (split by lag), ReadMinRows and AvailableNow."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from yak.spark.source import YakStreamReader
+
+    bs = module_broker.bootstrap
+    topic = f"adm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(400):
+        p.produce(topic, value=b"x", partition=0 if i < 300 else 1)
+    assert p.flush(30) == 0
+    opts = {
+        "kafka.bootstrap.servers": bs,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "100",
+        "minOffsetsPerTrigger": "50",
+        "maxTriggerDelay": "1h",
+    }
+    reader = YakStreamReader(parse_source_options(opts, streaming=True))
+    start = reader.initialOffset()
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert reader.getDefaultReadLimit() == ReadMaxRows(100)
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    assert end == {topic: {"0": 75, "1": 25}}  # 3:1 lag split
+    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 300, "1": 100}}
+    caught_up = {topic: {"0": 280, "1": 100}}
+    assert reader.latestOffset(caught_up, ReadMinRows(50)) == caught_up  # only 20 new: wait
+    parts = reader.partitions(start, end)
+    assert sorted((q.rng.partition, q.rng.start, q.rng.end) for q in parts) == [
+        (0, 0, 75),
+        (1, 0, 25),
+    ]
+    reader.prepareForTriggerAvailableNow()
+    p.produce(topic, value=b"late", partition=1)
+    assert p.flush(30) == 0
+    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 300, "1": 100}}
+    reader.stop()
