@@ -530,3 +530,18 @@ def test_without_initial_delay_single_member_joins_at_once(delay: int) -> None:
         assert t.result().generation_id == 1
 
     run(scenario)
+
+
+def test_timer_queue_stays_small_when_timers_are_rearmed() -> None:
+    from yak.group.timers import TimerQueue
+
+    clock = ManualClock()
+    q = TimerQueue(clock)
+    fired: list[int] = []
+    for i in range(100_000):  # 10 keys re-armed 10,000 times each
+        q.schedule(i % 10, clock.now + 1000 + i, lambda i=i: fired.append(i))
+    assert len(q) == 10
+    assert len(q._heap) <= 4 * 10 + 1024 + 1
+    clock.advance(200_000)
+    assert q.run_due() == 10
+    assert sorted(fired) == list(range(99_990, 100_000))

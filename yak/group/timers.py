@@ -55,7 +55,7 @@ class TimerQueue:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, Callable[[], None]]] = {}
+        self._live: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}  # seq, deadline, fn
         self._seq = itertools.count()
         self._wakeup: asyncio.Event | None = None
 
@@ -64,8 +64,13 @@ class TimerQueue:
 
     def schedule(self, key: Hashable, deadline_ms: int, fn: Callable[[], None]) -> None:
         seq = next(self._seq)
-        self._live[key] = (seq, fn)
+        self._live[key] = (seq, deadline_ms, fn)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
+        if len(self._heap) > 4 * len(self._live) + 1024:
+            # Re-arming a session timer on every heartbeat leaves the old entry behind;
+            # with long session timeouts those would pile up, so rebuild from live ones.
+            self._heap = [(d, q, k) for k, (q, d, _) in self._live.items()]
+            heapq.heapify(self._heap)
         if self._wakeup is not None and self._heap[0][1] == seq:
             self._wakeup.set()
 
@@ -95,7 +100,7 @@ class TimerQueue:
                 continue
             del self._live[key]
             try:
-                live[1]()
+                live[2]()
             except Exception:  # one broken timer must not stop every other group's
                 log.exception("group timer %r failed", key)
             fired += 1
