@@ -171,7 +171,7 @@ class YakStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailable
             if min_rows is not None:
                 lag = sum(latest[tp] - begin[tp] for tp in latest)
                 if lag < min_rows and now - self._last_batch_ms < self.opts.max_trigger_delay_ms:
-                    return to_json(begin) if begin else start
+                    return start
             if isinstance(limit, ReadMaxRows):
                 end = rate_limit(begin, latest, limit.max_rows)
         if end != begin:
