@@ -354,6 +354,8 @@ class GroupCoordinator:
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.unknown_member_id, member_id)
+            if not protocol_type or not protocols:  # refused without leaving a group behind
+                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
             group = Group(group_id, state_timestamp_ms=self.clock.now_ms())
             self.groups[group_id] = group
         if group.is_(GroupState.DEAD):
