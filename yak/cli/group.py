@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -35,7 +36,8 @@ app = typer.Typer(
     help="List, describe (with lag), reset offsets of and delete consumer groups.",
     no_args_is_help=True,
 )
-out = Console(highlight=False, soft_wrap=True)
+# Member ids are long; piped output must not be cut to 80 columns with "…".
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 
 Format = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
