@@ -40,15 +40,17 @@ def _payload(size: int) -> bytes:
 # ---------------------------------------------------------------- Kafka protocol (3 brokers)
 
 def kafka(mode: str, bootstrap: str, pid: int, topic: str, size: int, n: int, cap: float,
-          rate: int = 0, secs: float = 0) -> BenchResult:
+          rate: int = 0, secs: float = 0, topic_config: dict[str, str] | None = None
+          ) -> BenchResult:
     """One `yak bench` run: the same code path a user gets from `yak bench`."""
+    tc = dict(topic_config or {})
     if mode == "latency":
         spec = BenchSpec(bootstrap=bootstrap, topic=topic, message_size=size, count=0,
                          duration_s=secs, rate=rate, linger_ms=0, fetch_wait_ms=5,
-                         timeout_s=secs + 20)
+                         timeout_s=secs + 20, topic_config=tc)
         return kafka_run("e2e", spec, broker_pid=pid)
     spec = BenchSpec(bootstrap=bootstrap, topic=topic, message_size=size, count=n,
-                     duration_s=cap, linger_ms=5, timeout_s=cap + 30)
+                     duration_s=cap, linger_ms=5, timeout_s=cap + 30, topic_config=tc)
     return kafka_run(mode, spec, broker_pid=pid)
 
 

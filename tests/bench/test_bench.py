@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from yak.bench.meter import find_listener_pid
 from yak.bench.runner import run
@@ -60,7 +61,8 @@ def test_spec_rejects_what_cannot_be_measured(mode: str, changes: dict, message:
 
 def test_produce_then_consume_counts_match_the_log(broker: YakBroker) -> None:
     spec = BenchSpec(bootstrap=broker.bootstrap, topic="tput", message_size=200, count=30_000,
-                     partitions=3, producers=2, timeout_s=60)
+                     partitions=3, producers=2, timeout_s=60,
+                     topic_config={"retention.ms": "3600000"})
     seen: list[int] = []
     res = run("produce", spec, progress=lambda done, total: seen.append(done))
     assert res.errors == 0 and res.notes == []
@@ -73,6 +75,9 @@ def test_produce_then_consume_counts_match_the_log(broker: YakBroker) -> None:
         1e6 * res.broker.cpu_s / 30_000, rel=0.01)
     assert res.client_cpu_s > 0 and res.broker.rss_mb_end > 10
     assert seen and max(seen) <= 30_000
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (fut,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "tput")]).values()
+    assert fut.result(10)["retention.ms"].value == "3600000"  # the topic the run created
 
     read = run("consume", BenchSpec(bootstrap=broker.bootstrap, topic="tput", message_size=200,
                                     count=0, consumers=2, timeout_s=60))

@@ -87,11 +87,15 @@ class ProcessGroup:
         return total / 2**20
 
 
+def self_cpu_s() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
+
+
 def client_cpu_s() -> float:
     """This process plus every child it has reaped (workers are joined before reading)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return self_cpu_s() + kids.ru_utime + kids.ru_stime
 
 
 def machine_busy_s() -> float:
@@ -116,13 +120,19 @@ class Window:
             self.rss_start = self.broker.rss_mb()
             self._b0 = self.broker.cpu_s()
         self._c0 = client_cpu_s()
+        self._s0 = self_cpu_s()
         self._m0 = machine_busy_s()
         self._t0 = time.perf_counter()
         return self
 
-    def stop(self) -> Window:
+    def stop(self, workers_cpu: float | None = None) -> Window:
+        """`workers_cpu`: what worker processes spent inside the window, when they measured
+        it themselves; reaped children's rusage would also count their start-up."""
         self.wall = time.perf_counter() - self._t0
-        self.client = client_cpu_s() - self._c0
+        if workers_cpu is None:
+            self.client = client_cpu_s() - self._c0
+        else:
+            self.client = self_cpu_s() - self._s0 + workers_cpu
         if self.broker is not None:
             self.broker_cpu = self.broker.cpu_s() - self._b0
             self.rss_end = self.broker.rss_mb()

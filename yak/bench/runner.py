@@ -43,7 +43,12 @@ def ensure_topic(spec: BenchSpec, create: bool) -> int:
     if not create:
         raise BenchError(f"topic {spec.topic!r} does not exist")
     fut = admin.create_topics(
-        [NewTopic(spec.topic, spec.partitions, spec.replication_factor)], operation_timeout=30
+        [
+            NewTopic(
+                spec.topic, spec.partitions, spec.replication_factor, config=dict(spec.topic_config)
+            )
+        ],
+        operation_timeout=30,
     )[spec.topic]
     try:
         fut.result(60)
@@ -108,7 +113,10 @@ def _kill(procs: list[Any]) -> None:
 
 
 def _collect(
-    results: Any, n: int, procs: list[Any], timeout: float,
+    results: Any,
+    n: int,
+    procs: list[Any],
+    timeout: float,
     tick: Callable[[], object] | None = None,
 ) -> list[dict[str, Any]]:
     """Read n worker reports; reading as they come keeps big reports from blocking exits."""
@@ -153,18 +161,32 @@ def run(
     quotas = _split(spec.count, n_prod) if spec.count else [0] * n_prod
     group = f"yak-bench-{uuid.uuid4().hex[:8]}"
     for i in range(n_cons):  # consumers first: e2e readers must sit at the log end
-        procs.append(ctx.Process(
-            target=workers.consume_worker,
-            args=(spec, i, n_cons, group, _Slot(counts, n_prod + i), ready, start, stop,
-                  results, e2e),
-            daemon=True,
-        ))
+        procs.append(
+            ctx.Process(
+                target=workers.consume_worker,
+                args=(
+                    spec,
+                    i,
+                    n_cons,
+                    group,
+                    _Slot(counts, n_prod + i),
+                    ready,
+                    start,
+                    stop,
+                    results,
+                    e2e,
+                ),
+                daemon=True,
+            )
+        )
     for i in range(n_prod):
-        procs.append(ctx.Process(
-            target=workers.produce_worker,
-            args=(spec, i, quotas[i], _Slot(counts, i), ready, start, results, e2e),
-            daemon=True,
-        ))
+        procs.append(
+            ctx.Process(
+                target=workers.produce_worker,
+                args=(spec, i, quotas[i], _Slot(counts, i), ready, start, results, e2e),
+                daemon=True,
+            )
+        )
     _start(procs, ready, len(procs), workers.READY_TIMEOUT_S)
     window = Window(broker)
     total = spec.count if spec.count and mode != "e2e" else 0
@@ -176,13 +198,18 @@ def run(
         if e2e:
             reports = _run_e2e(spec, procs, counts, n_prod, n_cons, stop, results, progress)
         else:
-            reports = _collect(results, len(procs), procs, spec.timeout_s + 30,
-                               lambda: progress(sum(counts), total) if progress else None)
+            reports = _collect(
+                results,
+                len(procs),
+                procs,
+                spec.timeout_s + 30,
+                lambda: progress(sum(counts), total) if progress else None,
+            )
     finally:
         for p in procs:
             p.join(30)
         _kill(procs)
-    window.stop()
+    window.stop(workers_cpu=sum(r["cpu_s"] for r in reports))
     # e2e runs at a set rate: its throughput is the producers' (consumers idle at the end)
     t_end = max(r["t_end"] for r in reports if not e2e or r["kind"] == "producer")
     seconds = max(1e-6, t_end - t0)
@@ -200,12 +227,23 @@ class _Slot:
 
 
 def _run_e2e(
-    spec: BenchSpec, procs: list[Any], counts: Any, n_prod: int, n_cons: int, stop: Any,
-    results: Any, progress: Progress | None,
+    spec: BenchSpec,
+    procs: list[Any],
+    counts: Any,
+    n_prod: int,
+    n_cons: int,
+    stop: Any,
+    results: Any,
+    progress: Progress | None,
 ) -> list[dict[str, Any]]:
     """Producers end by count/duration; consumers stop once they have seen every delivery."""
-    reports = _collect(results, n_prod, procs[n_cons:], spec.timeout_s + 30,
-                       lambda: progress(sum(counts[:n_prod]), spec.count) if progress else None)
+    reports = _collect(
+        results,
+        n_prod,
+        procs[n_cons:],
+        spec.timeout_s + 30,
+        lambda: progress(sum(counts[:n_prod]), spec.count) if progress else None,
+    )
     delivered = sum(r["delivered"] for r in reports if r["kind"] == "producer")
     deadline = time.monotonic() + E2E_GRACE_S
     # each consumer reads every partition it owns, so all of them together see each message once
@@ -218,7 +256,11 @@ def _run_e2e(
 
 
 def _result(
-    mode: str, spec: BenchSpec, reports: list[dict[str, Any]], seconds: float, window: Window,
+    mode: str,
+    spec: BenchSpec,
+    reports: list[dict[str, Any]],
+    seconds: float,
+    window: Window,
     broker: ProcessGroup | None,
 ) -> BenchResult:
     prods = [r for r in reports if r["kind"] == "producer"]
@@ -262,9 +304,18 @@ def _result(
     else:
         notes.append("broker not local (or not found): no broker CPU figures")
     return BenchResult(
-        mode=mode, spec=spec, messages=messages, bytes=messages * spec.message_size,
-        seconds=round(seconds, 4), msgs_per_s=round(messages / seconds, 1),
-        mb_per_s=round(messages * spec.message_size / seconds / 1e6, 2), errors=errors,
-        latency_ms=lat, client_cpu_s=round(sum(r["cpu_s"] for r in reports), 3), broker=usage,
-        other_cpu_pct=window.other_pct(), cpus=cpu_count(), notes=notes,
+        mode=mode,
+        spec=spec,
+        messages=messages,
+        bytes=messages * spec.message_size,
+        seconds=round(seconds, 4),
+        msgs_per_s=round(messages / seconds, 1),
+        mb_per_s=round(messages * spec.message_size / seconds / 1e6, 2),
+        errors=errors,
+        latency_ms=lat,
+        client_cpu_s=round(sum(r["cpu_s"] for r in reports), 3),
+        broker=usage,
+        other_cpu_pct=window.other_pct(),
+        cpus=cpu_count(),
+        notes=notes,
     )

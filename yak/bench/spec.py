@@ -36,6 +36,7 @@ class BenchSpec:
     fetch_wait_ms: int = 100
     timeout_s: float = 120.0  # hard cap on any run, whatever count/duration say
     client_config: dict[str, str] = field(default_factory=dict)
+    topic_config: dict[str, str] = field(default_factory=dict)  # when the run creates the topic
 
     def validate(self, mode: str) -> None:
         """Reject a spec before any process starts, with a message a user can act on."""
@@ -82,8 +83,13 @@ class Latency:
             return round(s[idx] / 1e6, 3)
 
         return cls(
-            count=n, p50=q(0.50), p95=q(0.95), p99=q(0.99), p999=q(0.999),
-            max=round(s[-1] / 1e6, 3), mean=round(sum(s) / n / 1e6, 3),
+            count=n,
+            p50=q(0.50),
+            p95=q(0.95),
+            p99=q(0.99),
+            p999=q(0.999),
+            max=round(s[-1] / 1e6, 3),
+            mean=round(sum(s) / n / 1e6, 3),
         )
 
 

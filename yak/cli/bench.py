@@ -33,9 +33,7 @@ Partitions = Annotated[
     int, typer.Option("--partitions", "-p", help="Partitions when creating the topic.", min=1)
 ]
 Acks = Annotated[str, typer.Option("--acks", help="0, 1 or all.")]
-Compression = Annotated[
-    str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
-]
+Compression = Annotated[str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")]
 Batch = Annotated[int, typer.Option("--batch-size", help="Producer batch.size in bytes.")]
 Producers = Annotated[int, typer.Option("--producers", help="Producer processes.", min=1)]
 Consumers = Annotated[int, typer.Option("--consumers", help="Consumer processes.", min=1)]
@@ -47,14 +45,24 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Print the result as JSON,
 OutFile = Annotated[Path | None, typer.Option("--output", "-o", help="Also write JSON here.")]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 MaxTime = Annotated[float, typer.Option("--timeout", help="Hard cap on the run, seconds.")]
+TopicSet = Annotated[
+    list[str] | None,
+    typer.Option("--topic-config", "-c", help="Topic config KEY=VALUE when creating, repeatable."),
+]
 ClientSet = Annotated[
     list[str] | None,
     typer.Option("--client-set", "-X", help="Extra librdkafka setting KEY=VALUE, repeatable."),
 ]
 
 
-def _execute(mode: str, spec: BenchSpec, broker_pid: int | None, as_json: bool,
-             output: Path | None, no_progress: bool) -> None:
+def _execute(
+    mode: str,
+    spec: BenchSpec,
+    broker_pid: int | None,
+    as_json: bool,
+    output: Path | None,
+    no_progress: bool,
+) -> None:
     try:
         spec.validate(mode)
     except ValueError as e:
@@ -63,8 +71,13 @@ def _execute(mode: str, spec: BenchSpec, broker_pid: int | None, as_json: bool,
     show = not no_progress and not as_json and err.is_terminal
     total_hint = spec.count or None
     with Progress(
-        TextColumn(f"[bold]{mode}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, disable=not show, transient=True,
+        TextColumn(f"[bold]{mode}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not show,
+        transient=True,
     ) as bar:
         task = bar.add_task(mode, total=total_hint)
 
@@ -84,12 +97,12 @@ def _execute(mode: str, spec: BenchSpec, broker_pid: int | None, as_json: bool,
         report.print_table(result)
 
 
-def _extra(items: list[str] | None) -> dict[str, str]:
+def _extra(items: list[str] | None, what: str = "--client-set") -> dict[str, str]:
     out = {}
     for item in items or []:
         k, sep, v = item.partition("=")
         if not sep or not k:
-            fail(f"invalid --client-set {item!r}: expected KEY=VALUE", exit_code=2)
+            fail(f"invalid {what} {item!r}: expected KEY=VALUE", exit_code=2)
         out[k] = v
     return out
 
@@ -107,6 +120,7 @@ def produce(
     batch_size: Batch = 1_048_576,
     producers: Producers = 1,
     rate: Annotated[int, typer.Option("--rate", help="Throttle, msg/s in total (0: none).")] = 0,
+    topic_config: TopicSet = None,
     client_set: ClientSet = None,
     broker_pid: BrokerPid = None,
     as_json: JsonOut = False,
@@ -117,10 +131,21 @@ def produce(
 ) -> None:
     """Produce as fast as possible (or at --rate): msg/s, MB/s, ack latency, broker CPU."""
     spec = BenchSpec(
-        bootstrap=bootstrap, topic=topic, message_size=size, count=count, duration_s=duration,
-        partitions=partitions, acks=acks, compression=compression, linger_ms=linger_ms,
-        batch_size=batch_size, producers=producers, rate=rate, timeout_s=timeout,
+        bootstrap=bootstrap,
+        topic=topic,
+        message_size=size,
+        count=count,
+        duration_s=duration,
+        partitions=partitions,
+        acks=acks,
+        compression=compression,
+        linger_ms=linger_ms,
+        batch_size=batch_size,
+        producers=producers,
+        rate=rate,
+        timeout_s=timeout,
         client_config=_extra(client_set),
+        topic_config=_extra(topic_config, "--topic-config"),
     )
     _execute("produce", spec, broker_pid, as_json, output, no_progress)
 
@@ -147,8 +172,14 @@ def consume(
     so the run measures fetching, not rebalancing. Run `yak bench produce` first.
     """
     spec = BenchSpec(
-        bootstrap=bootstrap, topic=topic, message_size=size, count=count, duration_s=duration,
-        consumers=consumers, fetch_wait_ms=fetch_wait_ms, timeout_s=timeout,
+        bootstrap=bootstrap,
+        topic=topic,
+        message_size=size,
+        count=count,
+        duration_s=duration,
+        consumers=consumers,
+        fetch_wait_ms=fetch_wait_ms,
+        timeout_s=timeout,
         client_config=_extra(client_set),
     )
     _execute("consume", spec, broker_pid, as_json, output, no_progress)
@@ -169,6 +200,7 @@ def e2e(
     producers: Producers = 1,
     consumers: Consumers = 1,
     fetch_wait_ms: Annotated[int, typer.Option("--fetch-wait-ms")] = 100,
+    topic_config: TopicSet = None,
     client_set: ClientSet = None,
     broker_pid: BrokerPid = None,
     as_json: JsonOut = False,
@@ -183,9 +215,22 @@ def e2e(
     Across machines the figures are only as good as their clock sync.
     """
     spec = BenchSpec(
-        bootstrap=bootstrap, topic=topic, message_size=size, count=count, duration_s=duration,
-        partitions=partitions, acks=acks, compression=compression, linger_ms=linger_ms,
-        batch_size=batch_size, producers=producers, consumers=consumers, rate=rate,
-        fetch_wait_ms=fetch_wait_ms, timeout_s=timeout, client_config=_extra(client_set),
+        bootstrap=bootstrap,
+        topic=topic,
+        message_size=size,
+        count=count,
+        duration_s=duration,
+        partitions=partitions,
+        acks=acks,
+        compression=compression,
+        linger_ms=linger_ms,
+        batch_size=batch_size,
+        producers=producers,
+        consumers=consumers,
+        rate=rate,
+        fetch_wait_ms=fetch_wait_ms,
+        timeout_s=timeout,
+        client_config=_extra(client_set),
+        topic_config=_extra(topic_config, "--topic-config"),
     )
     _execute("e2e", spec, broker_pid, as_json, output, no_progress)
