@@ -224,3 +224,42 @@ def test_decode_big_batches_strided_and_serial_scans(sizes):
     assert cols.offset.tolist() == list(range(n))
     assert cols.value.to_pylist() == vals
     assert cols.key.null_count == n
+
+
+def test_read_committed_drops_aborted_transactions():
+    """Kafka's consumer algorithm: aborted list + ABORT markers, by batch headers alone."""
+
+    def txn(pid: int, base: int, n: int) -> bytes:
+        recs = [Record(None, b"%d-%d" % (pid, base + i)) for i in range(n)]
+        return build_batch(
+            recs,
+            base_offset=base,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=base,
+            transactional=True,
+        )
+
+    def marker(pid: int, base: int, commit: bool) -> bytes:
+        key = struct.pack(">hh", 0, 1 if commit else 0)
+        return build_batch(
+            [Record(key, struct.pack(">hi", 0, 0))],
+            base_offset=base,
+            producer_id=pid,
+            producer_epoch=0,
+            transactional=True,
+            control=True,
+        )
+
+    buf = (
+        txn(5, 0, 3)
+        + txn(6, 3, 2)
+        + marker(5, 5, False)
+        + marker(6, 6, True)
+        + txn(5, 7, 2)
+        + marker(5, 9, True)
+    )
+    committed = decode(buf, aborted=[(5, 0)])
+    assert committed.offset.tolist() == [3, 4, 7, 8]
+    assert committed.next_offset == 10
+    assert decode(buf).offset.tolist() == [0, 1, 2, 3, 4, 7, 8]  # read_uncommitted

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib import import_module
 from typing import Any
@@ -56,6 +56,7 @@ class FetchedPartition:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    aborted: list[tuple[int, int]] = field(default_factory=list)  # (producer id, first offset)
 
 
 class YakClientError(KafkaError):
@@ -337,6 +338,10 @@ class KafkaClient:
                         high_watermark=int(p.high_watermark),
                         log_start_offset=int(p.log_start_offset),
                         records=p.records or b"",
+                        aborted=[
+                            (int(a.producer_id), int(a.first_offset))
+                            for a in (getattr(p, "aborted_transactions", None) or ())
+                        ],
                     )
         return out
 

@@ -70,7 +70,13 @@ def read_range(
                     client._leaders.clear()
                     continue
                 raise err
-            cols = decode(resp.records, offset, rng.end, include_headers=include_headers)
+            cols = decode(
+                resp.records,
+                offset,
+                rng.end,
+                include_headers=include_headers,
+                aborted=resp.aborted if settings.isolation_level == 1 else None,
+            )
             if cols.next_offset <= offset:
                 if resp.high_watermark <= offset:
                     # the range was planned up to rng.end but the log ends before it

@@ -78,6 +78,14 @@ def scan_batches(buf: bytes | bytearray | memoryview) -> list[BatchInfo]:
     return out
 
 
+def _is_abort_marker(batch: memoryview) -> bool:
+    """A control batch's record key is (version int16, type int16); type 0 is ABORT."""
+    from yak.protocol.records import decode_records
+
+    recs = decode_records(bytes(batch))
+    return bool(recs) and recs[0].key is not None and recs[0].key[2:4] == b"\0\0"
+
+
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints starting at each position: (values, encoded sizes). `buf` is padded."""
     if len(pos) == 0:
@@ -132,8 +140,15 @@ def decode(
     end_offset: int | None = None,
     *,
     include_headers: bool = False,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> DecodedColumns:
-    """Decode every data record in `buf` (concatenated batches, maybe a truncated tail)."""
+    """Decode every data record in `buf` (concatenated batches, maybe a truncated tail).
+
+    `aborted` is a read_committed Fetch response's (producer id, first offset) list: data of
+    those transactions is dropped, as Kafka's consumer does, by batch headers alone.
+    """
+    pending = sorted(aborted or [], key=lambda a: a[1])
+    active: set[int] = set()
     mv = memoryview(buf)
     n = len(mv)
     pieces: list[bytes | memoryview] = []
@@ -142,7 +157,7 @@ def decode(
     pos = 0
     next_offset = start_offset
     while pos + HEADER_SIZE <= n:
-        (base, length, _e, magic, _c, attrs, lod, bts, mts, _p, _pe, _bs, cnt) = (
+        (base, length, _e, magic, _c, attrs, lod, bts, mts, pid, _pe, _bs, cnt) = (
             _HEADER.unpack_from(mv, pos)
         )
         size = length + 12
@@ -156,7 +171,15 @@ def decode(
         body = mv[pos + HEADER_SIZE : pos + size]
         pos += size
         next_offset = max(next_offset, last + 1)
-        if last < start_offset or attrs & _CONTROL_BIT or cnt == 0:
+        while pending and pending[0][1] <= last:
+            active.add(pending.pop(0)[0])
+        if attrs & _CONTROL_BIT:
+            if pid in active and _is_abort_marker(mv[pos - size : pos]):
+                active.discard(pid)
+            continue
+        if attrs & _TRANSACTIONAL_BIT and pid in active:
+            continue
+        if last < start_offset or cnt == 0:
             continue
         codec = attrs & _COMPRESSION_MASK
         if codec:
