@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import uuid
@@ -247,3 +248,24 @@ def test_stream_reader_admission_control(module_broker):
     assert p.flush(30) == 0
     assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 300, "1": 100}}
     reader.stop()
+
+
+def test_subscribe_pattern_and_offsets_by_timestamp(module_broker):
+    bs = module_broker.bootstrap
+    tag = uuid.uuid4().hex[:6]
+    for name in (f"pat-{tag}-a", f"pat-{tag}-b", f"other-{tag}"):
+        _produce(bs, name, 3)
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": bs,
+            "subscribePattern": f"pat-{tag}-.*",
+            "startingOffsetsByTimestamp": json.dumps(
+                {f"pat-{tag}-a": {"0": 0}, f"pat-{tag}-b": {"0": 0}}
+            ),
+        },
+        streaming=True,
+    )
+    with KafkaClient(bs) as c:
+        tps = discover(c, opts)
+        assert tps == [(f"pat-{tag}-a", 0), (f"pat-{tag}-b", 0)]
+        assert starting_offsets(c, opts, tps) == {tp: 0 for tp in tps}
