@@ -263,6 +263,11 @@ def write(results: list[dict[str, Any]], ceiling_rows: list[dict[str, Any]],
         "Durability as configured (what an acknowledgement means):", "",
     ]
     md += [f"- {LABEL[b]}: {d}" for b, d in meta["durability"].items()]
+    if meta.get("idle_cpu_pct"):
+        md += ["", "All brokers stay up during the whole run; their idle CPU (% of one core, "
+               "measured over 5 s before the first run) is part of every run's other-processes "
+               "figure: " + ", ".join(f"{LABEL[b]} {v:g}%" for b, v in
+                                      meta["idle_cpu_pct"].items()) + "."]
     md += ["", "## Targets (issue 6), from this run", ""] + targets(agg)
     if ceiling_rows:
         md += ["", "## Machine ceilings", "", "| ceiling | MB/s |", "|---|---|"]

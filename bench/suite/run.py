@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(brief), flush=True)
 
     started: list[servers.Server] = []
+    idle_cpu: dict[str, float] = {}
     ceiling_rows: list[dict[str, Any]] = []
     try:
         if not a.skip_ceilings:
@@ -147,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(f"{name}: failed to start: {e}")
                 s.stop()
         time.sleep(2)
+        # all servers stay up for the whole run: what each costs while the others are measured
+        groups = {s.name: s.group() for s in started}
+        c0 = {n: g.cpu_s() for n, g in groups.items()}
+        time.sleep(5)
+        idle_cpu = {n: round(100 * (g.cpu_s() - c0[n]) / 5, 1) for n, g in groups.items()}
+        print(json.dumps({"idle_cpu_pct": idle_cpu}), flush=True)
         for size in sizes:
             n = max(100, int(COUNTS.get(size, 20_000) * a.scale))
             for r in range(1, a.rounds + 1):
@@ -177,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = report.machine_info(a.work)
     meta.update(command=command, brokers=names, problems=problems, rounds=a.rounds,
                 durability={s.name: s.durability for s in started}, raw=str(raw_path),
+                idle_cpu_pct=idle_cpu,
                 versions=report.versions(nafka_py))
     paths = report.write(results, ceiling_rows, meta, a.out)
     for p in paths:
