@@ -165,6 +165,7 @@ class GroupCoordinator:
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
+        self._keys: dict[tuple[str, str, int], bytes] = {}
         self.consumer = ConsumerGroups(
             self.timers,
             self.clock,
@@ -264,6 +265,16 @@ class GroupCoordinator:
                 self._resolve_sync(m, SyncResult(ErrorCode.not_coordinator))
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+    def _offset_key(self, group_id: str, topic: str, partition: int) -> bytes:
+        """Encoded OffsetCommitKey, cached: the same keys are committed over and over."""
+        k = (group_id, topic, partition)
+        key = self._keys.get(k)
+        if key is None:
+            if len(self._keys) > 100_000:
+                self._keys.clear()
+            key = self._keys[k] = rec.encode_offset_key(group_id, topic, partition)
+        return key
 
     def partition_for(self, group_id: str) -> int:
         p = self._partitions.get(group_id)
@@ -905,10 +916,8 @@ class GroupCoordinator:
             accepted.append(((o.topic, o.partition), value))
             records.append(
                 (
-                    rec.encode_offset_key(group_id, o.topic, o.partition),
-                    rec.encode_offset_value(
-                        rec.OffsetValue(o.offset, o.leader_epoch, metadata, now)
-                    ),
+                    self._offset_key(group_id, o.topic, o.partition),
+                    rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now),
                 )
             )
         if records:

@@ -104,13 +104,17 @@ def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:
-    return (
-        _I16.pack(3)
-        + _I64.pack(v.offset)
-        + _I32.pack(v.leader_epoch)
-        + _str(v.metadata)
-        + _I64.pack(v.commit_timestamp)
-    )
+    return pack_offset_value(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+
+
+_OFFSET_HEAD = struct.Struct(">hqi")
+
+
+def pack_offset_value(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
+) -> bytes:
+    """OffsetCommitValue v3 without building an `OffsetValue` (the commit hot path)."""
+    return _OFFSET_HEAD.pack(3, offset, leader_epoch) + _str(metadata) + _I64.pack(commit_timestamp)
 
 
 def encode_group_key(group: str) -> bytes:

@@ -61,7 +61,12 @@ _I32 = struct.Struct(">i")
 _PART = struct.Struct(">ih")
 
 
+_SMALL = [bytes((n,)) for n in range(0x80)]
+
+
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
