@@ -238,6 +238,11 @@ def test_stream_reader_admission_control(module_broker):
     assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 300, "1": 100}}
     caught_up = {topic: {"0": 280, "1": 100}}
     assert reader.latestOffset(caught_up, ReadMinRows(50)) == caught_up  # only 20 new: wait
+    impatient = YakStreamReader(
+        parse_source_options({**opts, "maxTriggerDelay": "0ms"}, streaming=True)
+    )  # maxTriggerDelay passed: the 20 records go now
+    assert impatient.latestOffset(caught_up, ReadMinRows(50)) == {topic: {"0": 300, "1": 100}}
+    impatient.stop()
     parts = reader.partitions(start, end)
     assert sorted((q.rng.partition, q.rng.start, q.rng.end) for q in parts) == [
         (0, 0, 75),
