@@ -545,3 +545,30 @@ def test_timer_queue_stays_small_when_timers_are_rearmed() -> None:
     clock.advance(200_000)
     assert q.run_due() == 10
     assert sorted(fired) == list(range(99_990, 100_000))
+
+
+def test_offsets_of_deleted_topics_are_dropped_at_the_next_check() -> None:
+    async def scenario() -> None:
+        topics = {"kept": ("id1", 1), "doomed": ("id2", 1)}
+        clock = ManualClock()
+        log = MemoryOffsetsLog(4)
+        coord = GroupCoordinator(log, GroupConfig(), clock, topic_resolver=topics.get)
+        coord.load()
+        h = Harness(log=log)
+        h.coord, h.clock = coord, clock
+        (a,) = await h.stable_group(1)
+        offsets = [OffsetToCommit("kept", 0, 1), OffsetToCommit("doomed", 0, 2)]
+        assert await coord.commit_offsets("g", 1, a.member_id, None, offsets) == [
+            ErrorCode.none,
+            ErrorCode.none,
+        ]
+        assert coord.expire_offsets() == 0
+        del topics["doomed"]
+        assert coord.expire_offsets() == 1  # even though the group is active
+        await settle()
+        assert set(coord.groups["g"].offsets) == {("kept", 0)}
+        reloaded = GroupCoordinator(log, GroupConfig(), clock)
+        reloaded.load()
+        assert set(reloaded.groups["g"].offsets) == {("kept", 0)}
+
+    run(scenario)

@@ -166,6 +166,7 @@ class GroupCoordinator:
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
         self._keys: dict[tuple[str, str, int], bytes] = {}
+        self._topic_resolver = topic_resolver
         self.consumer = ConsumerGroups(
             self.timers,
             self.clock,
@@ -1132,29 +1133,42 @@ class GroupCoordinator:
     def expire_offsets(self) -> int:
         """KIP-211: a group's offsets expire `offsets.retention.minutes` after it became
         Empty; offsets of groups that never used group management expire one by one,
-        counted from their commit. A group left with nothing is removed (Dead).
-        Returns how many offsets expired; the tombstones are written in the background."""
+        counted from their commit. Offsets of topics that no longer exist are dropped in
+        any state (Kafka drops them when the topic is deleted; Yak notices here, so a
+        re-created topic is not read from a stale position after the next check).
+        A group left with nothing is removed (Dead). Returns how many offsets went;
+        the tombstones are written in the background."""
         now = self.clock.now_ms()
         retention = self.config.offsets_retention_ms
         expired_total = 0
+        exists: dict[str, bool] = {}
+
+        def topic_exists(topic: str) -> bool:
+            if topic not in exists:
+                exists[topic] = self._topic_resolver(topic) is not None
+            return exists[topic]
+
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY) or self.consumer.has_members(group.group_id):
-                continue
-            if group.protocol_type is not None:
-                expired = list(group.offsets) if group.state_timestamp_ms + retention <= now else []
-            else:
-                expired = [
+            expired: set[tuple[str, int]] = set()
+            if self._topic_resolver is not None:
+                expired = {tp for tp in group.offsets if not topic_exists(tp[0])}
+            empty = group.is_(GroupState.EMPTY) and not self.consumer.has_members(group.group_id)
+            if empty and group.protocol_type is not None:
+                if group.state_timestamp_ms + retention <= now:
+                    expired |= set(group.offsets)
+            elif empty:
+                expired |= {
                     tp
                     for tp, c in group.offsets.items()
                     if c.commit_timestamp_ms + retention <= now
-                ]
+                }
             tombstones: list[Record] = [
-                (rec.encode_offset_key(group.group_id, t, p), None) for t, p in expired
+                (rec.encode_offset_key(group.group_id, t, p), None) for t, p in sorted(expired)
             ]
             for tp in expired:
                 del group.offsets[tp]
             expired_total += len(expired)
-            if not group.offsets and not group.pending_members:
+            if empty and not group.offsets and not group.pending_members:
                 tombstones.append((rec.encode_group_key(group.group_id), None))
                 self._kill(group)
             if tombstones:
