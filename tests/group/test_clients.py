@@ -8,6 +8,8 @@ through a full join -> consume -> commit -> resume cycle.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -302,3 +304,24 @@ def test_group_survives_broker_restart_without_rebalance(broker_factory, kill: b
         assert assigns == [[0, 1]], f"the restart caused a rebalance: {assigns}"
     finally:
         c.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+def test_kcat_old_librdkafka_group_resumes(broker_factory) -> None:
+    """kcat 1.7 ships librdkafka 2.0.2, which negotiates older group API versions."""
+    b = broker_factory(**FAST)
+    _topic(b.bootstrap, "kc", 2, 20)
+
+    def kcat(*args: str) -> list[str]:
+        r = subprocess.run(
+            ["kcat", "-b", b.bootstrap, "-G", "kcat-group", "-q", *args, "kc"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    first = kcat("-c", "12", "-X", "auto.offset.reset=earliest")
+    rest = kcat("-c", "8")
+    assert sorted(first + rest) == sorted(f"kc-{i}" for i in range(20))
