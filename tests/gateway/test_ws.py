@@ -15,15 +15,26 @@ from confluent_kafka import Producer
 from websockets.asyncio.client import ClientConnection, connect
 
 
-async def recv_type(ws: ClientConnection, kind: str, timeout: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {kind!r} frame in {timeout} s"
-        msg = json.loads(await asyncio.wait_for(ws.recv(), left))
-        if msg["type"] == kind:
-            return msg
-        assert msg["type"] != "error", msg
+class Inbox:
+    """Frames by type: a 'message' pushed before the 'produced' answer must not be lost."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.pending: list[dict[str, Any]] = []
+
+    async def next(self, kind: str, timeout: float = 30.0) -> dict[str, Any]:
+        for i, msg in enumerate(self.pending):
+            if msg["type"] == kind:
+                return self.pending.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {kind!r} frame in {timeout} s (have {self.pending})"
+            msg = json.loads(await asyncio.wait_for(self.ws.recv(), left))
+            assert msg["type"] != "error", msg
+            if msg["type"] == kind:
+                return msg
+            self.pending.append(msg)
 
 
 def ws_url(gateway: Any) -> str:
@@ -36,27 +47,34 @@ def test_subscribe_receive_produce_and_ack(gateway: Any, http: httpx.Client) -> 
 
     async def scenario() -> None:
         async with connect(ws_url(gateway)) as ws:
+            inbox = Inbox(ws)
             await ws.send(json.dumps({"type": "subscribe", "topics": ["ws-rt"],
                                       "group_id": "ws-rt-g", "offset_reset": "earliest"}))
-            await recv_type(ws, "subscribed")
-            m = await recv_type(ws, "message")
+            await inbox.next("subscribed")
+            m = await inbox.next("message")
             assert (m["topic"], m["partition"], m["offset"]) == ("ws-rt", 0, 0)
             assert json.loads(m["key"]) == "a" and json.loads(m["value"]) == {"n": 1}
             assert isinstance(m["timestamp"], int) and m["headers"] == {}
 
             await ws.send(json.dumps({"type": "produce", "id": 7, "topic": "ws-rt",
                                       "key": "b", "value": "over ws", "headers": {"h": "v"}}))
-            p = await recv_type(ws, "produced")
+            p = await inbox.next("produced")
             assert p["id"] == 7 and p["offset"] == 1 and p["partition"] == 0
-            m2 = await recv_type(ws, "message")
+            m2 = await inbox.next("message")
             assert (m2["offset"], m2["value"], m2["headers"]) == (1, "over ws", {"h": "v"})
 
             await ws.send(json.dumps({"type": "ack", "topic": "ws-rt", "partition": 0,
                                       "offset": 1}))
-            a = await recv_type(ws, "acked")
+            a = await inbox.next("acked")
             assert a["offset"] == 1
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    except (AssertionError, TimeoutError) as e:
+        state = (http.get("/api/groups/ws-rt-g").text, http.get("/api/topics/ws-rt").text[:600])
+        raise AssertionError(
+            f"{e!r}; group/topic: {state}; gateway log tail:\n{gateway.output()[-6000:]}"
+        ) from e
     lag = http.get("/api/groups/ws-rt-g").json()["lag"]
     assert lag == [{"topic": "ws-rt", "partition": 0, "committed": 2, "high_watermark": 2,
                     "lag": 0}]
