@@ -62,7 +62,7 @@ def test_group_list_describe_lag_reset_delete(broker_factory) -> None:
     p.flush(15)
 
     groups = json.loads(ok("group", "list", "--format", "json", *bs))
-    assert {"group": "cg", "state": "Stable", "type": "consumer"} in groups
+    assert {"group": "cg", "state": "Stable", "type": "classic"} in groups
 
     desc = json.loads(ok("group", "describe", "cg", "--format", "json", *bs))
     assert desc["state"] == "Stable" and desc["assignor"] == "range"

@@ -16,7 +16,12 @@ from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from rich.console import Console
 from rich.table import Table
@@ -51,6 +56,13 @@ _STATE_NAMES = {
 }
 
 
+def _group_type(listing: Any) -> str:
+    """classic (JoinGroup protocol), consumer (KIP-848) or simple (offsets only)."""
+    if getattr(listing, "type", None) == ConsumerGroupType.CONSUMER:
+        return "consumer"
+    return "simple" if listing.is_simple_consumer_group else "classic"
+
+
 def _check_format(fmt: str) -> None:
     if fmt not in ("table", "json"):
         fail(f"invalid --format {fmt!r}: expected table or json", exit_code=2)
@@ -82,7 +94,7 @@ def list_groups(
         (
             g.group_id,
             _STATE_NAMES.get(g.state, str(g.state)),
-            "simple" if g.is_simple_consumer_group else "consumer",
+            _group_type(g),
         )
         for g in result.valid
     )
