@@ -34,8 +34,8 @@ def gateway(
     ] = 8 * 1024 * 1024,
 ) -> None:
     """Run the HTTP gateway (REST Proxy v2, /ws, console, /metrics) against a cluster."""
-    from yak.gateway.app import GatewaySettings
     from yak.gateway.embed import start_http
+    from yak.gateway.settings import GatewaySettings
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -22,20 +21,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from yak.gateway import console_api, errors, rest, ws
 from yak.gateway.cluster import ClusterClient
-from yak.gateway.consumers import DEFAULT_INSTANCE_TIMEOUT_S, ConsumerRegistry
+from yak.gateway.consumers import ConsumerRegistry
 from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
-
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-
-
-@dataclass
-class GatewaySettings:
-    bootstrap: str
-    embedded: bool = False
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    consumer_instance_timeout_s: float = DEFAULT_INSTANCE_TIMEOUT_S
-    metrics_interval_s: float = 5.0
-    request_timeout_s: float = 10.0
+from yak.gateway.settings import GatewaySettings
 
 
 class Gateway:

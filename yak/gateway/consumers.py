@@ -23,9 +23,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
+from yak.gateway.settings import DEFAULT_INSTANCE_TIMEOUT_S
+
 log = logging.getLogger(__name__)
 
-DEFAULT_INSTANCE_TIMEOUT_S = 300.0
 FORMATS = ("binary", "json", "jsonschema")
 
 
@@ -78,6 +79,15 @@ class ConsumerInstance:
                 self.delivered[TopicPartition(r.topic, r.partition)] = r.offset + 1
             self.touch()
             return out
+
+    def push_back(self, records: list[ConsumerRecord]) -> None:
+        """Undo delivery of `records` (in order): the next GET starts with them again."""
+        for r in reversed(records):
+            self.backlog.appendleft(r)
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            if self.delivered.get(tp, -1) > r.offset:
+                self.delivered[tp] = r.offset
 
     async def commit(self, offsets: dict[TopicPartition, int] | None) -> None:
         async with self.lock:

@@ -15,7 +15,7 @@ from typing import Any
 
 import uvicorn
 
-from yak.gateway.app import GatewaySettings, create_app
+from yak.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,36 @@ def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, in
     return (host.strip("[]") or default_host), int(port)
 
 
+class LazyApp:
+    """The ASGI app, imported and built on the first connection.
+
+    Every `yak serve` listens on HTTP by default; FastAPI and the gateway cost ~0.4 s of
+    CPU to import, which a broker nobody browses should not pay at start-up.
+    """
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.app is None:
+            from yak.gateway.app import create_app
+
+            self.app = create_app(self.settings)
+        await self.app(scope, receive, send)
+
+    async def close(self) -> None:
+        if self.app is not None:
+            await self.app.state.gateway.stop()
+
+
 class HttpServer:
     """A uvicorn server running as a task; `stop()` shuts it down gracefully."""
 
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], app: LazyApp) -> None:
         self.server = server
         self.task = task
+        self.app = app
 
     @property
     def port(self) -> int:
@@ -51,6 +75,8 @@ class HttpServer:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
+        with contextlib.suppress(Exception):
+            await self.app.close()
 
 
 async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
@@ -70,9 +96,10 @@ async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
     except OSError:
         sock.close()
         raise
-    app = create_app(settings)
+    app = LazyApp(settings)
+    # No lifespan: the gateway starts nothing until used, and LazyApp.close() stops it.
     config = uvicorn.Config(
-        app, loop="none", lifespan="on", log_level="warning",
+        app, loop="none", lifespan="off", log_level="warning",
         ws="websockets-sansio", ws_max_size=1024 * 1024, timeout_graceful_shutdown=3,
         access_log=False,
     )
@@ -86,7 +113,7 @@ async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
             exc = task.exception() if not task.cancelled() else None
             raise OSError(f"HTTP server on {listen} failed to start: {exc!r}")
         await asyncio.sleep(0.02)
-    return HttpServer(server, task)
+    return HttpServer(server, task, app)
 
 
 async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:

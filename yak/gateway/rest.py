@@ -513,12 +513,21 @@ async def records(
     fmt = "binary" if inst.format == "binary" else "json"
     media = f"application/vnd.kafka.{fmt}.v2+json"
     out = []
-    for r in recs:
+    for i, r in enumerate(recs):
         where = f"{r.topic}-{r.partition}@{r.offset}"
+        try:
+            key, value = _decode(fmt, r.key, where), _decode(fmt, r.value, where)
+        except RestError:
+            # Nothing is lost: this record and the rest go back to the instance. The ones
+            # before it are returned; a GET that starts at it gets the error (seek past).
+            inst.push_back(recs[i:])
+            if out:
+                break
+            raise
         out.append({
             "topic": r.topic, "partition": r.partition, "offset": r.offset,
             "timestamp": r.timestamp,
-            "key": _decode(fmt, r.key, where), "value": _decode(fmt, r.value, where),
+            "key": key, "value": value,
             "headers": {k: base64.b64encode(v or b"").decode() for k, v in r.headers}
             if r.headers else None,
         })
