@@ -274,3 +274,32 @@ def test_subscribe_pattern_and_offsets_by_timestamp(module_broker):
         tps = discover(c, opts)
         assert tps == [(f"pat-{tag}-a", 0), (f"pat-{tag}-b", 0)]
         assert starting_offsets(c, opts, tps) == {tp: 0 for tp in tps}
+
+
+def test_kafka_prefixed_options_reach_the_client(module_broker):
+    """A tiny kafka.max.partition.fetch.bytes forces many fetches; every record still arrives."""
+    topic = f"kopt-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": module_broker.bootstrap, "batch.num.messages": 10})
+    for i in range(500):
+        p.produce(topic, value=b"v%d" % i, headers=[("h", b"%d" % i)])
+    assert p.flush(30) == 0
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": module_broker.bootstrap,
+            "subscribe": topic,
+            "kafka.max.partition.fetch.bytes": "512",
+            "kafka.client.id": "spark-test",
+        },
+        streaming=False,
+    )
+    assert opts.client.partition_fetch_max_bytes == 512 and opts.client.client_id == "spark-test"
+    batches = list(
+        read_range(
+            opts.client, OffsetRange(topic, 0, 0, 500), include_headers=True, fail_on_data_loss=True
+        )
+    )
+    assert len(batches) > 1
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(500))
+    headers = [h for b in batches for h in b.column("headers").to_pylist()]
+    assert headers[7] == [{"key": "h", "value": b"7"}]
