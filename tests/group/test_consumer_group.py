@@ -39,9 +39,10 @@ def make() -> tuple[GroupCoordinator, ManualClock]:
 class Client:
     """A member that acknowledges whatever it is given (like a well-behaved consumer)."""
 
-    def __init__(self, coord: GroupCoordinator, name: str) -> None:
+    def __init__(self, coord: GroupCoordinator, name: str, instance_id: str | None = None) -> None:
         self.coord = coord
         self.name = name
+        self.instance_id = instance_id
         self.member_id = ""
         self.epoch = 0
         self.owned: dict[uuid.UUID, set[int]] = {}
@@ -51,7 +52,7 @@ class Client:
             "cg",
             self.member_id,
             self.epoch,
-            None,
+            self.instance_id,
             None,
             30_000,
             subscribe if self.epoch == 0 and subscribe else None,
@@ -216,3 +217,100 @@ def test_librdkafka_consumer_protocol_end_to_end(broker_factory) -> None:  # typ
             extra.append(m.value())
     c3.close()
     assert extra == []
+
+
+def test_static_member_restart_keeps_partitions_without_rebalance() -> None:
+    async def scenario() -> None:
+        coord, clock = make()
+
+        def static(name: str) -> Client:
+            return Client(coord, name, instance_id=f"pod-{name}")
+
+        a, b = static("a"), static("b")
+        a.beat(["t1"])
+        b.beat(["t1"])
+        converge([a, b])
+        group_epoch = coord.consumer.groups["cg"].epoch
+        a_parts, b_parts, b_epoch = a.parts(), b.parts(), b.epoch
+        # b restarts: static leave (-2), then a new process with the same instance id.
+        b.epoch = -2
+        assert b.beat() is ErrorCode.none
+        converge([a])
+        assert a.parts() == a_parts, "a must not get b's partitions while b restarts"
+        twin = static("b")
+        twin.member_id = "new-incarnation"
+        assert twin.beat(["t1"]) is ErrorCode.none
+        assert twin.parts() == b_parts and twin.epoch == b_epoch
+        assert coord.consumer.groups["cg"].epoch == group_epoch
+        converge([a, twin])
+        assert a.parts() == a_parts and twin.parts() == b_parts
+        # A second process claiming a live instance id is refused.
+        clash = static("b")
+        clash.member_id = "impostor"
+        assert clash.beat(["t1"]) is ErrorCode.unreleased_instance_id
+        # A static member that never comes back is expired after the session timeout.
+        twin.epoch = -2
+        twin.beat()
+        for _ in range(3):
+            clock.advance(4000)
+            coord.timers.run_due()
+            a.beat()
+        converge([a])
+        assert a.parts() == set(range(6))
+
+    asyncio.run(scenario())
+
+
+def test_librdkafka_static_member_restart_in_consumer_protocol(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("k848s", 4, 1)])["k848s"].result(15)
+    assigns: list[list[int]] = []
+
+    def conf(instance: str) -> dict[str, object]:
+        return {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "g848s",
+            "group.protocol": "consumer",
+            "group.instance.id": instance,
+        }
+
+    def poll_until(consumers: list, cond, timeout: float) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.05)
+            if cond():
+                return
+        raise AssertionError("timed out")
+
+    other = Consumer(conf("other"))
+    other.subscribe(
+        ["k848s"], on_assign=lambda c, ps: assigns.append(sorted(p.partition for p in ps))
+    )
+    pod = Consumer(conf("pod"))
+    pod.subscribe(["k848s"])
+    poll_until(
+        [other, pod], lambda: len(other.assignment()) == 2 and len(pod.assignment()) == 2, 20
+    )
+    pod_parts = sorted(tp.partition for tp in pod.assignment())
+    seen = len(assigns)
+    pod.close()  # a static member leaves with epoch -2: its partitions wait for it
+    end = time.monotonic() + 1  # the other member keeps running meanwhile
+    while time.monotonic() < end:
+        other.poll(0.05)
+    pod = Consumer(conf("pod"))
+    pod.subscribe(["k848s"])
+    poll_until([other, pod], lambda: len(pod.assignment()) == 2, 20)
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        other.poll(0.05)
+        pod.poll(0.05)
+    assert sorted(tp.partition for tp in pod.assignment()) == pod_parts
+    assert len(other.assignment()) == 2
+    assert len(assigns) == seen, f"the other member was reassigned: {assigns}"
+    pod.close()
+    other.close()

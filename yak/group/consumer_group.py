@@ -14,6 +14,11 @@ towards its target, Kafka's reconciliation rule:
 3. once it has nothing left to revoke it moves to the target epoch (partitions still
    being released by others follow on later heartbeats).
 
+Static members (KIP-848 flavour): epoch -2 means "restarting"; the member keeps its
+partitions until it rejoins with the same instance id (taking over its epoch and
+assignment, so nobody else rebalances) or its session times out. Joining with an
+instance id still held by a live member gets UNRELEASED_INSTANCE_ID.
+
 Simplifications (documented): membership is not persisted (after a broker restart a
 member gets UNKNOWN_MEMBER_ID and rejoins with epoch 0; committed offsets are kept),
 subscriptions by regex are not supported, and the assignor is "uniform" (sticky:
@@ -60,6 +65,7 @@ class CGMember:
     epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
     revoking: Assignment = field(default_factory=dict)
+    left_static: bool = False  # sent epoch -2: restarting, partitions kept for it
 
 
 @dataclass(slots=True, eq=False)
@@ -186,7 +192,12 @@ class ConsumerGroups:
             m = g.members.get(member_id)
             if m is None:
                 return HeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch)
-            self._remove(g, m)
+            if member_epoch == STATIC_LEAVE_EPOCH and m.instance_id is not None:
+                # A static member restarting: it keeps its partitions (nobody else gets
+                # them) until it comes back or its session times out.
+                m.left_static = True
+            else:
+                self._remove(g, m)
             return HeartbeatResult(ErrorCode.none, member_id, member_epoch)
         m = g.members.get(member_id) if member_id else None
         if member_epoch == 0:
@@ -195,12 +206,29 @@ class ConsumerGroups:
                     ErrorCode.invalid_request,
                     error_message="SubscribedTopicNames must be set when joining",
                 )
+            static = None
+            if instance_id is not None:
+                static = next((o for o in g.members.values() if o.instance_id == instance_id), None)
+                if static is not None and not static.left_static and static.member_id != member_id:
+                    return HeartbeatResult(
+                        ErrorCode.unreleased_instance_id,
+                        member_id,
+                        member_epoch,
+                        error_message=f"Static member {instance_id} is still in use.",
+                    )
+            if static is not None:
+                m = self._take_over(
+                    g,
+                    static,
+                    member_id or str(uuid.uuid4()),
+                    client_id,
+                    client_host,
+                    rebalance_timeout_ms,
+                    sorted(set(subscribed)),
+                )
+                return self._answer(g, m, owned, joined=True)
             if m is not None:  # a restarted client reusing its id: start it over
                 self._remove(g, m)
-            if instance_id is not None:
-                for other in list(g.members.values()):
-                    if other.instance_id == instance_id:
-                        self._remove(g, other)
             m = CGMember(
                 member_id or str(uuid.uuid4()),
                 instance_id,
@@ -220,6 +248,11 @@ class ConsumerGroups:
             if subscribed is not None and sorted(set(subscribed)) != m.subscribed:
                 m.subscribed = sorted(set(subscribed))
                 g.epoch += 1
+        return self._answer(g, m, owned, joined=member_epoch == 0)
+
+    def _answer(
+        self, g: CGroup, m: CGMember, owned: Assignment | None, joined: bool
+    ) -> HeartbeatResult:
         self._touch(g, m)
         if g.target_epoch < g.epoch:
             g.target = uniform_assign(g.members, self.resolve)
@@ -230,8 +263,41 @@ class ConsumerGroups:
             m.member_id,
             m.epoch,
             self.heartbeat_interval_ms,
-            _copy(m.assigned) if changed or member_epoch == 0 else None,
+            _copy(m.assigned) if changed or joined else None,
         )
+
+    def _take_over(
+        self,
+        g: CGroup,
+        old: CGMember,
+        member_id: str,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        subscribed: list[str],
+    ) -> CGMember:
+        """KIP-848 static membership: the new incarnation inherits the old one's epoch
+        and partitions, so the rest of the group sees no rebalance."""
+        self.timers.cancel(("cg", g.group_id, old.member_id))  # type: ignore[attr-defined]
+        del g.members[old.member_id]
+        m = CGMember(
+            member_id,
+            old.instance_id,
+            old.rack_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            subscribed,
+            epoch=old.epoch,
+            assigned=old.assigned,
+            revoking=old.revoking,
+        )
+        g.members[member_id] = m
+        if old.member_id in g.target:
+            g.target[member_id] = g.target.pop(old.member_id)
+        if subscribed != old.subscribed:
+            g.epoch += 1
+        return m
 
     def _reconcile(self, g: CGroup, m: CGMember, owned: Assignment | None) -> bool:
         """One step of Kafka's CurrentAssignmentBuilder; True if the assignment changed."""
