@@ -102,6 +102,13 @@ def test_console_topics_messages_and_group_lag(browser_context: Any, served: Any
         "[...document.querySelectorAll('#partitions-table tbody tr')]"
         ".some(r => r.cells[0].innerText === '1' && r.cells[6].innerText === '1')")
     shot(page, "03-topic-messages")
+    # Edit a topic config: saved through IncrementalAlterConfigs, no longer a default.
+    page.fill("input[data-config='retention.ms']", "7200000")
+    page.click("#save-configs")
+    page.wait_for_selector("#config-status:text-is('Saved retention.ms')")
+    row = page.locator("#configs-table tr", has=page.locator("input[data-config='retention.ms']"))
+    assert row.locator("td").nth(2).inner_text() != "default"
+    assert page.input_value("input[data-config='retention.ms']") == "7200000"
     page.select_option("#browse select[name=fmt]", "hex")
     page.click("#browse button[type=submit]")
     page.wait_for_selector("#messages-table >> text=7b 22 68 65")  # '{"he' in hex

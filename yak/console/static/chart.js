@@ -56,6 +56,13 @@ export class LiveChart {
         if (j === 0) g.moveTo(x, y); else g.lineTo(x, y);
       });
       g.stroke();
+      // The latest value as a dot, so a series with one point is visible too.
+      const [lt, lv] = pts[pts.length - 1];
+      g.fillStyle = this.series[i].color;
+      g.beginPath();
+      g.arc(left + (w - left - right) * ((lt - t0) / this.windowS),
+        top + (h - top - bottom) * (1 - lv / max), 3, 0, 2 * Math.PI);
+      g.fill();
     });
   }
 }
