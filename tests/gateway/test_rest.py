@@ -107,6 +107,15 @@ def test_long_poll_returns_as_soon_as_data_arrives(http: httpx.Client, gateway: 
     create_topic(http, "rest-lp")
     base = new_consumer(http, "rest-lp-g")
     http.post(f"{base}/assignments", json={"partitions": [{"topic": "rest-lp", "partition": 0}]})
+    # consumer.request.timeout.ms is the wait of a GET records without `timeout`.
+    quick = new_consumer(http, "rest-lp-g", **{"consumer.request.timeout.ms": 200})
+    http.post(f"{quick}/assignments",
+              json={"partitions": [{"topic": "rest-lp", "partition": 0}]})
+    http.get(f"{quick}/records")
+    t0 = time.monotonic()
+    assert http.get(f"{quick}/records").json() == []
+    assert time.monotonic() - t0 < 0.9
+    http.delete(quick)
     # Warm up (first fetch sets the position) and prove the topic is empty.
     assert http.get(f"{base}/records", params={"timeout": 500}).json() == []
     result: dict[str, Any] = {}

@@ -28,6 +28,7 @@ from yak.gateway.settings import DEFAULT_INSTANCE_TIMEOUT_S
 log = logging.getLogger(__name__)
 
 FORMATS = ("binary", "json", "jsonschema")
+DEFAULT_POLL_TIMEOUT_MS = 1000  # the REST Proxy's consumer.request.timeout.ms default
 
 
 class ConsumerStateError(Exception):
@@ -45,6 +46,7 @@ class ConsumerInstance:
     format: str
     consumer: AIOKafkaConsumer
     auto_commit: bool
+    poll_timeout_ms: int = 1000
     last_used: float = field(default_factory=time.monotonic)
     # Records fetched but held back by a response's max_bytes: the next GET starts here.
     backlog: deque[ConsumerRecord] = field(default_factory=deque)
@@ -148,7 +150,9 @@ class ConsumerRegistry:
 
     async def create(self, group: str, name: str | None, fmt: str, auto_offset_reset: str,
                      auto_commit: bool, fetch_min_bytes: int | None = None,
-                     request_timeout_ms: int | None = None) -> ConsumerInstance:
+                     poll_timeout_ms: int | None = None) -> ConsumerInstance:
+        """`poll_timeout_ms` is the REST Proxy's consumer.request.timeout.ms: how long a
+        GET records waits for data when the request gives no `timeout`."""
         name = name or f"rest-consumer-{uuid.uuid4().hex[:12]}"
         if (group, name) in self.instances:
             raise ConsumerStateError(
@@ -163,11 +167,12 @@ class ConsumerRegistry:
             auto_offset_reset=auto_offset_reset,
             fetch_min_bytes=fetch_min_bytes or 1,
             fetch_max_wait_ms=500,
-            request_timeout_ms=request_timeout_ms or self.request_timeout_ms,
+            request_timeout_ms=self.request_timeout_ms,
             metadata_max_age_ms=5_000,
         )
         await asyncio.wait_for(consumer.start(), self.request_timeout_ms / 1000 + 2)
-        inst = ConsumerInstance(group, name, fmt, consumer, auto_commit)
+        inst = ConsumerInstance(group, name, fmt, consumer, auto_commit,
+                                poll_timeout_ms=poll_timeout_ms or DEFAULT_POLL_TIMEOUT_MS)
         self.instances[(group, name)] = inst
         self.start()
         return inst

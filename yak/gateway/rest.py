@@ -505,7 +505,7 @@ async def records(
         raise RestError(406, E.CONSUMER_FORMAT_MISMATCH,
                         "The requested embedded data format does not match the deserializer "
                         "for this consumer instance")
-    timeout_ms = 1000 if timeout is None else timeout
+    timeout_ms = inst.poll_timeout_ms if timeout is None else timeout
     try:
         recs = await inst.records(timeout_ms, max_bytes or 64 * 1024 * 1024)
     except (KafkaError, IllegalStateError) as e:
