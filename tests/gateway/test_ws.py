@@ -149,3 +149,30 @@ def test_a_client_that_stops_reading_does_not_make_the_server_buffer(
             assert seen == list(range(n))
 
     asyncio.run(scenario())
+
+
+def test_pipelined_produces_keep_their_order(gateway: Any, http: httpx.Client) -> None:
+    http.post("/api/topics", json={"name": "ws-order", "partitions": 1})
+    n = 500
+
+    async def scenario() -> float:
+        async with connect(ws_url(gateway)) as ws:
+            t0 = time.monotonic()
+            for i in range(n):  # no waiting between sends: up to 1000 overlap server-side
+                await ws.send(json.dumps({"type": "produce", "id": i, "topic": "ws-order",
+                                          "value": f"m{i}"}))
+            answers = {}
+            while len(answers) < n:
+                msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                assert msg["type"] == "produced", msg
+                answers[msg["id"]] = msg["offset"]
+            elapsed = time.monotonic() - t0
+        # Offsets follow send order exactly: the i-th produce is at offset i.
+        assert [answers[i] for i in range(n)] == list(range(n))
+        return elapsed
+
+    elapsed = asyncio.run(scenario())
+    print(f"{n} websocket produces acked in {elapsed:.2f} s")
+    msgs = http.get("/api/topics/ws-order/messages",
+                    params={"offset": n - 3, "limit": 3}).json()["messages"]
+    assert [m["offset"] for m in msgs] == [n - 3, n - 2, n - 1]

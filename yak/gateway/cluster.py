@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 10.0
+TOPIC_CACHE_S = 2.0
 
 
 class ClusterError(Exception):
@@ -124,6 +125,7 @@ class ClusterClient:
         self._poller: threading.Thread | None = None
         self._closing = threading.Event()
         self._lock = threading.Lock()
+        self._topic_cache: dict[str, tuple[float, TopicMeta]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -210,10 +212,19 @@ class ClusterClient:
         return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics)
 
     async def topic(self, name: str) -> TopicMeta | None:
-        # Metadata for all topics, never for `name` alone: a Metadata request naming a
-        # topic lets a broker with auto.create.topics.enable create it, and a typo in a
-        # REST URL must answer 404, not create a topic.
+        """One topic's metadata; a topic seen in the last `TOPIC_CACHE_S` is not re-asked.
+
+        Metadata for all topics, never for `name` alone: a Metadata request naming a topic
+        lets a broker with auto.create.topics.enable create it, and a typo in a REST URL
+        must answer 404, not create a topic. Only hits are cached, so a topic created a
+        moment ago is found at once.
+        """
+        cached = self._topic_cache.get(name)
+        if cached is not None and time.monotonic() - cached[0] < TOPIC_CACHE_S:
+            return cached[1]
         md = await self.metadata()
+        now = time.monotonic()
+        self._topic_cache = {t: (now, tm) for t, tm in md.topics.items()}
         return md.topics.get(name)
 
     async def watermarks(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
@@ -277,6 +288,7 @@ class ClusterClient:
 
     async def delete_topic(self, name: str) -> None:
         futs = self.admin.delete_topics([name], request_timeout=self.timeout_s)
+        self._topic_cache.pop(name, None)
         await self._future(futs[name])
 
     async def topic_configs(self, name: str) -> list[dict[str, Any]]:
@@ -367,11 +379,16 @@ class ClusterClient:
 
     # ------------------------------------------------------------------ produce
 
-    async def produce(
+    def produce_nowait(
         self, topic: str, value: bytes | None, key: bytes | None = None,
         partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
         timestamp_ms: int | None = None,
-    ) -> Produced:
+    ) -> asyncio.Future[Produced]:
+        """Hand one record to the producer now; the future settles on its delivery report.
+
+        Synchronous on purpose: records handed over in a given order are appended in that
+        order (per partition), whatever the callers await afterwards.
+        """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Produced] = loop.create_future()
 
@@ -400,10 +417,21 @@ class ClusterClient:
             raise ClusterError("producer queue is full, retry later", -184, "_QUEUE_FULL") from e
         except KafkaException as e:
             raise _cluster_error(e) from e
+        return fut
+
+    async def delivery(self, fut: asyncio.Future[Produced]) -> Produced:
         try:
             return await asyncio.wait_for(fut, self.timeout_s + 2)
         except TimeoutError as e:
             raise _cluster_error(e) from e
+
+    async def produce(
+        self, topic: str, value: bytes | None, key: bytes | None = None,
+        partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Produced:
+        fut = self.produce_nowait(topic, value, key, partition, headers, timestamp_ms)
+        return await self.delivery(fut)
 
     async def ping(self) -> float:
         """Round-trip time of a metadata request, in seconds (raises if unreachable)."""

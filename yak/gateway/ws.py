@@ -41,6 +41,7 @@ router = APIRouter()
 BATCH_RECORDS = 100
 PREFETCH_BYTES_PER_PARTITION = 256 * 1024
 MAX_FRAME_BYTES = 1024 * 1024
+MAX_IN_FLIGHT = 1000  # produces per socket awaiting their ack
 
 WS_SOCKETS = Gauge("yak_gateway_websockets", "Open WebSocket connections.",
                    registry=GATEWAY_REGISTRY)
@@ -85,6 +86,15 @@ class Session:
         self.pump: asyncio.Task[None] | None = None
         self.send_lock = asyncio.Lock()
         self.force_b64 = False
+        self.in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.order = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def produce_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.in_flight.release()
+        if not task.cancelled() and task.exception() is not None:
+            log.info("websocket produce failed: %r", task.exception())
 
     async def send(self, obj: dict[str, Any]) -> None:
         async with self.send_lock:
@@ -186,21 +196,30 @@ class Session:
         except (ValueError, AttributeError, TypeError) as e:
             await self.error(f"bad produce: {e}", id=req_id)
             return
-        tm = await self.cluster.topic(topic)
-        if tm is None:
-            await self.error(f"unknown topic: {topic}", id=req_id)
-            return
-        if partition is not None and partition not in tm.partitions:
-            await self.error(f"unknown partition: {topic}-{partition}", id=req_id)
-            return
         try:
-            res = await self.cluster.produce(topic, value, key, partition, headers)
+            # Checked and handed to the producer under a FIFO lock, so one socket's
+            # produces are appended in the order they arrived even though they overlap.
+            async with self.order:
+                tm = await self.cluster.topic(topic)
+                if tm is None:
+                    await self.error(f"unknown topic: {topic}", id=req_id)
+                    return
+                if partition is not None and partition not in tm.partitions:
+                    await self.error(f"unknown partition: {topic}-{partition}", id=req_id)
+                    return
+                fut = self.cluster.produce_nowait(topic, value, key, partition, headers)
+            res = await self.cluster.delivery(fut)
         except ClusterError as e:
             await self.error(f"produce failed: {e.message}", id=req_id)
             return
         await self.send({"type": "produced", "id": req_id, "topic": res.topic,
                          "partition": res.partition, "offset": res.offset,
                          "timestamp": res.timestamp})
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await self.stop_consumer()
 
     async def stop_consumer(self) -> None:
         if self.pump is not None:
@@ -249,7 +268,13 @@ async def websocket(ws: WebSocket) -> None:
                 elif kind == "ack":
                     await session.ack(msg)
                 elif kind == "produce":
-                    await session.produce(msg)
+                    # Produces overlap (librdkafka batches them) and are handed to the
+                    # producer in arrival order; at most MAX_IN_FLIGHT wait for their
+                    # acks, then this loop stops reading and TCP pushes back the client.
+                    await session.in_flight.acquire()
+                    task = asyncio.get_running_loop().create_task(session.produce(msg))
+                    session.tasks.add(task)
+                    task.add_done_callback(session.produce_done)
                 else:
                     await session.error(f"unknown message type {kind!r}")
             except ClusterError as e:
@@ -260,4 +285,4 @@ async def websocket(ws: WebSocket) -> None:
         pass
     finally:
         WS_SOCKETS.dec()
-        await session.stop_consumer()
+        await session.close()
