@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -126,6 +127,8 @@ class ClusterClient:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._topic_cache: dict[str, tuple[float, TopicMeta]] = {}
+        self._reports: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Produced],
+                                  KafkaError | None, Any]] = []
 
     # ------------------------------------------------------------------ plumbing
 
@@ -166,9 +169,17 @@ class ClusterClient:
             return self._producer
 
     def _poll_loop(self, producer: Producer) -> None:
-        """Delivery callbacks run here, off the event loop."""
+        """Delivery reports are collected here, off the event loop, and handed over in
+        one `call_soon_threadsafe` per poll: one loop wake-up per batch, not per record."""
         while not self._closing.is_set():
             producer.poll(0.1)
+            if self._reports:
+                reports, self._reports = self._reports, []
+                reports[0][0].call_soon_threadsafe(_settle_all, reports)
+
+    def _report(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Produced],
+                err: KafkaError | None, msg: Any) -> None:
+        self._reports.append((loop, fut, err, msg))
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -391,20 +402,9 @@ class ClusterClient:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Produced] = loop.create_future()
-
-        def delivered(err: KafkaError | None, msg: Any) -> None:
-            def settle() -> None:
-                if fut.done():
-                    return
-                if err is not None:
-                    fut.set_exception(ClusterError(err.str(), err.code(), err.name()))
-                else:
-                    ts = msg.timestamp()[1]
-                    fut.set_result(Produced(msg.topic(), msg.partition(), msg.offset(), ts))
-
-            loop.call_soon_threadsafe(settle)
-
-        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": delivered}
+        kwargs: dict[str, Any] = {
+            "value": value, "key": key, "on_delivery": functools.partial(self._report, loop, fut),
+        }
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -438,6 +438,17 @@ class ClusterClient:
         t0 = time.perf_counter()
         await self._blocking(self.admin.list_topics, None, min(self.timeout_s, 3.0))
         return time.perf_counter() - t0
+
+
+def _settle_all(reports: list[tuple[Any, asyncio.Future[Produced], KafkaError | None, Any]]
+                ) -> None:
+    for _, fut, err, msg in reports:
+        if fut.done():
+            continue
+        if err is not None:
+            fut.set_exception(ClusterError(err.str(), err.code(), err.name()))
+        else:
+            fut.set_result(Produced(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]))
 
 
 def _source_name(source: Any) -> str:

@@ -8,6 +8,7 @@ only to an `Accept` matching the format it was created with (406 otherwise).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -293,13 +294,22 @@ async def _produce(request: Request, topic: str, body: ProduceRequest,
         encoded.append((p, _encode(fmt, r.key, "key"), _encode(fmt, r.value, "value")))
     cluster = _cluster(request)
     offsets: list[PartitionOffset] = []
-    # Records are produced in order and awaited together: librdkafka batches them.
-    import asyncio
-
-    results = await asyncio.gather(
-        *(cluster.produce(topic, value, key, p) for p, key, value in encoded),
-        return_exceptions=True,
-    )
+    # Handed to the producer in order, then awaited together (one timeout for the
+    # request, not one timer per record): librdkafka batches them.
+    futs = []
+    for p, key, value in encoded:
+        try:
+            futs.append(cluster.produce_nowait(topic, value, key, p))
+        except ClusterError as e:
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(e)
+            futs.append(failed)
+    try:
+        results = await asyncio.wait_for(
+            asyncio.gather(*futs, return_exceptions=True), cluster.timeout_s + 2
+        )
+    except TimeoutError:
+        raise ClusterError("timed out waiting for produce acks", -185, "_TIMED_OUT") from None
     for res in results:
         if isinstance(res, ClusterError):
             if res.unreachable:
