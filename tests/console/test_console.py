@@ -129,6 +129,16 @@ def test_console_topics_messages_and_group_lag(browser_context: Any, served: Any
     page.click("a[href='#/group/console-g']")
     page.wait_for_selector("#lag-table td.lag:text-is('7')")
     shot(page, "05-group-lag")
+
+    # Delete a topic from the list (after confirming): it disappears.
+    page.click("a[data-nav=topics]")
+    page.fill("#create input[name=name]", "console-doomed")
+    page.click("#create button[type=submit]")
+    page.wait_for_selector("tr[data-topic='console-doomed']")
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[data-delete='console-doomed']")
+    page.wait_for_selector("tr[data-topic='console-doomed']", state="detached")
+    assert page.query_selector("tr[data-topic='console-t']") is not None
     assert not errors, errors
 
 

@@ -277,3 +277,19 @@ def test_console_api_alters_configs_and_browses_by_timestamp(http: httpx.Client)
     assert by_time["start"] == 1 and by_time["messages"][0]["offset"] == 1
     future = http.get("/api/topics/rest-cfg/messages", params={"timestamp": ts + 10**9}).json()
     assert future["messages"] == []
+
+
+def test_pattern_subscription_picks_up_matching_topics(http: httpx.Client) -> None:
+    create_topic(http, "rest-pat-a")
+    create_topic(http, "rest-pat-b")
+    create_topic(http, "rest-other")
+    for t in ("rest-pat-a", "rest-pat-b", "rest-other"):
+        http.post(f"/topics/{t}", json={"records": [{"value": t}]})
+    base = new_consumer(http, "rest-pat-g")
+    r = http.post(f"{base}/subscription", json={"topic_pattern": "rest-pat-.*"})
+    assert r.status_code == 204, r.text
+    got = poll_until(http, base, 2)
+    assert sorted(x["value"] for x in got) == ["rest-pat-a", "rest-pat-b"]
+    r = http.post(f"{base}/subscription", json={"topics": ["a"], "topic_pattern": "b"})
+    assert r.status_code == 422
+    http.delete(base)
