@@ -70,7 +70,7 @@ def from_cluster_error(e: ClusterError) -> RestError:
     if e.name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
         return RestError(404, TOPIC_NOT_FOUND, "Topic not found.")
     if e.name == "TOPIC_ALREADY_EXISTS":
-        return RestError(409, 40902, e.message)
+        return RestError(409, 409, e.message)
     if e.name in ("INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
                   "INVALID_TOPIC_EXCEPTION", "POLICY_VIOLATION", "INVALID_REQUEST"):
         return RestError(422, 42200, f"{e.name}: {e.message}")
