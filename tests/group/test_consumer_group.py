@@ -360,3 +360,68 @@ def test_librdkafka_consumer_protocol_survives_broker_restart(broker_factory) ->
         assert sorted(drain(c, 10, 40)) == list(range(10, 20))
     finally:
         c.close()
+
+
+def test_regex_subscription_follows_new_topics() -> None:
+    async def scenario() -> None:
+        ids = {name: (uuid.uuid4(), 2) for name in ("rx-a", "rx-b", "other")}
+        coord = GroupCoordinator(
+            MemoryOffsetsLog(4),
+            GroupConfig(),
+            ManualClock(),
+            topic_resolver=ids.get,
+            topic_lister=lambda: list(ids),
+        )
+        coord.load()
+        res = coord.consumer_group_heartbeat(
+            "rg", "", 0, None, None, 30_000, None, None, "c", "/h", regex="rx-.*"
+        )
+        assert res.error is ErrorCode.none and res.assignment is not None
+        assert set(res.assignment) == {ids["rx-a"][0], ids["rx-b"][0]}
+        ids["rx-new"] = (uuid.uuid4(), 1)
+        res = coord.consumer_group_heartbeat(
+            "rg", res.member_id, res.member_epoch, None, None, 30_000, None, {}, "c", "/h"
+        )
+        # (the member reported owning nothing yet: it gets the new topic too)
+        assert res.assignment is not None and ids["rx-new"][0] in res.assignment
+        bad = coord.consumer_group_heartbeat(
+            "rg", "", 0, None, None, 30_000, None, None, "c", "/h", regex="rx-("
+        )
+        assert bad.error is ErrorCode.invalid_regular_expression
+
+    asyncio.run(scenario())
+
+
+def test_librdkafka_regex_subscription(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name in ("rx-a", "rx-b", "zz"):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "g-rx",
+            "group.protocol": "consumer",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    c.subscribe(["^rx-.*"])
+
+    def topics() -> set[str]:
+        return {tp.topic for tp in c.assignment()}
+
+    try:
+        deadline = time.monotonic() + 20
+        while topics() != {"rx-a", "rx-b"} and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert topics() == {"rx-a", "rx-b"}
+        admin.create_topics([NewTopic("rx-c", 1, 1)])["rx-c"].result(15)
+        deadline = time.monotonic() + 20
+        while "rx-c" not in topics() and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert topics() == {"rx-a", "rx-b", "rx-c"}
+    finally:
+        c.close()

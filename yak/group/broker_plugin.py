@@ -145,7 +145,10 @@ def attach(broker: _BrokerLike) -> None:
         return None if info is None else (info.topic_id, info.partitions)
 
     coordinator = GroupCoordinator(
-        offsets_log, group_config_from(broker.config), topic_resolver=resolve
+        offsets_log,
+        group_config_from(broker.config),
+        topic_resolver=resolve,
+        topic_lister=lambda: [t.name for t in topics.topics()],
     )
     broker.group_coordinator = coordinator
     broker.add_service("group coordinator", coordinator.start, coordinator.stop)

@@ -21,14 +21,16 @@ instance id still held by a live member gets UNRELEASED_INSTANCE_ID.
 
 Simplifications (documented): membership is not persisted (after a broker restart a
 member gets UNKNOWN_MEMBER_ID and rejoins with epoch 0; committed offsets are kept),
-subscriptions by regex are not supported, and the assignor is "uniform" (sticky:
+regex subscriptions are matched with Python's `re` (full match; Kafka uses RE2/J) against
+the topic list on every heartbeat, and the assignor is "uniform" (sticky:
 partitions stay with their owner while it is still subscribed and not over quota).
 """
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from yak.errors import ErrorCode
@@ -61,11 +63,13 @@ class CGMember:
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
-    subscribed: list[str]
+    subscribed: list[str]  # effective: the names plus the regex's current matches
     epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
     revoking: Assignment = field(default_factory=dict)
     left_static: bool = False  # sent epoch -2: restarting, partitions kept for it
+    names: list[str] = field(default_factory=list)
+    regex: re.Pattern[str] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -155,10 +159,12 @@ class ConsumerGroups:
         resolve: TopicResolver,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
+        list_topics: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.timers = timers
         self.clock = clock
         self.resolve = resolve
+        self.list_topics = list_topics or (lambda: ())
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.groups: dict[str, CGroup] = {}
@@ -186,7 +192,20 @@ class ConsumerGroups:
         owned: Assignment | None,
         client_id: str,
         client_host: str,
+        regex: str | None = None,
     ) -> HeartbeatResult:
+        """`subscribed`/`regex` None mean "unchanged" (KIP-848); an empty regex clears it."""
+        pattern: re.Pattern[str] | None = None
+        if regex:
+            try:
+                pattern = re.compile(regex)
+            except re.error as e:
+                return HeartbeatResult(
+                    ErrorCode.invalid_regular_expression,
+                    member_id,
+                    member_epoch,
+                    error_message=f"Invalid regular expression {regex!r}: {e}",
+                )
         g = self.groups.setdefault(group_id, CGroup(group_id))
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             m = g.members.get(member_id)
@@ -201,10 +220,11 @@ class ConsumerGroups:
             return HeartbeatResult(ErrorCode.none, member_id, member_epoch)
         m = g.members.get(member_id) if member_id else None
         if member_epoch == 0:
-            if not subscribed:
+            if not subscribed and pattern is None:
                 return HeartbeatResult(
                     ErrorCode.invalid_request,
-                    error_message="SubscribedTopicNames must be set when joining",
+                    error_message="SubscribedTopicNames or SubscribedTopicRegex must be set"
+                    " when joining",
                 )
             static = None
             if instance_id is not None:
@@ -224,8 +244,9 @@ class ConsumerGroups:
                     client_id,
                     client_host,
                     rebalance_timeout_ms,
-                    sorted(set(subscribed)),
+                    self._effective(subscribed or (), pattern),
                 )
+                m.names, m.regex = sorted(set(subscribed or ())), pattern
                 return self._answer(g, m, owned, joined=True)
             if m is not None:  # a restarted client reusing its id: start it over
                 self._remove(g, m)
@@ -236,7 +257,9 @@ class ConsumerGroups:
                 client_id,
                 client_host,
                 rebalance_timeout_ms,
-                sorted(set(subscribed)),
+                self._effective(subscribed or (), pattern),
+                names=sorted(set(subscribed or ())),
+                regex=pattern,
             )
             g.members[m.member_id] = m
             g.epoch += 1
@@ -245,10 +268,30 @@ class ConsumerGroups:
                 return HeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch)
             if member_epoch != m.epoch:
                 return HeartbeatResult(ErrorCode.fenced_member_epoch, member_id, member_epoch)
-            if subscribed is not None and sorted(set(subscribed)) != m.subscribed:
-                m.subscribed = sorted(set(subscribed))
-                g.epoch += 1
+            if subscribed is not None:
+                m.names = sorted(set(subscribed))
+            if regex is not None:
+                m.regex = pattern
+            # Also catches topics created (or deleted) since the last heartbeat that
+            # match the member's regex, as Kafka's periodic regex refresh does.
+            self._refresh_subscription(g, m)
         return self._answer(g, m, owned, joined=member_epoch == 0)
+
+    def _effective(self, names: Iterable[str], regex: re.Pattern[str] | None) -> list[str]:
+        """Subscribed names plus the existing topics the regex matches (internal topics,
+        `__*`, never match, as in Kafka)."""
+        effective = set(names)
+        if regex is not None:
+            effective |= {
+                t for t in self.list_topics() if not t.startswith("__") and regex.fullmatch(t)
+            }
+        return sorted(effective)
+
+    def _refresh_subscription(self, g: CGroup, m: CGMember) -> None:
+        new = self._effective(m.names, m.regex)
+        if new != m.subscribed:
+            m.subscribed = new
+            g.epoch += 1
 
     def _answer(
         self, g: CGroup, m: CGMember, owned: Assignment | None, joined: bool

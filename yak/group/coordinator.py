@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +155,7 @@ class GroupCoordinator:
         config: GroupConfig | None = None,
         clock: Clock | None = None,
         topic_resolver: TopicResolver | None = None,
+        topic_lister: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.log = offsets_log
         self.config = config or GroupConfig()
@@ -173,6 +174,7 @@ class GroupCoordinator:
             topic_resolver or (lambda _topic: None),
             self.config.consumer_session_timeout_ms,
             self.config.consumer_heartbeat_interval_ms,
+            topic_lister,
         )
 
     # ================================================================ lifecycle
@@ -844,6 +846,7 @@ class GroupCoordinator:
         owned: dict[Any, set[int]] | None,
         client_id: str,
         client_host: str,
+        regex: str | None = None,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat; the group's committed offsets live in the same `Group`
         as a classic group's, so OffsetCommit/Fetch and the admin APIs work unchanged."""
@@ -869,6 +872,7 @@ class GroupCoordinator:
             owned,
             client_id,
             client_host,
+            regex,
         )
         if result.error is ErrorCode.none:
             if group is None:

@@ -1,8 +1,8 @@
 """ConsumerGroupHeartbeat (KIP-848): join, stay, reconcile and leave in one API.
 
 The assignment is sent only when it changed (null otherwise), as Kafka does, and is
-keyed by topic id. Subscriptions by regex (v1) are not supported by Yak yet and are
-refused with INVALID_REQUEST and a message saying so.
+keyed by topic id. v1's regex subscriptions are matched (Python `re`, full match, close
+to Kafka's RE2/J for the patterns clients use) against the topics at every heartbeat.
 """
 
 from __future__ import annotations
@@ -22,14 +22,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coord = coordinator(ctx)
     if coord is None:
         return _answer(ctx, ErrorCode.coordinator_not_available, request.member_id, -1)
-    if getattr(request, "subscribed_topic_regex", None):
-        return _answer(
-            ctx,
-            ErrorCode.invalid_request,
-            request.member_id,
-            request.member_epoch,
-            message="Yak does not support regex subscriptions in consumer groups yet",
-        )
     owned = None
     if request.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
@@ -46,6 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         owned=owned,
         client_id=ctx.client_id or "",
         client_host=client_host(ctx),
+        regex=getattr(request, "subscribed_topic_regex", None),
     )
     assignment = None
     if res.assignment is not None:
