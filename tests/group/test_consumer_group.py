@@ -180,13 +180,17 @@ def test_librdkafka_consumer_protocol_end_to_end(broker_factory) -> None:  # typ
     c2 = Consumer(conf)
     c2.subscribe(["k848"])
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(got) < 200:
+    everything = {str(i).encode() for i in range(200)}
+    while time.monotonic() < deadline and set(got) != everything:
         for c in (c1, c2):
             m = c.poll(0.05)
             if m is not None and not m.error():
                 got.append(m.value())
                 c.commit(m, asynchronous=False)
-    assert sorted(got, key=int) == [str(i).encode() for i in range(200)]
+    # At least once: a message read just before its partition moved, and not yet
+    # committed, may be read again by the new owner; nothing may be missing.
+    assert set(got) == everything
+    assert len(got) - len(everything) <= 2, "more re-reads than in-flight messages"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not (c1.assignment() and c2.assignment()):
         c1.poll(0.05)
