@@ -1,0 +1,140 @@
+"""Random interleavings of members' requests and the clock against the state machine.
+
+Whatever the order (joins, rejoins, syncs, heartbeats, leaves, commits, static
+restarts, time passing), the coordinator must never raise, every waiting JoinGroup /
+SyncGroup must eventually be answered, and the group's bookkeeping must stay
+consistent (a Stable group has a leader among its members, an Empty one has none...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from yak.errors import ErrorCode
+from yak.group.consumer_protocol import encode_subscription
+from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
+from yak.group.offsets_log import MemoryOffsetsLog
+from yak.group.state import GroupState
+from yak.group.timers import ManualClock
+
+SUB = encode_subscription(["t"])
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["join", "join", "sync", "sync", "heartbeat", "leave", "advance", "commit", "restart"]
+        ),
+        st.integers(0, 3),  # which member
+        st.integers(1, 12),  # seconds, for advance
+    ),
+    max_size=40,
+)
+
+
+def check_invariants(coord: GroupCoordinator) -> None:
+    for g in coord.groups.values():
+        assert not (g.pending_members & set(g.members))
+        for instance, mid in g.static_members.items():
+            assert g.members[mid].group_instance_id == instance
+        if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            assert g.members and g.leader_id in g.members
+            assert g.protocol_name is not None
+        if g.state is GroupState.EMPTY:
+            assert not g.members
+        if g.state is not GroupState.PREPARING_REBALANCE:
+            assert all(m.join_future is None for m in g.members.values())
+        if g.state is not GroupState.COMPLETING_REBALANCE:
+            assert all(m.sync_future is None or m.sync_future.done() for m in g.members.values())
+
+
+async def play(ops: list[tuple[str, int, int]]) -> None:
+    clock = ManualClock()
+    coord = GroupCoordinator(
+        MemoryOffsetsLog(2), GroupConfig(initial_rebalance_delay_ms=1000), clock
+    )
+    coord.load()
+    ids: dict[int, str] = {}
+    gens: dict[int, int] = {}
+    plans: dict[int, dict[str, bytes]] = {}
+    waiting: list[asyncio.Future[Any]] = []
+
+    def instance(i: int) -> str | None:
+        return f"static-{i}" if i >= 2 else None  # members 2 and 3 are static
+
+    async def on_join(i: int, fut: Any, auto_sync: bool) -> None:
+        res = await fut
+        if res.error is ErrorCode.member_id_required or res.error is ErrorCode.none:
+            ids[i] = res.member_id
+        if res.error is ErrorCode.none:
+            gens[i] = res.generation_id
+            plans[i] = {m: b"x" for m, _, _ in res.members}  # the leader's assignment
+            if auto_sync:  # like a real client, sync right after the join answer
+                waiting.append(
+                    asyncio.ensure_future(
+                        coord.sync_group(
+                            "g", res.generation_id, res.member_id, instance(i), None, None, plans[i]
+                        )
+                    )
+                )
+
+    for op, i, secs in ops:
+        if op == "join":
+            fut = coord.join_group(
+                "g",
+                ids.get(i, ""),
+                instance(i),
+                f"c{i}",
+                "/h",
+                6000,
+                10_000,
+                "consumer",
+                [("range", SUB)],
+            )
+            waiting.append(asyncio.ensure_future(on_join(i, fut, auto_sync=secs % 2 == 0)))
+        elif op == "restart":  # a process restart: the member id is forgotten
+            ids.pop(i, None)
+        elif op == "sync" and i in ids:
+            waiting.append(
+                asyncio.ensure_future(
+                    coord.sync_group(
+                        "g", gens.get(i, 0), ids[i], instance(i), None, None, plans.get(i, {})
+                    )
+                )
+            )
+        elif op == "heartbeat" and i in ids:
+            coord.heartbeat("g", gens.get(i, 0), ids[i], instance(i))
+        elif op == "leave" and i in ids:
+            coord.leave_group("g", [(ids[i], instance(i))])
+        elif op == "commit":
+            await coord.commit_offsets(
+                "g", gens.get(i, -1), ids.get(i, ""), instance(i), [OffsetToCommit("t", 0, secs)]
+            )
+        elif op == "advance":
+            clock.advance(secs * 1000)
+            coord.timers.run_due()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        check_invariants(coord)
+
+    # Let every timeout play out: nothing may stay blocked forever.
+    for _ in range(40):
+        clock.advance(1000)
+        coord.timers.run_due()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        check_invariants(coord)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    stuck = [f for f in waiting if not f.done()]
+    assert not stuck, f"{len(stuck)} requests never answered"
+    for f in waiting:
+        f.result()  # re-raises anything the coordinator raised
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_random_interleavings_keep_the_group_consistent(ops: list[tuple[str, int, int]]) -> None:
+    asyncio.run(play(ops))
