@@ -138,3 +138,90 @@ async def play(ops: list[tuple[str, int, int]]) -> None:
 @given(OPS)
 def test_random_interleavings_keep_the_group_consistent(ops: list[tuple[str, int, int]]) -> None:
     asyncio.run(play(ops))
+
+
+CG_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["beat", "beat", "beat", "join", "leave", "static-leave", "advance"]),
+        st.integers(0, 3),
+        st.integers(1, 6),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CG_OPS)
+def test_kip848_never_gives_a_partition_to_two_members(ops: list[tuple[str, int, int]]) -> None:
+    """Members acknowledge what they are given one heartbeat later (like real clients);
+    at no point may two members' acknowledged partitions overlap, and once everyone
+    heartbeats for a while, the live members own every partition."""
+    import uuid
+
+    topic = uuid.uuid4()
+    clock = ManualClock()
+    coord = GroupCoordinator(
+        MemoryOffsetsLog(2),
+        GroupConfig(consumer_session_timeout_ms=10_000),
+        clock,
+        topic_resolver={"t": (topic, 6)}.get,
+    )
+    coord.load()
+    state: dict[int, dict[str, Any]] = {}
+
+    def beat(i: int, epoch: int | None = None) -> None:
+        st_ = state.setdefault(i, {"id": f"m{i}", "epoch": 0, "owned": set()})
+        e = st_["epoch"] if epoch is None else epoch
+        res = coord.consumer_group_heartbeat(
+            "cg",
+            st_["id"],
+            e,
+            f"inst-{i}" if i == 3 else None,
+            None,
+            30_000,
+            ["t"] if e == 0 else None,
+            {topic: set(st_["owned"])},
+            "c",
+            "/h",
+        )
+        if res.error is ErrorCode.none:
+            if e < 0:
+                del state[i]
+                return
+            st_["epoch"] = res.member_epoch
+            if res.assignment is not None:
+                st_["owned"] = set(res.assignment.get(topic, set()))
+        else:
+            state.pop(i, None)  # fenced / unknown: the client starts over
+
+    def no_overlap() -> None:
+        seen: set[int] = set()
+        for st_ in state.values():
+            assert not (st_["owned"] & seen), f"partition owned twice: {state}"
+            seen |= st_["owned"]
+
+    for op, i, secs in ops:
+        if op == "join" and i not in state:
+            beat(i, 0)
+        elif op == "beat" and i in state:
+            beat(i)
+        elif op == "leave" and i in state:
+            beat(i, -1)
+        elif op == "static-leave" and i in state:
+            beat(i, -2)
+        elif op == "advance":
+            clock.advance(secs * 1000)
+            coord.timers.run_due()
+            for j in list(state):  # members whose session expired find out on their next beat
+                if coord.consumer.member_epoch("cg", state[j]["id"]) is None:
+                    state[j]["owned"] = set()
+        no_overlap()
+    for _ in range(8):  # everyone alive heartbeats until the group settles
+        for j in list(state):
+            beat(j)
+            no_overlap()
+    if state:
+        owned = set().union(*(st_["owned"] for st_ in state.values()))
+        members = coord.consumer.groups["cg"].members
+        if all(not m.left_static for m in members.values()):
+            assert owned == set(range(6))
