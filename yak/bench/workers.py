@@ -62,6 +62,10 @@ def consumer_config(spec: BenchSpec, group: str) -> dict[str, Any]:
         "max.partition.fetch.bytes": 10_485_760,
         # librdkafka's default prefetch queue caps consumption near 150k msg/s
         "queued.min.messages": 1_000_000,
+        # past 64 MiB queued (6k x 10 KiB) librdkafka pauses fetching for 1 s by default: a
+        # client-side stall that showed up as random 4x slower 10 KiB runs
+        "queued.max.messages.kbytes": 1_048_576,
+        "fetch.queue.backoff.ms": 50,
         "log_level": 3,
     }
     conf.update(spec.client_config)
