@@ -226,3 +226,23 @@ def test_plausible_wrong_index_is_rebuilt_on_read(tmp_path):
     first = seg.base_offset + rel
     assert parse_header(log2.read(first, 1).to_bytes()).base_offset == first
     m2.shutdown()
+
+
+def test_epochs_lost_with_an_unsynced_checkpoint_are_rederived(tmp_path):
+    """The epoch checkpoint is written without fsync on the append path: after a crash that
+    lost it, recovery rebuilds the epochs from the recovered batches' headers."""
+    path = str(tmp_path)
+    m = open_manager(path)
+    log = m.create("t", 0)
+    log.append_as_leader(build_batch([Record(b"a", b"1")]), 0)
+    log.append_as_leader(build_batch([Record(b"b", b"2"), Record(b"c", b"3")]), 2)
+    log.append_as_leader(build_batch([Record(b"d", b"4")]), 5)
+    assert log.leader_epoch_cache.entries == [(0, 0), (2, 1), (5, 3)]
+    epoch_file = os.path.join(log.directory, "leader-epoch-checkpoint")
+    os.remove(epoch_file)  # the write never reached the disk; no clean shutdown either
+    m2 = open_manager(path)
+    log2 = m2.get("t", 0)
+    assert log2.log_end_offset == 4
+    assert log2.leader_epoch_cache.entries == [(0, 0), (2, 1), (5, 3)]
+    assert log2.leader_epoch_cache.end_offset_for(2, log2.log_end_offset) == (2, 3)
+    m2.shutdown()

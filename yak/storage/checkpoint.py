@@ -78,10 +78,10 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_epochs(path: str, entries: Iterable[tuple[int, int]]) -> None:
+def write_epochs(path: str, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
     items = list(entries)
     lines = ["0", str(len(items))] + [f"{e} {o}" for e, o in items]
-    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    write_atomic(path, ("\n".join(lines) + "\n").encode(), sync=sync)
 
 
 def read_epochs(path: str) -> list[tuple[int, int]]:

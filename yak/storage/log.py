@@ -177,7 +177,8 @@ class PartitionLog:
         recovered: set[int] = set()
         for i in range(start_idx, len(segs)):
             seg = segs[i]
-            cut = seg.recover()
+            # Epochs of recovered batches: their checkpoint may not have reached the disk.
+            cut = seg.recover(on_batch=lambda h: self.leader_epoch_cache.assign(h[2], h[0]))
             keep.append(seg)
             recovered.add(id(seg))
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -495,6 +496,7 @@ class PartitionLog:
         for seg in dirty:
             if not seg.closed:
                 seg.flush(sync_indexes=seg is not active)
+        self.leader_epoch_cache.flush()
         with self.lock:
             if target > self.recovery_point:
                 self.recovery_point = min(target, self.log_end_offset)
