@@ -1,11 +1,13 @@
 # Two entry points for a fresh Debian/Ubuntu machine with Python 3.11:
-#   make run   -> installs Yak into .venv and starts one broker (data in ./yak-data)
-#   make test  -> installs Yak + test tools into .venv and runs the whole test suite
+#   make run   -> installs Yak into .venv and starts one broker (data in ./yak-data,
+#                 web console on http://127.0.0.1:8080)
+#   make test  -> installs the system tools the tests use (kcat, Java, Chromium; Debian
+#                 packages), Yak and its test tools into .venv, and runs the whole suite
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install lint clean
+.PHONY: run test install system-deps lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,7 +19,10 @@ install: $(BIN)/python
 run: install
 	$(BIN)/yak serve --data-dir ./yak-data --listen 127.0.0.1:9092
 
-test: install
+system-deps:
+	bash scripts/system-deps.sh
+
+test: system-deps install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests
 
