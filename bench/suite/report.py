@@ -90,6 +90,7 @@ def aggregate(results: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[
             "runs": len(runs), "msgs_per_s": statistics.median(rates), "min": min(rates),
             "max": max(rates), "MB_per_s": med("MB_per_s"), "us_per_msg": med("server_us_per_msg"),
             "server_cpu_pct": med("server_cpu_pct"), "other_cpu_pct": med("other_cpu_pct"),
+            "client_us_per_msg": _median_client_us(runs),
             "rss_mb": max((x.get("rss_mb") or 0) for x in runs),
         }
         if key[0] == "latency":
@@ -99,6 +100,17 @@ def aggregate(results: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[
             agg["p99_min"], agg["p99_max"] = (min(p99s), max(p99s)) if p99s else (None, None)
         out[key] = agg
     return out
+
+
+def _median_client_us(runs: list[dict[str, Any]]) -> float | None:
+    """The client process's CPU per message (librdkafka's threads included).
+
+    At 100 B a single Python client, not the broker, sets the rate (rate ~ 1 / this figure,
+    run by run), so this column tells a slower broker from a run whose client got less CPU.
+    """
+    vals = [1e6 * x["client_cpu_s"] / x["msgs"] for x in runs
+            if x.get("client_cpu_s") is not None and x.get("msgs")]
+    return statistics.median(vals) if vals else None
 
 
 def _fmt(x: float | None, digits: int = 0) -> str:
@@ -114,8 +126,9 @@ def _ratio(a: float | None, b: float | None) -> str:
 def throughput_table(agg: dict, workload: str, sizes: list[int], brokers: list[str]) -> list[str]:
     lines = [
         "| broker (client) | size | msg/s median | min-max | MB/s | Yak/peer msg/s | "
-        "server CPU us/msg | Yak/peer CPU per msg | server CPU % | other processes CPU % | runs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "server CPU us/msg | Yak/peer CPU per msg | server CPU % | other processes CPU % | "
+        "client CPU us/msg | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size in sizes:
         yak = agg.get((workload, "yak", size), {})
@@ -130,7 +143,8 @@ def throughput_table(agg: dict, workload: str, sizes: list[int], brokers: list[s
                 f"{_ratio(yak.get('msgs_per_s'), g['msgs_per_s']) if peer else '-'} | "
                 f"{_fmt(g['us_per_msg'], 2)} | "
                 f"{_ratio(yak.get('us_per_msg'), g['us_per_msg']) if peer else '-'} | "
-                f"{_fmt(g['server_cpu_pct'])} | {_fmt(g['other_cpu_pct'])} | {g['runs']} |"
+                f"{_fmt(g['server_cpu_pct'])} | {_fmt(g['other_cpu_pct'])} | "
+                f"{_fmt(g['client_us_per_msg'], 2)} | {g['runs']} |"
             )
     return lines
 

@@ -4,8 +4,8 @@
 
 All brokers run at once (idle ones cost next to nothing, and it lets runs alternate):
 for every workload and message size, round r runs broker A, then B, then C... before
-round r+1, so a burst of load from someone else on this shared machine hits every broker
-rather than one. Reports medians and min/max over rounds, the Yak/peer ratio, and the
+round r+1 (backwards in even rounds), so a burst of load from someone else on this shared
+machine hits every broker rather than one, and no broker always runs first. Reports medians and min/max over rounds, the Yak/peer ratio, and the
 CPU each broker spent per message, which is what stays comparable when wall clock is noisy.
 """
 
@@ -26,6 +26,17 @@ from yak.bench.meter import Window
 ALL = ("yak", "yak-fsync", "tansu", "nafka", "redis", "nats", "rabbit")
 SIZES = (100, 1024, 10240)
 COUNTS = {100: 300_000, 1024: 100_000, 10240: 20_000}  # ~30-200 MB per run
+
+
+def _round_order(started: list[Any], r: int) -> list[Any]:
+    """Brokers in round r: forwards in odd rounds, backwards in even ones.
+
+    A fixed order put Yak first in every round (the first run after the previous size's
+    last run, or after the idle measurement); alternating it gives no broker the same
+    position every time, so a slot-dependent effect (a cold client, a neighbour's burst
+    that starts with the round) averages out instead of landing on one broker.
+    """
+    return list(started) if r % 2 else list(reversed(started))
 
 
 def _kafka_record(res: Any) -> dict[str, Any]:
@@ -157,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             n = max(100, int(COUNTS.get(size, 20_000) * a.scale))
             for r in range(1, a.rounds + 1):
-                for s in started:
+                for s in _round_order(started, r):
                     topic = drivers.unique(f"t{size}x")
                     for workload in ("produce", "consume"):
                         rec = {"broker": s.name, "workload": workload, "size": size, "round": r}
@@ -168,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                             traceback.print_exc()
                         emit(rec)
         for r in range(1, a.rounds + 1):
-            for s in started:
+            for s in _round_order(started, r):
                 rec = {"broker": s.name, "workload": "latency", "size": 100, "round": r,
                        "rate": a.rate}
                 try:
