@@ -60,8 +60,12 @@ def consumer_config(spec: BenchSpec, group: str) -> dict[str, Any]:
         "fetch.wait.max.ms": spec.fetch_wait_ms,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 10_485_760,
-        # librdkafka's default prefetch queue caps consumption near 150k msg/s
-        "queued.min.messages": 1_000_000,
+        # librdkafka's default prefetch (100k messages per partition), stated so it is not
+        # mistaken for an oversight: 1M was tried and is slower. A 1M-message queue lets a
+        # broker that answers faster than the Python loop drains fill the client with up to
+        # 1M queued messages (+50-80 MiB RSS), and first-touch page faults then cost the
+        # client ~0.1-0.3 us/msg of kernel CPU (docs/benchmarks/README.md, 2026-11-22)
+        "queued.min.messages": 100_000,
         # past 64 MiB queued (6k x 10 KiB) librdkafka pauses fetching for 1 s by default: a
         # client-side stall that showed up as random 4x slower 10 KiB runs
         "queued.max.messages.kbytes": 1_048_576,
