@@ -8,6 +8,7 @@ is refused with a message saying where to set them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from yak.broker.config_view import ResourceType
@@ -31,7 +32,9 @@ def refuse_broker_change(ctx: RequestContext, resource: Any) -> None:
     )
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+def check_topic_resource(ctx: RequestContext, resource: Any) -> None:
+    """What both AlterConfigs APIs refuse before looking at values: broker and unknown
+    resource types, and a config named twice."""
     if resource.resource_type == ResourceType.BROKER:
         refuse_broker_change(ctx, resource)
     if resource.resource_type != ResourceType.TOPIC:
@@ -39,20 +42,21 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     dup = duplicates([c.name for c in resource.configs])
     if dup:
         raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
-    configs: dict[str, str] = {}
-    for c in resource.configs:
-        if c.value is None:
-            raise InvalidRequestError(f"Null value not supported for topic config: {c.name}")
-        configs[c.name] = c.value
-    ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=validate_only)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    m = schema_module("alter_configs", ctx.api_version, "response")
+def answer(
+    ctx: RequestContext,
+    request: Any,
+    api_name: str,
+    response_name: str,
+    alter: Callable[[RequestContext, Any, bool], None],
+) -> Any:
+    """Apply `alter` to each resource and answer each with its own error code."""
+    m = schema_module(api_name, ctx.api_version, "response")
     results = []
     for resource in request.resources:
         try:
-            _alter(ctx, resource, request.validate_only)
+            alter(ctx, resource, request.validate_only)
             err = None
         except Exception as exc:
             err = exc
@@ -66,4 +70,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 resource_name=resource.resource_name,
             )
         )
-    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return build(getattr(m, response_name), throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    check_topic_resource(ctx, resource)
+    configs: dict[str, str] = {}
+    for c in resource.configs:
+        if c.value is None:
+            raise InvalidRequestError(f"Null value not supported for topic config: {c.name}")
+        configs[c.name] = c.value
+    ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=validate_only)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return answer(ctx, request, "alter_configs", "AlterConfigsResponse", _alter)

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from yak.broker.config_view import LIST_TOPIC_CONFIGS, ResourceType, topic_entries
+from yak.broker.config_view import LIST_TOPIC_CONFIGS, topic_entries
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
-from yak.broker.handlers.alter_configs import refuse_broker_change
+from yak.broker.handlers.alter_configs import answer, check_topic_resource
 from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
-from yak.protocol.kio_compat import build, schema_module
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -61,13 +59,7 @@ def apply_ops(
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    if resource.resource_type == ResourceType.BROKER:
-        refuse_broker_change(ctx, resource)
-    if resource.resource_type != ResourceType.TOPIC:
-        raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
-    dup = duplicates([c.name for c in resource.configs])
-    if dup:
-        raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
+    check_topic_resource(ctx, resource)
     info = ctx.broker.metadata.get(resource.resource_name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
@@ -78,24 +70,6 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    m = schema_module("incremental_alter_configs", ctx.api_version, "response")
-    results = []
-    for resource in request.resources:
-        try:
-            _alter(ctx, resource, request.validate_only)
-            err = None
-        except Exception as exc:
-            err = exc
-        code, message = outcome(err)
-        results.append(
-            build(
-                m.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return build(
-        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)
+    return answer(
+        ctx, request, "incremental_alter_configs", "IncrementalAlterConfigsResponse", _alter
     )
