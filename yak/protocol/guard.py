@@ -31,6 +31,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from yak.protocol.primitives import read_uvarint
+
 __all__ = ["GuardError", "check"]
 
 MAX_TAGGED_FIELDS = 1024
@@ -52,18 +54,7 @@ class GuardError(ValueError):
 
 
 def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    for _ in range(5):
-        if pos >= end:
-            raise GuardError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-    raise GuardError("varint longer than 5 bytes")
+    return read_uvarint(buf, pos, end, GuardError)
 
 
 @functools.cache

@@ -24,6 +24,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from typing_extensions import Buffer
 
+from yak.protocol.primitives import read_uvarint
+
 __all__ = [
     "ErrorCode",
     "api_name",
@@ -210,19 +212,6 @@ def decode_response(api_key: int, version: int, frame: Buffer) -> tuple[int, Any
         pos = _skip_tagged_fields(mv, pos)
     obj, _ = decode(response_class(api_key, version), mv, pos)
     return correlation_id, obj
-
-
-def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Unsigned varint at pos -> (value, new pos). At most 5 bytes (a uint32)."""
-    result = 0
-    shift = 0
-    for i in range(5):
-        b = buf[pos + i]
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos + i + 1
-        shift += 7
-    raise ValueError("varint longer than 5 bytes")
 
 
 MAX_TAGGED_FIELDS = 1024

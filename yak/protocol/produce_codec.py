@@ -16,6 +16,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from yak.protocol.primitives import read_uvarint
+
 __all__ = ["ProduceRequestData", "ProduceTopic", "decode_produce_request", "MIN_VERSION",
            "MAX_VERSION", "ProduceDecodeError", "ProducePartitionResult",
            "encode_produce_response"]
@@ -50,19 +52,7 @@ class ProduceRequestData:
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    end = len(buf)
-    for _ in range(5):
-        if pos >= end:
-            raise ProduceDecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-    raise ProduceDecodeError("varint too long")
+    return read_uvarint(buf, pos, None, ProduceDecodeError)
 
 
 def _skip_tags(buf: memoryview, pos: int) -> int:
