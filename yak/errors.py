@@ -40,6 +40,19 @@ __all__ = [
     "TopicDeletionDisabledError",
     "InvalidRequestError",
     "UnsupportedVersionError",
+    "SaslAuthenticationError",
+    "IllegalSaslStateError",
+    "UnsupportedSaslMechanismError",
+    "TopicAuthorizationFailedError",
+    "GroupAuthorizationFailedError",
+    "ClusterAuthorizationFailedError",
+    "TransactionalIdAuthorizationFailedError",
+    "DelegationTokenAuthorizationFailedError",
+    "SecurityDisabledError",
+    "ResourceNotFoundError",
+    "DuplicateResourceError",
+    "UnacceptableCredentialError",
+    "ThrottlingQuotaExceededError",
     "error_for_code",
 ]
 
@@ -182,6 +195,68 @@ class InvalidRequestError(KafkaError):
 
 class UnsupportedVersionError(KafkaError):
     code = ErrorCode.unsupported_version
+
+
+# Security (authentication, authorization, credentials, quotas).
+
+
+class SaslAuthenticationError(KafkaError):
+    """A failed login (bad password, unknown user): answered, then the connection closes."""
+
+    code = ErrorCode.sasl_authentication_failed
+
+
+class IllegalSaslStateError(KafkaError):
+    """A SASL request out of order (e.g. SaslAuthenticate before SaslHandshake)."""
+
+    code = ErrorCode.illegal_sasl_state
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code = ErrorCode.unsupported_sasl_mechanism
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    code = ErrorCode.topic_authorization_failed
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code = ErrorCode.group_authorization_failed
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code = ErrorCode.cluster_authorization_failed
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    code = ErrorCode.transactional_id_authorization_failed
+
+
+class DelegationTokenAuthorizationFailedError(KafkaError):
+    code = ErrorCode.delegation_token_authorization_failed
+
+
+class SecurityDisabledError(KafkaError):
+    """An ACL API on a broker without an authorizer."""
+
+    code = ErrorCode.security_disabled
+
+
+class ResourceNotFoundError(KafkaError):
+    code = ErrorCode.resource_not_found
+
+
+class DuplicateResourceError(KafkaError):
+    code = ErrorCode.duplicate_resource
+
+
+class UnacceptableCredentialError(KafkaError):
+    code = ErrorCode.unacceptable_credential
+
+
+class ThrottlingQuotaExceededError(KafkaError):
+    code = ErrorCode.throttling_quota_exceeded
+    retriable = True
 
 
 _BY_CODE: dict[ErrorCode, type[KafkaError]] = {}
