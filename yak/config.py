@@ -1,4 +1,4 @@
-"""Broker settings under Apache Kafka's own names.
+"""Broker settings under Apache Kafka's own names: reading them from files and flags.
 
 Operators bring their `server.properties` habits (and files) with them, so Yak reads
 the same keys (`num.partitions`, `log.retention.hours`, `message.max.bytes`, ...) from a
@@ -6,6 +6,8 @@ the same keys (`num.partitions`, `log.retention.hours`, `message.max.bytes`, ...
 is only a warning (files are shared between versions and tools), while a bad value for a
 known key is fatal: starting a broker with a silently wrong retention loses data.
 
+What a setting is (type, default, bounds, which part reads it) is declared once, in
+`yak.settings`; this module only loads values and builds the typed `BrokerConfig`.
 Topic configs (`retention.ms`, `segment.bytes`, ...) have broker-level synonyms
 (`log.retention.ms`, `log.segment.bytes`, ...) that set the default of every topic; they
 are resolved here into `log_defaults`, the base `LogConfig` for topics without overrides.
@@ -20,278 +22,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yak.settings import (
+    BROKER_SETTINGS,
+    LONG_MAX,
+    ConfigError,
+    Setting,
+    host_port,
+    resolve_topic_defaults,
+)
+
 if TYPE_CHECKING:
     from yak.storage import LogConfig
 
 __all__ = [
     "BROKER_SETTINGS",
-    "TOPIC_SYNONYMS",
+    "LONG_MAX",
     "BrokerConfig",
     "BrokerSetting",
     "ConfigError",
     "parse_host_port",
     "parse_properties",
     "read_config_file",
+    "resolve_log_props",
 ]
 
-LONG_MAX = 9223372036854775807
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used; the message is one line naming the key."""
-
-
-# --------------------------------------------------------------------------- value types
-
-
-def _parse_int(key: str, value: str, lo: int | None, hi: int | None) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"invalid value {value!r} for {key}: expected an integer") from None
-    if lo is not None and n < lo:
-        raise ConfigError(f"invalid value {value!r} for {key}: must be at least {lo}")
-    if hi is not None and n > hi:
-        raise ConfigError(f"invalid value {value!r} for {key}: must be at most {hi}")
-    return n
-
-
-def _parse_bool(key: str, value: str) -> bool:
-    v = value.strip().lower()
-    if v == "true":
-        return True
-    if v == "false":
-        return False
-    raise ConfigError(f"invalid value {value!r} for {key}: expected true or false")
-
-
-def _parse_double(key: str, value: str, lo: float | None, hi: float | None) -> float:
-    try:
-        x = float(value.strip())
-    except ValueError:
-        raise ConfigError(f"invalid value {value!r} for {key}: expected a number") from None
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise ConfigError(f"invalid value {value!r} for {key}: must be in [{lo}, {hi}]")
-    return x
-
-
-@dataclass(frozen=True)
-class BrokerSetting:
-    """One broker setting Yak knows: its Kafka type and default, as DescribeConfigs reports.
-
-    `field` names the `BrokerConfig` attribute it fills (None: accepted for compatibility
-    or consumed elsewhere, e.g. a `log.*` synonym feeding `log_defaults`).
-    """
-
-    name: str
-    type: str  # Kafka's ConfigType: boolean, string, int, short, long, double, list, password
-    default: str | None
-    field: str | None = None
-    lo: float | None = None
-    hi: float | None = None
-    choices: tuple[str, ...] = ()
-    doc: str = ""
-
-    def parse(self, value: str) -> Any:
-        """Validate `value` (a string as written in the file) and return the typed value."""
-        if self.type in ("int", "short", "long"):
-            hi = self.hi if self.hi is not None else (2**31 - 1 if self.type == "int" else LONG_MAX)
-            return _parse_int(
-                self.name,
-                value,
-                int(self.lo) if self.lo is not None else None,
-                int(hi),
-            )
-        if self.type == "boolean":
-            return _parse_bool(self.name, value)
-        if self.type == "double":
-            return _parse_double(self.name, value, self.lo, self.hi)
-        if self.choices:
-            if value.strip() not in self.choices:
-                raise ConfigError(
-                    f"invalid value {value!r} for {self.name}: expected one of "
-                    + ", ".join(self.choices)
-                )
-            return value.strip()
-        if self.type == "list":
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
-
-
-def _s(
-    name: str,
-    type_: str,
-    default: str | None,
-    field_: str | None = None,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    choices: tuple[str, ...] = (),
-    doc: str = "",
-) -> BrokerSetting:
-    return BrokerSetting(name, type_, default, field_, lo, hi, choices, doc)
-
-
-_CLEANUP = ("delete", "compact", "compact,delete", "delete,compact")
-_COMPRESSION = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
-_TS_TYPE = ("CreateTime", "LogAppendTime")
-
-# Every broker setting Yak understands. Defaults are Kafka 4.x's, written as Kafka's
-# DescribeConfigs shows them, so `kafka-configs --describe --all` looks the same.
-BROKER_SETTINGS: dict[str, BrokerSetting] = {
-    s.name: s
-    for s in [
-        _s("node.id", "int", "1", "node_id", lo=0, doc="id of this broker in the cluster"),
-        _s("broker.id", "int", "1", "node_id", lo=0, doc="legacy synonym of node.id"),
-        _s("log.dirs", "string", None, doc="data directory (first entry used)"),
-        _s("log.dir", "string", "./yak-data", doc="data directory if log.dirs is unset"),
-        _s("listeners", "string", "PLAINTEXT://127.0.0.1:9092", doc="HOST:PORT to accept on"),
-        _s("advertised.listeners", "string", None, doc="HOST:PORT given to clients"),
-        _s("num.partitions", "int", "1", "num_partitions", lo=1),
-        _s(
-            "default.replication.factor",
-            "int",
-            "1",
-            "default_replication_factor",
-            lo=1,
-            hi=32767,
-        ),
-        _s("auto.create.topics.enable", "boolean", "true", "auto_create_topics_enable"),
-        _s("delete.topic.enable", "boolean", "true"),
-        _s("message.max.bytes", "int", "1048588", "message_max_bytes", lo=0),
-        _s("socket.request.max.bytes", "int", "104857600", "socket_request_max_bytes", lo=1),
-        _s(
-            "group.initial.rebalance.delay.ms",
-            "int",
-            "3000",
-            "group_initial_rebalance_delay_ms",
-            lo=0,
-        ),
-        _s("group.min.session.timeout.ms", "int", "6000", "group_min_session_timeout_ms", lo=0),
-        _s(
-            "group.max.session.timeout.ms",
-            "int",
-            "1800000",
-            "group_max_session_timeout_ms",
-            lo=0,
-        ),
-        _s("offsets.retention.minutes", "int", "10080", "offsets_retention_minutes", lo=1),
-        _s(
-            "offsets.topic.num.partitions",
-            "int",
-            "50",
-            "offsets_topic_num_partitions",
-            lo=1,
-        ),
-        _s("offsets.topic.replication.factor", "short", "3", lo=1),
-        _s("offsets.topic.segment.bytes", "int", "104857600", lo=1),
-        _s("offsets.commit.timeout.ms", "int", "5000", lo=1),
-        _s(
-            "offsets.retention.check.interval.ms",
-            "long",
-            "600000",
-            "offsets_retention_check_interval_ms",
-            lo=1,
-        ),
-        _s("offset.metadata.max.bytes", "int", "4096", "offset_metadata_max_bytes", lo=0),
-        _s("group.max.size", "int", "2147483647", "group_max_size", lo=1),
-        _s("transaction.state.log.num.partitions", "int", "50", lo=1),
-        _s("transaction.state.log.replication.factor", "short", "3", lo=1),
-        _s("transaction.state.log.min.isr", "int", "2", lo=1),
-        _s("transactional.id.expiration.ms", "int", "604800000", lo=1),
-        _s("transaction.max.timeout.ms", "int", "900000", lo=1),
-        _s("producer.id.expiration.ms", "int", "86400000", lo=1),
-        _s(
-            "log.retention.check.interval.ms",
-            "long",
-            "300000",
-            "log_retention_check_interval_ms",
-            lo=1,
-        ),
-        _s("log.flush.scheduler.interval.ms", "long", str(LONG_MAX), lo=0),
-        _s("log.flush.offset.checkpoint.interval.ms", "int", "60000", lo=0),
-        _s("num.network.threads", "int", "3", lo=1, doc="accepted; Yak uses one event loop"),
-        _s("num.io.threads", "int", "8", lo=1, doc="accepted; Yak uses one event loop"),
-        _s("num.recovery.threads.per.data.dir", "int", "2", lo=1),
-        _s("socket.send.buffer.bytes", "int", "102400"),
-        _s("socket.receive.buffer.bytes", "int", "102400"),
-        _s("process.roles", "list", "broker,controller"),
-        _s("controller.quorum.voters", "list", ""),
-        _s("controller.listener.names", "list", ""),
-        _s("listener.security.protocol.map", "string", ""),
-        _s("inter.broker.listener.name", "string", "PLAINTEXT"),
-        # log.* synonyms of topic configs: the default of every topic.
-        _s("log.segment.bytes", "int", "1073741824", lo=14),
-        _s("log.roll.ms", "long", None, lo=1),
-        _s("log.roll.hours", "int", "168", lo=1),
-        _s("log.roll.jitter.ms", "long", None, lo=0),
-        _s("log.roll.jitter.hours", "int", "0", lo=0),
-        _s("log.index.size.max.bytes", "int", "10485760", lo=4),
-        _s("log.index.interval.bytes", "int", "4096", lo=0),
-        _s("log.flush.interval.messages", "long", str(LONG_MAX), lo=1),
-        _s("log.flush.interval.ms", "long", None, lo=0),
-        _s("log.retention.bytes", "long", "-1"),
-        _s("log.retention.ms", "long", None, lo=-1),
-        _s("log.retention.minutes", "int", None, lo=-1),
-        _s("log.retention.hours", "int", "168", lo=-1),
-        _s("log.cleanup.policy", "list", "delete", choices=_CLEANUP),
-        _s("log.cleaner.enable", "boolean", "true"),
-        _s("log.cleaner.delete.retention.ms", "long", "86400000", lo=0),
-        _s("log.cleaner.min.compaction.lag.ms", "long", "0", lo=0),
-        _s("log.cleaner.max.compaction.lag.ms", "long", str(LONG_MAX), lo=1),
-        _s("log.cleaner.min.cleanable.ratio", "double", "0.5", lo=0, hi=1),
-        _s("log.segment.delete.delay.ms", "long", "60000", lo=0),
-        _s("log.preallocate", "boolean", "false"),
-        _s(
-            "log.message.timestamp.type",
-            "string",
-            "CreateTime",
-            choices=_TS_TYPE,
-        ),
-        _s(
-            "log.message.timestamp.before.max.ms",
-            "long",
-            str(LONG_MAX),
-            lo=0,
-        ),
-        _s("log.message.timestamp.after.max.ms", "long", str(LONG_MAX), lo=0),
-        _s("min.insync.replicas", "int", "1", lo=1),
-        _s("compression.type", "string", "producer", choices=_COMPRESSION),
-        _s("unclean.leader.election.enable", "boolean", "false"),
-    ]
-}
-
-# Topic config -> broker synonyms in Kafka's precedence order, each with the factor that
-# turns the broker value into the topic config's unit (hours -> ms and so on).
-TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
-    "segment.bytes": (("log.segment.bytes", 1),),
-    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
-    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)),
-    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
-    "index.interval.bytes": (("log.index.interval.bytes", 1),),
-    "flush.messages": (("log.flush.interval.messages", 1),),
-    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
-    "retention.bytes": (("log.retention.bytes", 1),),
-    "retention.ms": (
-        ("log.retention.ms", 1),
-        ("log.retention.minutes", 60_000),
-        ("log.retention.hours", 3_600_000),
-    ),
-    "max.message.bytes": (("message.max.bytes", 1),),
-    "cleanup.policy": (("log.cleanup.policy", 1),),
-    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
-    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
-    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
-    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
-    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
-    "preallocate": (("log.preallocate", 1),),
-    "message.timestamp.type": (("log.message.timestamp.type", 1),),
-    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
-    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
-    "min.insync.replicas": (("min.insync.replicas", 1),),
-    "compression.type": (("compression.type", 1),),
-    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
-}
+# The record type of the settings table (kept under this name for the modules that
+# declared settings with it before the table moved to `yak.settings`).
+BrokerSetting = Setting
 
 
 # --------------------------------------------------------------------------- file formats
@@ -404,17 +161,7 @@ def read_config_file(path: str | Path) -> dict[str, str]:
 
 def parse_host_port(value: str, key: str) -> tuple[str, int]:
     """`HOST:PORT`, `[v6]:PORT` or a Kafka listener `PLAINTEXT://HOST:PORT` (first entry)."""
-    v = value.split(",")[0].strip()
-    if "://" in v:
-        v = v.split("://", 1)[1]
-    if v.startswith("["):
-        host, sep, port = v[1:].partition("]:")
-    else:
-        host, sep, port = v.rpartition(":")
-    if not sep or not port:
-        raise ConfigError(f"invalid value {value!r} for {key}: expected HOST:PORT")
-    port_n = _parse_int(key, port, 0, 65535)
-    return (host or "0.0.0.0"), port_n
+    return host_port(key, value)
 
 
 def _parse_override(item: str) -> tuple[str, str]:
@@ -431,32 +178,41 @@ def _stderr_warning(msg: str) -> None:
 # --------------------------------------------------------------------------- BrokerConfig
 
 
+def _d(name: str) -> Any:
+    """A field's default: the setting's default in the table, typed."""
+    return BROKER_SETTINGS[name].parse_default()
+
+
 @dataclass
 class BrokerConfig:
-    """The broker's settings, typed. `raw` keeps every setting exactly as given."""
+    """The broker's settings, typed. `raw` keeps every setting exactly as given.
 
-    node_id: int = 1
-    data_dir: Path = field(default_factory=lambda: Path("./yak-data"))
+    Each field is filled from the setting whose `field` names it; defaults come from the
+    settings table, never from here.
+    """
+
+    node_id: int = _d("node.id")
+    data_dir: Path = field(default_factory=lambda: Path(_d("log.dir")))
     listen_host: str = "127.0.0.1"
     listen_port: int = 9092
     advertised_host: str = ""
     advertised_port: int = 0
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    auto_create_topics_enable: bool = True
-    message_max_bytes: int = 1048588
-    socket_request_max_bytes: int = 104857600
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    offsets_retention_minutes: int = 10080
-    # Kafka's default is 50; Yak honours the setting, and the group coordinator may
-    # choose fewer partitions for a one-broker cluster (see its docs).
-    offsets_topic_num_partitions: int = 50
-    offsets_retention_check_interval_ms: int = 600000
-    offset_metadata_max_bytes: int = 4096
-    group_max_size: int = 2147483647
-    log_retention_check_interval_ms: int = 300000
+    num_partitions: int = _d("num.partitions")
+    default_replication_factor: int = _d("default.replication.factor")
+    auto_create_topics_enable: bool = _d("auto.create.topics.enable")
+    delete_topic_enable: bool = _d("delete.topic.enable")
+    socket_request_max_bytes: int = _d("socket.request.max.bytes")
+    group_initial_rebalance_delay_ms: int = _d("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = _d("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _d("group.max.session.timeout.ms")
+    group_max_size: int = _d("group.max.size")
+    group_consumer_session_timeout_ms: int = _d("group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _d("group.consumer.heartbeat.interval.ms")
+    offsets_retention_minutes: int = _d("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _d("offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: int = _d("offset.metadata.max.bytes")
+    offsets_topic_num_partitions: int = _d("offsets.topic.num.partitions")
+    offsets_topic_segment_bytes: int = _d("offsets.topic.segment.bytes")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were
@@ -527,10 +283,7 @@ class BrokerConfig:
             raise ConfigError("broker.id and node.id are both set and differ; set only node.id")
         dirs = settings.get("log.dirs") or settings.get("log.dir")
         if dirs is not None:
-            first = dirs.split(",")[0].strip()
-            if not first:
-                raise ConfigError(f"invalid value {dirs!r} for log.dirs: empty path")
-            kwargs["data_dir"] = Path(first)
+            kwargs["data_dir"] = Path(dirs.split(",")[0].strip())
         if "listeners" in settings:
             kwargs["listen_host"], kwargs["listen_port"] = parse_host_port(
                 settings["listeners"], "listeners"
@@ -547,13 +300,6 @@ class BrokerConfig:
             # Clients cannot connect to a wildcard: advertise the loopback name, as a
             # single-node dev broker would be used; set advertised.listeners otherwise.
             kwargs["advertised_host"] = "127.0.0.1" if kwargs["listen_host"] == "0.0.0.0" else "::1"
-        if kwargs.get("group_min_session_timeout_ms", 6000) > kwargs.get(
-            "group_max_session_timeout_ms", 1800000
-        ):
-            raise ConfigError(
-                "invalid value for group.min.session.timeout.ms: "
-                "greater than group.max.session.timeout.ms"
-            )
         log_props = resolve_log_props(settings)
         return cls(
             **kwargs,
@@ -562,6 +308,11 @@ class BrokerConfig:
             log_defaults=_build_log_defaults(log_props),
             unknown_keys=unknown,
         )
+
+    @property
+    def message_max_bytes(self) -> int:
+        """`message.max.bytes`: the broker-wide default of `max.message.bytes`."""
+        return self.log_defaults.max_message_bytes
 
     @property
     def listen(self) -> str:
@@ -574,27 +325,17 @@ class BrokerConfig:
 
 def resolve_log_props(settings: Mapping[str, str]) -> dict[str, str]:
     """Topic-config defaults from the broker settings that were set, Kafka's precedence."""
-    out: dict[str, str] = {}
-    for topic_key, synonyms in TOPIC_SYNONYMS.items():
-        for broker_key, factor in synonyms:
-            if broker_key in settings:
-                value = settings[broker_key].strip()
-                if factor != 1:
-                    n = int(value)
-                    value = str(n * factor if n >= 0 else -1)
-                out[topic_key] = value
-                break
-    return out
+    return resolve_topic_defaults(settings)
 
 
 def _build_log_defaults(log_props: Mapping[str, str]) -> LogConfig:
     from yak.errors import InvalidConfigurationError
     from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
 
-    # Broker settings storage does not implement (e.g. log.preallocate) are accepted for
-    # compatibility but cannot change a log, so they are not passed on.
+    # Topic configs storage does not act on (e.g. preallocate from log.preallocate) are
+    # accepted for compatibility but cannot change a log, so they are not passed on.
     known = {k: v for k, v in log_props.items() if k in TOPIC_CONFIG_DEFAULTS}
     try:
         return LogConfig.from_props(known)
-    except InvalidConfigurationError as e:
+    except InvalidConfigurationError as e:  # values were checked one by one: a combination
         raise ConfigError(f"invalid broker log setting: {e.message}") from None

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from yak.config import BROKER_SETTINGS, TOPIC_SYNONYMS, BrokerConfig
+from yak.config import BrokerConfig
+from yak.settings import BROKER_SETTINGS, TOPIC_CONFIGS
 
 __all__ = [
     "ConfigEntry",
@@ -73,43 +74,13 @@ _TYPE_CODES = {
     "password": ConfigType.PASSWORD,
 }
 
-# Kafka's types for topic configs (`TopicConfig`/`LogConfig.CONFIG` definitions).
-_TOPIC_TYPES: dict[str, str] = {
-    "cleanup.policy": "list",
-    "compression.type": "string",
-    "compression.gzip.level": "int",
-    "compression.lz4.level": "int",
-    "compression.zstd.level": "int",
-    "delete.retention.ms": "long",
-    "file.delete.delay.ms": "long",
-    "flush.messages": "long",
-    "flush.ms": "long",
-    "index.interval.bytes": "int",
-    "max.compaction.lag.ms": "long",
-    "max.message.bytes": "int",
-    "message.timestamp.after.max.ms": "long",
-    "message.timestamp.before.max.ms": "long",
-    "message.timestamp.type": "string",
-    "min.cleanable.dirty.ratio": "double",
-    "min.compaction.lag.ms": "long",
-    "min.insync.replicas": "int",
-    "preallocate": "boolean",
-    "retention.bytes": "long",
-    "retention.ms": "long",
-    "segment.bytes": "int",
-    "segment.index.bytes": "int",
-    "segment.jitter.ms": "long",
-    "segment.ms": "long",
-    "unclean.leader.election.enable": "boolean",
-    "write.caching": "boolean",
-}
-
 # The only topic configs whose values are lists (IncrementalAlterConfigs APPEND/SUBTRACT).
-LIST_TOPIC_CONFIGS = frozenset(k for k, t in _TOPIC_TYPES.items() if t == "list")
+LIST_TOPIC_CONFIGS = frozenset(k for k, spec in TOPIC_CONFIGS.items() if spec.type == "list")
 
 
 def topic_config_type(name: str) -> str:
-    return _TOPIC_TYPES.get(name, "string")
+    spec = TOPIC_CONFIGS.get(name)
+    return "string" if spec is None else spec.type
 
 
 def _as_string(value: object) -> str | None:
@@ -148,9 +119,14 @@ class ConfigEntry:
     is_sensitive: bool = False
 
 
+def _synonyms(topic_key: str) -> tuple[tuple[str, int], ...]:
+    spec = TOPIC_CONFIGS.get(topic_key)
+    return () if spec is None else spec.synonyms
+
+
 def _broker_default_synonym(topic_key: str) -> Synonym | None:
     """The broker setting whose built-in default is the topic default (Kafka's last synonym)."""
-    for broker_key, _ in TOPIC_SYNONYMS.get(topic_key, ()):
+    for broker_key, _ in _synonyms(topic_key):
         spec = BROKER_SETTINGS.get(broker_key)
         if spec is not None and spec.default is not None:
             return Synonym(broker_key, spec.default, ConfigSource.DEFAULT_CONFIG)
@@ -173,7 +149,7 @@ def topic_entries(
         synonyms: list[Synonym] = []
         if name in topic_configs:
             synonyms.append(Synonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG))
-        for broker_key, _ in TOPIC_SYNONYMS.get(name, ()):
+        for broker_key, _ in _synonyms(name):
             if broker_key in config.raw:
                 synonyms.append(
                     Synonym(broker_key, config.raw[broker_key], ConfigSource.STATIC_BROKER_CONFIG)

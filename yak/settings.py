@@ -1,0 +1,436 @@
+"""Every setting Yak reads, declared once: Kafka's name, type, default, bounds.
+
+Broker settings (`server.properties`), their `log.*` synonyms and the topic configs all
+live in this one module, at the bottom of the package (it imports nothing from Yak), so
+the loader (`yak.config`), storage (`yak.storage.config.LogConfig`), the topic manager
+and the config views (DescribeConfigs) read the same facts instead of keeping tables of
+their own that drift apart.
+
+Each setting says which part of the broker reads it (`part`) and whether Yak acts on it:
+`ACTED` (it changes behaviour), `ACCEPTED` (a Kafka setting accepted so existing files
+and tools keep working, with no effect in Yak) or `DEPRECATED` (accepted with a warning
+in the broker log and no effect, as Kafka 3.x does for e.g. `message.format.version`).
+A bad value is a `ConfigError` whose message is one line naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ACCEPTED",
+    "ACTED",
+    "BROKER_SETTINGS",
+    "DEPRECATED",
+    "INT_MAX",
+    "LONG_MAX",
+    "PARTS",
+    "TOPIC_CONFIGS",
+    "ConfigError",
+    "Setting",
+    "resolve_topic_defaults",
+    "topic_config_for_broker_key",
+]
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+ACTED = "acted"
+ACCEPTED = "accepted"
+DEPRECATED = "deprecated"
+
+# The parts of a broker that own settings (the composition builds one object per part).
+PARTS = ("broker", "storage", "group", "txn", "cluster")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message is one line naming the key."""
+
+
+# --------------------------------------------------------------------------- value checks
+
+
+def _parse_int(key: str, value: str, lo: int | None, hi: int | None) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"invalid value {value!r} for {key}: expected an integer") from None
+    if lo is not None and n < lo:
+        raise ConfigError(f"invalid value {value!r} for {key}: must be at least {lo}")
+    if hi is not None and n > hi:
+        raise ConfigError(f"invalid value {value!r} for {key}: must be at most {hi}")
+    return n
+
+
+def _parse_bool(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise ConfigError(f"invalid value {value!r} for {key}: expected true or false")
+
+
+def _parse_double(key: str, value: str, lo: float | None, hi: float | None) -> float:
+    try:
+        x = float(value.strip())
+    except ValueError:
+        raise ConfigError(f"invalid value {value!r} for {key}: expected a number") from None
+    if math.isnan(x) or (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise ConfigError(f"invalid value {value!r} for {key}: must be in [{lo}, {hi}]")
+    return x
+
+
+_LISTENER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def host_port(key: str, value: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[v6]:PORT` or a Kafka listener `NAME://HOST:PORT` (first entry)."""
+    v = value.split(",")[0].strip()
+    if "://" in v:
+        v = v.split("://", 1)[1]
+    if v.startswith("["):
+        host, sep, port = v[1:].partition("]:")
+    else:
+        host, sep, port = v.rpartition(":")
+    if not sep or not port:
+        raise ConfigError(f"invalid value {value!r} for {key}: expected HOST:PORT")
+    return (host or "0.0.0.0"), _parse_int(key, port, 0, 65535)
+
+
+def _check_path(key: str, value: str) -> None:
+    if not value.split(",")[0].strip():
+        raise ConfigError(f"invalid value {value!r} for {key}: empty path")
+
+
+def _check_listener_name(key: str, value: str) -> None:
+    if not _LISTENER_NAME.match(value.strip()):
+        raise ConfigError(f"invalid value {value!r} for {key}: not a listener name")
+
+
+def _items(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _check_listener_names(key: str, value: str) -> None:
+    for item in _items(value):
+        _check_listener_name(key, item)
+
+
+def _check_roles(key: str, value: str) -> None:
+    roles = _items(value)
+    if not roles or any(r not in ("broker", "controller") for r in roles):
+        raise ConfigError(f"invalid value {value!r} for {key}: expected broker and/or controller")
+
+
+def _check_voters(key: str, value: str) -> None:
+    for item in _items(value):
+        node, sep, address = item.partition("@")
+        if not sep or not node.strip().isdigit():
+            raise ConfigError(f"invalid value {value!r} for {key}: expected ID@HOST:PORT,...")
+        host_port(key, address)
+
+
+def _check_protocol_map(key: str, value: str) -> None:
+    for item in _items(value):
+        name, sep, proto = item.partition(":")
+        if not sep or not _LISTENER_NAME.match(name) or proto not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"invalid value {value!r} for {key}: expected NAME:PROTOCOL,... with PROTOCOL one"
+                " of " + ", ".join(_SECURITY_PROTOCOLS)
+            )
+
+
+# --------------------------------------------------------------------------- the record
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One Kafka setting: broker-level (`server.properties`) or a topic config.
+
+    `default` is the string Kafka's DescribeConfigs shows (None: unset, Kafka's null).
+    `field` names the `BrokerConfig` attribute a broker setting fills; `synonyms` (topic
+    configs only) are the broker settings that set the topic default, in Kafka's
+    precedence, each with the factor from its unit to the topic config's (hours -> ms).
+    """
+
+    name: str
+    type: str  # Kafka's ConfigType: boolean, string, int, short, long, double, list, password
+    default: str | None
+    part: str = "broker"
+    effect: str = ACTED
+    field: str | None = None
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    check: Callable[[str, str], object] | None = None
+    synonyms: tuple[tuple[str, int], ...] = ()
+    doc: str = ""
+
+    def parse(self, value: str) -> Any:
+        """Validate `value` (a string as written in a file) and return the typed value."""
+        if self.type in ("int", "short", "long"):
+            top = {"int": INT_MAX, "short": 32767, "long": LONG_MAX}[self.type]
+            hi = top if self.hi is None else min(int(self.hi), top)
+            lo = -top - 1 if self.lo is None else int(self.lo)
+            return _parse_int(self.name, value, lo, hi)
+        if self.type == "boolean":
+            return _parse_bool(self.name, value)
+        if self.type == "double":
+            return _parse_double(self.name, value, self.lo, self.hi)
+        if self.choices:
+            v = ",".join(_items(value)) if self.type == "list" else value.strip()
+            if v not in self.choices:
+                raise ConfigError(
+                    f"invalid value {value!r} for {self.name}: expected one of "
+                    + ", ".join(self.choices)
+                )
+            return v
+        if self.check is not None:
+            self.check(self.name, value)
+        if self.type == "list":
+            return _items(value)
+        return value
+
+    def parse_default(self) -> Any:
+        return None if self.default is None else self.parse(self.default)
+
+
+def _b(name: str, type_: str, default: str | None, part: str, field_: str | None = None,
+       *, effect: str = ACTED, lo: float | None = None, hi: float | None = None,
+       choices: tuple[str, ...] = (), check: Callable[[str, str], object] | None = None,
+       doc: str = "") -> Setting:
+    return Setting(name, type_, default, part, effect, field_, lo, hi, choices, check, (), doc)
+
+
+_CLEANUP = ("delete", "compact", "compact,delete", "delete,compact")
+_COMPRESSION = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+_TS_TYPE = ("CreateTime", "LogAppendTime")
+_LONG = str(LONG_MAX)
+
+# --------------------------------------------------------------------------- topic configs
+
+# Topic configs (Kafka's `TopicConfig` names). Defaults are Kafka 4.x's; the synonyms are
+# the broker settings that set the default of every topic.
+TOPIC_CONFIGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("segment.bytes", "int", "1073741824", "storage", lo=14,
+                synonyms=(("log.segment.bytes", 1),)),
+        Setting("segment.ms", "long", "604800000", "storage", lo=1,
+                synonyms=(("log.roll.ms", 1), ("log.roll.hours", 3_600_000))),
+        Setting("segment.index.bytes", "int", "10485760", "storage", lo=12,
+                synonyms=(("log.index.size.max.bytes", 1),),
+                doc="at least 12: one time-index entry"),
+        Setting("index.interval.bytes", "int", "4096", "storage", lo=0,
+                synonyms=(("log.index.interval.bytes", 1),)),
+        Setting("retention.ms", "long", "604800000", "storage", lo=-1,
+                synonyms=(("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                          ("log.retention.hours", 3_600_000))),
+        Setting("retention.bytes", "long", "-1", "storage",
+                synonyms=(("log.retention.bytes", 1),)),
+        Setting("max.message.bytes", "int", "1048588", "storage", lo=0,
+                synonyms=(("message.max.bytes", 1),)),
+        Setting("message.timestamp.type", "string", "CreateTime", "storage", choices=_TS_TYPE,
+                synonyms=(("log.message.timestamp.type", 1),)),
+        Setting("message.timestamp.before.max.ms", "long", _LONG, "storage", lo=0,
+                synonyms=(("log.message.timestamp.before.max.ms", 1),)),
+        Setting("message.timestamp.after.max.ms", "long", _LONG, "storage", lo=0,
+                synonyms=(("log.message.timestamp.after.max.ms", 1),)),
+        Setting("cleanup.policy", "list", "delete", "storage", choices=_CLEANUP,
+                synonyms=(("log.cleanup.policy", 1),)),
+        Setting("delete.retention.ms", "long", "86400000", "storage", lo=0,
+                synonyms=(("log.cleaner.delete.retention.ms", 1),)),
+        Setting("min.cleanable.dirty.ratio", "double", "0.5", "storage", lo=0, hi=1,
+                synonyms=(("log.cleaner.min.cleanable.ratio", 1),)),
+        Setting("min.compaction.lag.ms", "long", "0", "storage", lo=0,
+                synonyms=(("log.cleaner.min.compaction.lag.ms", 1),)),
+        Setting("max.compaction.lag.ms", "long", _LONG, "storage", lo=1,
+                synonyms=(("log.cleaner.max.compaction.lag.ms", 1),)),
+        Setting("flush.messages", "long", _LONG, "storage", lo=1,
+                synonyms=(("log.flush.interval.messages", 1),)),
+        Setting("flush.ms", "long", _LONG, "storage", lo=0,
+                synonyms=(("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1))),
+        Setting("file.delete.delay.ms", "long", "60000", "storage", lo=0,
+                synonyms=(("log.segment.delete.delay.ms", 1),)),
+        Setting("write.caching", "boolean", "true", "storage",
+                doc="false: acks=all waits for the fsync (Redpanda's name)"),
+        Setting("min.insync.replicas", "int", "1", "storage", lo=1,
+                synonyms=(("min.insync.replicas", 1),)),
+        Setting("unclean.leader.election.enable", "boolean", "false", "storage",
+                synonyms=(("unclean.leader.election.enable", 1),)),
+        Setting("compression.type", "string", "producer", "storage", choices=_COMPRESSION,
+                synonyms=(("compression.type", 1),)),
+        # Accepted so tools that always send them keep working; no effect in Yak.
+        Setting("segment.jitter.ms", "long", "0", "storage", ACCEPTED, lo=0,
+                synonyms=(("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000))),
+        Setting("preallocate", "boolean", "false", "storage", ACCEPTED,
+                synonyms=(("log.preallocate", 1),)),
+        Setting("compression.gzip.level", "int", "-1", "storage", ACCEPTED, lo=-1, hi=9),
+        Setting("compression.lz4.level", "int", "9", "storage", ACCEPTED, lo=1, hi=17),
+        Setting("compression.zstd.level", "int", "3", "storage", ACCEPTED, lo=-131072, hi=22),
+        Setting("leader.replication.throttled.replicas", "list", "", "storage", ACCEPTED),
+        Setting("follower.replication.throttled.replicas", "list", "", "storage", ACCEPTED),
+        Setting("local.retention.ms", "long", "-2", "storage", ACCEPTED, lo=-2),
+        Setting("local.retention.bytes", "long", "-2", "storage", ACCEPTED, lo=-2),
+        Setting("remote.storage.enable", "boolean", "false", "storage", ACCEPTED),
+        # Removed in Kafka 4.0; Kafka 3.x accepts them with a deprecation warning.
+        Setting("message.format.version", "string", "3.0-IV1", "storage", DEPRECATED),
+        Setting("message.downconversion.enable", "boolean", "true", "storage", DEPRECATED),
+        Setting("message.timestamp.difference.max.ms", "long", _LONG, "storage", DEPRECATED,
+                lo=0),
+    ]
+}
+
+
+def _synonym_settings() -> list[Setting]:
+    """The broker-level synonyms of topic configs, derived from the topic config: same
+    type, choices and bounds, scaled to the synonym's unit (a `log.retention.hours` of -1
+    is still "forever")."""
+    # In a chain of synonyms Kafka shows the default on the last one only
+    # (log.retention.ms and .minutes are null, log.retention.hours=168).
+    chain_defaults = {
+        "log.roll.hours": "168", "log.retention.hours": "168", "log.roll.jitter.hours": "0",
+        "log.flush.scheduler.interval.ms": _LONG,
+    }
+    out: list[Setting] = []
+    seen: set[str] = set()
+    for topic in TOPIC_CONFIGS.values():
+        chain = len(topic.synonyms) > 1
+        for name, factor in topic.synonyms:
+            if name in seen:
+                continue
+            seen.add(name)
+            default = chain_defaults.get(name) if chain else topic.default
+            type_ = "int" if name.endswith((".hours", ".minutes")) else topic.type
+            lo = topic.lo
+            if lo is not None and lo > 0 and factor != 1:
+                lo = math.ceil(lo / factor)
+            hi = topic.hi if factor == 1 else None
+            out.append(Setting(name, type_, default, "storage", topic.effect, None, lo, hi,
+                               topic.choices, topic.check, (),
+                               f"default of topic config {topic.name}"))
+    return out
+
+
+# --------------------------------------------------------------------------- broker settings
+
+BROKER_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        # --- the broker process: identity, listeners, requests
+        _b("node.id", "int", "1", "broker", "node_id", lo=0, doc="id of this broker"),
+        _b("broker.id", "int", "1", "broker", "node_id", lo=0, doc="legacy synonym of node.id"),
+        _b("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "broker", check=host_port,
+           doc="HOST:PORT to accept on"),
+        _b("advertised.listeners", "string", None, "broker", check=host_port,
+           doc="HOST:PORT given to clients"),
+        _b("socket.request.max.bytes", "int", "104857600", "broker",
+           "socket_request_max_bytes", lo=1),
+        _b("num.partitions", "int", "1", "broker", "num_partitions", lo=1),
+        _b("default.replication.factor", "int", "1", "broker", "default_replication_factor",
+           lo=1, hi=32767),
+        _b("auto.create.topics.enable", "boolean", "true", "broker",
+           "auto_create_topics_enable"),
+        _b("delete.topic.enable", "boolean", "true", "broker", "delete_topic_enable"),
+        _b("num.network.threads", "int", "3", "broker", effect=ACCEPTED, lo=1,
+           doc="accepted; Yak uses one event loop"),
+        _b("num.io.threads", "int", "8", "broker", effect=ACCEPTED, lo=1,
+           doc="accepted; Yak uses one event loop"),
+        _b("socket.send.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
+        _b("socket.receive.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
+        # --- the controller and cluster membership (issue 11 acts on these)
+        _b("process.roles", "list", "broker,controller", "cluster", effect=ACCEPTED,
+           check=_check_roles),
+        _b("controller.quorum.voters", "list", "", "cluster", effect=ACCEPTED,
+           check=_check_voters),
+        _b("controller.listener.names", "list", "", "cluster", effect=ACCEPTED,
+           check=_check_listener_names),
+        _b("listener.security.protocol.map", "list",
+           "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+           "cluster", effect=ACCEPTED, check=_check_protocol_map),
+        _b("inter.broker.listener.name", "string", "PLAINTEXT", "cluster", effect=ACCEPTED,
+           check=_check_listener_name),
+        # --- storage (the log manager); topic-config synonyms are added below
+        _b("log.dirs", "string", None, "storage", check=_check_path,
+           doc="data directory (first entry used)"),
+        _b("log.dir", "string", "./yak-data", "storage", check=_check_path,
+           doc="data directory if log.dirs is unset"),
+        _b("log.retention.check.interval.ms", "long", "300000", "storage", effect=ACCEPTED,
+           lo=1, doc="accepted; maintenance runs every second"),
+        _b("log.flush.offset.checkpoint.interval.ms", "int", "60000", "storage",
+           effect=ACCEPTED, lo=0),
+        _b("log.cleaner.enable", "boolean", "true", "storage", effect=ACCEPTED),
+        _b("num.recovery.threads.per.data.dir", "int", "2", "storage", effect=ACCEPTED, lo=1),
+        _b("producer.id.expiration.ms", "int", "86400000", "storage", effect=ACCEPTED, lo=1),
+        # --- the group coordinator
+        _b("group.initial.rebalance.delay.ms", "int", "3000", "group",
+           "group_initial_rebalance_delay_ms", lo=0),
+        _b("group.min.session.timeout.ms", "int", "6000", "group",
+           "group_min_session_timeout_ms", lo=0),
+        _b("group.max.session.timeout.ms", "int", "1800000", "group",
+           "group_max_session_timeout_ms", lo=0),
+        _b("group.max.size", "int", str(INT_MAX), "group", "group_max_size", lo=1),
+        _b("group.consumer.session.timeout.ms", "int", "45000", "group",
+           "group_consumer_session_timeout_ms", lo=1,
+           doc="KIP-848 member session timeout"),
+        _b("group.consumer.heartbeat.interval.ms", "int", "5000", "group",
+           "group_consumer_heartbeat_interval_ms", lo=1,
+           doc="KIP-848 heartbeat interval given to members"),
+        _b("offsets.retention.minutes", "int", "10080", "group", "offsets_retention_minutes",
+           lo=1),
+        _b("offsets.retention.check.interval.ms", "long", "600000", "group",
+           "offsets_retention_check_interval_ms", lo=1),
+        _b("offset.metadata.max.bytes", "int", "4096", "group", "offset_metadata_max_bytes",
+           lo=0),
+        _b("offsets.topic.num.partitions", "int", "50", "group", "offsets_topic_num_partitions",
+           lo=1),
+        _b("offsets.topic.segment.bytes", "int", "104857600", "group",
+           "offsets_topic_segment_bytes", lo=14),
+        _b("offsets.topic.replication.factor", "short", "3", "group", effect=ACCEPTED, lo=1),
+        _b("offsets.commit.timeout.ms", "int", "5000", "group", effect=ACCEPTED, lo=1),
+        # --- transactions (issue 12 acts on these)
+        _b("transaction.state.log.num.partitions", "int", "50", "txn", effect=ACCEPTED, lo=1),
+        _b("transaction.state.log.replication.factor", "short", "3", "txn", effect=ACCEPTED,
+           lo=1),
+        _b("transaction.state.log.min.isr", "int", "2", "txn", effect=ACCEPTED, lo=1),
+        _b("transactional.id.expiration.ms", "int", "604800000", "txn", effect=ACCEPTED, lo=1),
+        _b("transaction.max.timeout.ms", "int", "900000", "txn", effect=ACCEPTED, lo=1),
+    ]
+    + _synonym_settings()
+}
+
+
+def topic_config_for_broker_key(name: str) -> tuple[Setting, int] | None:
+    """The topic config a broker setting is a synonym of, with the unit factor."""
+    return _SYNONYM_OF.get(name)
+
+
+_SYNONYM_OF: dict[str, tuple[Setting, int]] = {
+    broker: (topic, factor)
+    for topic in TOPIC_CONFIGS.values()
+    for broker, factor in topic.synonyms
+}
+
+
+def resolve_topic_defaults(settings: Mapping[str, str]) -> dict[str, str]:
+    """Topic-config defaults from the broker settings that were set, in Kafka's precedence
+    (`log.retention.ms` over `.minutes` over `.hours`). Values must already be valid."""
+    out: dict[str, str] = {}
+    for topic in TOPIC_CONFIGS.values():
+        for broker_key, factor in topic.synonyms:
+            if broker_key in settings:
+                value = settings[broker_key].strip()
+                if factor != 1:
+                    n = int(value)
+                    value = str(n * factor if n >= 0 else -1)
+                elif topic.type == "list":
+                    value = ",".join(_items(value))
+                out[topic.name] = value
+                break
+    return out
