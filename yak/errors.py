@@ -35,6 +35,10 @@ __all__ = [
     "NotLeaderOrFollowerError",
     "FencedLeaderEpochError",
     "UnknownLeaderEpochError",
+    "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError",
+    "RequestTimedOutError",
+    "InvalidRequiredAcksError",
     "InvalidReplicaAssignmentError",
     "UnknownTopicIdError",
     "TopicDeletionDisabledError",
@@ -174,6 +178,29 @@ class FencedLeaderEpochError(KafkaError):
 class UnknownLeaderEpochError(KafkaError):
     code = ErrorCode.unknown_leader_epoch
     retriable = True
+
+
+class NotEnoughReplicasError(KafkaError):
+    """acks=all while the ISR is smaller than min.insync.replicas: refused before appending."""
+
+    code = ErrorCode.not_enough_replicas
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    """Appended, but the ISR shrank below min.insync.replicas before it was replicated."""
+
+    code = ErrorCode.not_enough_replicas_after_append
+    retriable = True
+
+
+class RequestTimedOutError(KafkaError):
+    code = ErrorCode.request_timed_out
+    retriable = True
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code = ErrorCode.invalid_required_acks
 
 
 class InvalidReplicaAssignmentError(KafkaError):
