@@ -1,0 +1,107 @@
+"""In-memory fakes of the coordinator's own interfaces (TransactionLog, MarkerWriter,
+ProducerIdSource) for unit tests: they keep records in lists and let a test decide
+when a marker write or a log append completes, fails, or hangs."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from yak.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
+from yak.txn.log import Record
+from yak.txn.state import TopicPartition
+
+
+class MemoryTransactionLog:
+    """`TransactionLog` over lists. `leader_epochs[p]` plays the partition's leader
+    epoch: an append at another coordinator epoch is refused, as a real leader would."""
+
+    def __init__(self, num_partitions: int = 4) -> None:
+        self.parts: list[list[Record]] = [[] for _ in range(num_partitions)]
+        self.leader_epochs: dict[int, int] = {}
+        self.fail_next: list[KafkaError] = []
+        self.hold: asyncio.Event | None = None  # when set, appends wait for it
+        self.appends = 0
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.parts)
+
+    async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        if self.leader_epochs.get(partition, coordinator_epoch) != coordinator_epoch:
+            raise NotLeaderOrFollowerError(f"epoch {coordinator_epoch} is not the leader's")
+        self.parts[partition].append(record)
+        self.appends += 1
+
+    async def replay(self, partition: int) -> Iterable[Record]:
+        return list(self.parts[partition])
+
+
+@dataclass
+class MarkerCall:
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+    future: asyncio.Future[Mapping[TopicPartition, ErrorCode]] | None = None
+
+
+@dataclass
+class FakeMarkerWriter:
+    """Auto mode answers NONE for every partition at once (after `errors` scripted per
+    partition are used up); manual mode parks each call until the test answers it."""
+
+    manual: bool = False
+    errors: dict[TopicPartition, list[ErrorCode]] = field(default_factory=dict)
+    calls: list[MarkerCall] = field(default_factory=list)
+    written: list[tuple[TopicPartition, int, int, bool, int]] = field(default_factory=list)
+
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Collection[TopicPartition],
+    ) -> Mapping[TopicPartition, ErrorCode]:
+        call = MarkerCall(producer_id, producer_epoch, coordinator_epoch, commit,
+                          frozenset(partitions))
+        self.calls.append(call)
+        if self.manual:
+            call.future = asyncio.get_running_loop().create_future()
+            result = await call.future
+        else:
+            result = {}
+            for tp in partitions:
+                queue = self.errors.get(tp)
+                result[tp] = queue.pop(0) if queue else ErrorCode.none
+        for tp, err in result.items():
+            if err is ErrorCode.none:
+                self.written.append((tp, producer_id, producer_epoch, commit, coordinator_epoch))
+        return result
+
+    def pending(self) -> list[MarkerCall]:
+        return [c for c in self.calls if c.future is not None and not c.future.done()]
+
+    def answer(self, call: MarkerCall, error: ErrorCode = ErrorCode.none) -> None:
+        assert call.future is not None
+        call.future.set_result({tp: error for tp in call.partitions})
+
+
+class CountingProducerIds:
+    def __init__(self, start: int = 1000) -> None:
+        self._next = itertools.count(start)
+        self.fail_next: KafkaError | None = None
+
+    async def __call__(self) -> int:
+        if self.fail_next is not None:
+            err, self.fail_next = self.fail_next, None
+            raise err
+        return next(self._next)

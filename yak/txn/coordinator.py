@@ -1,0 +1,958 @@
+"""The transaction coordinator: Kafka's classic (transaction.version 1) protocol as an
+explicit state machine over `TransactionMetadata`.
+
+Every public method runs on the broker's single event loop and all state changes
+happen synchronously between awaits, so there are no locks: a transition is first
+*prepared* (which sets the id's pending state, making every concurrent request for
+that id answer CONCURRENT_TRANSACTIONS), then written to `__transaction_state`, and
+only applied once the write succeeded. After every await the coordinator re-checks
+that it still owns the id's partition at the same coordinator epoch, as Kafka does
+in its append callbacks, so a deposed coordinator never applies a late result.
+
+Semantics follow Kafka's `TransactionCoordinator.scala` / `TransactionStateManager.scala`
+/ `TransactionMarkerChannelManager.scala`:
+- InitProducerId fences older epochs, aborts a dangling Ongoing transaction (epoch
+  bumped through PrepareEpochFence, then PrepareAbort; the client is told
+  CONCURRENT_TRANSACTIONS and retries), rotates to a new producer id when the epoch is
+  exhausted, honours KIP-360 (producer id and epoch in the request) and
+  `transaction.max.timeout.ms`.
+- EndTxn answers as soon as PrepareCommit/PrepareAbort is in the log; the markers are
+  then written (retried until each partition has one) and only after the last one the
+  transaction is CompleteCommit/CompleteAbort. A coordinator that takes over a
+  partition re-sends the markers of every transaction it finds in a Prepare state.
+- Transactions open longer than their timeout are aborted by a periodic sweep
+  (`transaction.abort.timed.out.transaction.cleanup.interval.ms`), idle ids expire
+  after `transactional.id.expiration.ms`
+  (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+- AddPartitionsToTxn v4+ (KIP-890 part 1) may be verify-only: a broker asks whether a
+  partition is in the ongoing transaction before accepting a transactional batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from yak.errors import ErrorCode, KafkaError
+from yak.group import records as group_records
+from yak.group.timers import Clock, SystemClock, TimerQueue
+from yak.txn import records as rec
+from yak.txn.log import MarkerWriter, ProducerIdSource, TransactionLog
+from yak.txn.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    IllegalStateTransition,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
+
+__all__ = [
+    "TxnConfig",
+    "TxnStats",
+    "TransactionCoordinator",
+    "InitProducerIdResult",
+    "TransactionDescription",
+    "TransactionListing",
+    "ListTransactionsResult",
+    "compat_error",
+    "OFFSETS_TOPIC",
+]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_S = TransactionState
+
+# Append failures as the client should see them (TransactionStateManager.appendTransactionToLog).
+_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+# Marker results (TransactionMarkerRequestCompletionHandler): retry these...
+_MARKER_RETRIABLE = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.leader_not_available,
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
+# ...give up on the whole transaction for these (a newer producer epoch or coordinator
+# owns it now: the other coordinator finishes it)...
+_MARKER_FENCED = frozenset(
+    {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
+)
+# ...and skip the partition for these: it no longer exists (deleted topic), or it
+# cannot hold transactional data, so the producer could not have written to it.
+_MARKER_SKIP = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unsupported_for_message_format,
+        ErrorCode.unsupported_version,
+    }
+)
+
+# Versions below which clients only know INVALID_PRODUCER_EPOCH (KafkaApis).
+_FENCED_AS_EPOCH_BELOW = {22: 4, 24: 2, 25: 2, 26: 2}
+
+
+def compat_error(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
+    """The code an old client understands: PRODUCER_FENCED was added in InitProducerId v4,
+    AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2; TxnOffsetCommit < v2 clients crash on
+    COORDINATOR_LOAD_IN_PROGRESS (KAFKA-7296)."""
+    if error is ErrorCode.producer_fenced:
+        below = _FENCED_AS_EPOCH_BELOW.get(api_key)
+        if below is not None and api_version < below:
+            return ErrorCode.invalid_producer_epoch
+    if error is ErrorCode.coordinator_load_in_progress and api_key == 28 and api_version < 2:
+        return ErrorCode.coordinator_not_available
+    return error
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    """Broker settings that shape the coordinator (Kafka's names in the comments)."""
+
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    abort_timed_out_interval_ms: int = 10_000
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    remove_expired_interval_ms: int = 3_600_000
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
+    # Yak's own: pause before re-sending markers / re-writing a completion that failed.
+    retry_backoff_ms: int = 100
+    log_value_version: int = 0  # TransactionLogValue version written (see records.py)
+
+
+@dataclass(slots=True)
+class TxnStats:
+    """Counters for metrics (monotonic since start-up)."""
+
+    commits: int = 0
+    aborts: int = 0
+    timed_out: int = 0  # aborted by the timeout sweep
+    fenced: int = 0  # Ongoing transactions aborted by a new InitProducerId
+    expired_ids: int = 0
+    marker_retries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    transactional_id: str
+    error: ErrorCode
+    state: str = ""
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1
+    topics: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListTransactionsResult:
+    error: ErrorCode
+    unknown_state_filters: list[str] = field(default_factory=list)
+    transactions: list[TransactionListing] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class _Partition:
+    """One `__transaction_state` partition this coordinator leads."""
+
+    coordinator_epoch: int
+    txns: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _MarkerJob:
+    """A transaction whose markers are being written (Kafka's PendingCompleteTxn)."""
+
+    transactional_id: str
+    partition: int
+    coordinator_epoch: int
+    meta: TransactionMetadata
+    target: TxnTransitMetadata  # the CompleteCommit/CompleteAbort to write at the end
+    commit: bool
+    producer_id: int
+    producer_epoch: int
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        txn_log: TransactionLog,
+        markers: MarkerWriter,
+        producer_ids: ProducerIdSource,
+        config: TxnConfig | None = None,
+        clock: Clock | None = None,
+        partition_exists: Callable[[TopicPartition], bool] | None = None,
+        timers: TimerQueue | None = None,
+    ) -> None:
+        self.log = txn_log
+        self.markers = markers
+        self.producer_ids = producer_ids
+        self.config = config or TxnConfig()
+        self.clock = clock or SystemClock()
+        self.timers = timers or TimerQueue(self.clock)
+        self._owns_timers = timers is None
+        self.partition_exists = partition_exists or (lambda _tp: True)
+        self.stats = TxnStats()
+        self.active = False
+        self._owned: dict[int, _Partition] = {}
+        self._loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
+        self._jobs: dict[str, _MarkerJob] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timer_task: asyncio.Task[None] | None = None
+
+    # ================================================================ lifecycle
+
+    async def start(self) -> None:
+        """Accept requests and run the periodic sweeps. Partitions are added by
+        `on_election` (the host calls it for every `__transaction_state` partition it
+        leads)."""
+        self.active = True
+        self._schedule_sweep("abort-timed-out", self.config.abort_timed_out_interval_ms,
+                             self.abort_timed_out_transactions)
+        self._schedule_sweep("expire-ids", self.config.remove_expired_interval_ms,
+                             self.expire_transactional_ids)
+        if self._owns_timers and self._timer_task is None:
+            self._timer_task = asyncio.get_running_loop().create_task(
+                self.timers.run_forever(), name="txn-coordinator-timers"
+            )
+
+    async def stop(self) -> None:
+        self.active = False
+        for key in ("abort-timed-out", "expire-ids"):
+            self.timers.cancel(("txn", key))
+        for job in list(self._jobs.values()):
+            self.timers.cancel(("txn-markers", job.transactional_id))
+        self._jobs.clear()
+        tasks = list(self._tasks)
+        if self._timer_task is not None:
+            tasks.append(self._timer_task)
+            self._timer_task = None
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._owned.clear()
+        self._loading.clear()
+
+    def _schedule_sweep(self, name: str, interval_ms: int, fn: Callable[[], None]) -> None:
+        def fire() -> None:
+            if not self.active:
+                return
+            try:
+                fn()
+            finally:
+                self._schedule_sweep(name, interval_ms, fn)
+
+        self.timers.schedule(("txn", name), self.clock.now_ms() + interval_ms, fire)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("transaction coordinator task %s failed", name, exc_info=t.exception())
+
+        task.add_done_callback(done)
+
+    # ================================================================ partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        return rec.partition_for(transactional_id, self.log.num_partitions)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned
+
+    async def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker now leads `partition` at `coordinator_epoch` (its leader epoch):
+        load it, then finish what the previous coordinator left in a Prepare state."""
+        self._drop_partition(partition)
+        self._loading[partition] = coordinator_epoch
+        try:
+            records = list(await self.log.replay(partition))
+        except Exception:
+            log.exception("loading %s-%d failed", rec.TRANSACTION_STATE_TOPIC, partition)
+            if self._loading.get(partition) == coordinator_epoch:
+                del self._loading[partition]
+            raise
+        if self._loading.get(partition) != coordinator_epoch:
+            return  # resigned (or re-elected) while reading
+        del self._loading[partition]
+        entry = _Partition(coordinator_epoch, _load(records, partition))
+        self._owned[partition] = entry
+        log.info(
+            "loaded %d transactional ids from %s-%d at coordinator epoch %d",
+            len(entry.txns), rec.TRANSACTION_STATE_TOPIC, partition, coordinator_epoch,
+        )
+        for meta in entry.txns.values():
+            if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                self._start_markers(entry, partition, meta)
+
+    def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
+        """Another broker leads `partition` now: forget its ids (it finishes their work).
+        A resignation older than the election we hold (`coordinator_epoch` below ours)
+        arrived out of order and is ignored."""
+        if coordinator_epoch is not None:
+            entry = self._owned.get(partition)
+            held = entry.coordinator_epoch if entry is not None else self._loading.get(partition)
+            if held is not None and held > coordinator_epoch:
+                return
+        self._drop_partition(partition)
+
+    def _drop_partition(self, partition: int) -> None:
+        self._loading.pop(partition, None)
+        entry = self._owned.pop(partition, None)
+        if entry is None:
+            return
+        for txn_id in entry.txns:
+            job = self._jobs.pop(txn_id, None)
+            if job is not None:
+                self.timers.cancel(("txn-markers", txn_id))
+
+    def _lookup(
+        self, transactional_id: str
+    ) -> tuple[_Partition, TransactionMetadata | None] | ErrorCode:
+        if not self.active:
+            return ErrorCode.coordinator_not_available
+        partition = self.partition_for(transactional_id)
+        if partition in self._loading:
+            return ErrorCode.coordinator_load_in_progress
+        entry = self._owned.get(partition)
+        if entry is None:
+            return ErrorCode.not_coordinator
+        return entry, entry.txns.get(transactional_id)
+
+    def _still_current(self, txn_id: str, entry: _Partition, meta: TransactionMetadata) -> bool:
+        """After an await: same partition leadership, same metadata object."""
+        now = self._owned.get(self.partition_for(txn_id))
+        return now is entry and entry.txns.get(txn_id) is meta
+
+    # ================================================================ log writes
+
+    async def _append(
+        self,
+        txn_id: str,
+        entry: _Partition,
+        meta: TransactionMetadata,
+        target: TxnTransitMetadata,
+        keep_pending_on_error: bool = False,
+    ) -> ErrorCode:
+        """Write `target` (prepared on `meta`) and apply it once it is in the log."""
+        key = rec.encode_key(txn_id)
+        value = (
+            None if target.state is _S.DEAD
+            else rec.encode_value(target, self.config.log_value_version)
+        )
+        error = ErrorCode.none
+        try:
+            await self.log.append(
+                self.partition_for(txn_id), (key, value), entry.coordinator_epoch
+            )
+        except KafkaError as e:
+            error = _APPEND_ERRORS.get(e.code, e.code)
+            log.info("writing %r for %r failed: %s", target.state.label, txn_id, e)
+        except Exception:
+            log.exception("writing %r for %r failed", target.state.label, txn_id)
+            error = ErrorCode.unknown_server_error
+        if not self._still_current(txn_id, entry, meta):
+            return ErrorCode.not_coordinator if error is ErrorCode.none else error
+        if error is not ErrorCode.none:
+            if not keep_pending_on_error:
+                meta.abort_transition()
+            return error
+        if target.state is _S.DEAD:
+            del entry.txns[txn_id]
+        else:
+            meta.complete_transition(target)
+        return ErrorCode.none
+
+    # ================================================================ InitProducerId
+
+    async def init_producer_id(
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> InitProducerIdResult:
+        try:
+            return await self._init_producer_id(
+                transactional_id, transaction_timeout_ms, producer_id, producer_epoch
+            )
+        except IllegalStateTransition:
+            log.exception("InitProducerId for %r", transactional_id)
+            return InitProducerIdResult(ErrorCode.unknown_server_error)
+
+    async def _allocate(self) -> int | ErrorCode:
+        try:
+            return await self.producer_ids()
+        except KafkaError as e:
+            return e.code
+        except Exception:
+            log.exception("producer id allocation failed")
+            return ErrorCode.unknown_server_error
+
+    async def _init_producer_id(
+        self, txn_id: str | None, timeout_ms: int, pid: int, epoch: int
+    ) -> InitProducerIdResult:
+        if txn_id is None:  # idempotent producer: any fresh id, epoch 0
+            new = await self._allocate()
+            if isinstance(new, ErrorCode):
+                return InitProducerIdResult(new)
+            return InitProducerIdResult(ErrorCode.none, new, 0)
+        if not txn_id:
+            return InitProducerIdResult(ErrorCode.invalid_request)
+        if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+            return InitProducerIdResult(ErrorCode.invalid_request)
+        if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
+        if len(txn_id.encode()) > rec.MAX_TRANSACTIONAL_ID_BYTES:
+            return InitProducerIdResult(ErrorCode.invalid_request)
+        expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+        spare_id: int | None = None  # allocated across an await, used on the next pass
+        for _ in range(3):
+            found = self._lookup(txn_id)
+            if isinstance(found, ErrorCode):
+                return InitProducerIdResult(found)
+            entry, meta = found
+            if meta is None:
+                if spare_id is None:
+                    got = await self._allocate()
+                    if isinstance(got, ErrorCode):
+                        return InitProducerIdResult(got)
+                    spare_id = got
+                    continue  # state may have changed while allocating: look again
+                meta = TransactionMetadata(
+                    txn_id, spare_id, txn_timeout_ms=timeout_ms,
+                    txn_last_update_timestamp=self.clock.now_ms(),
+                )
+                spare_id = None
+                entry.txns[txn_id] = meta
+            decision = self._prepare_init(meta, timeout_ms, expected, spare_id)
+            if decision == "need-id":
+                got = await self._allocate()
+                if isinstance(got, ErrorCode):
+                    return InitProducerIdResult(got)
+                spare_id = got
+                continue
+            if isinstance(decision, ErrorCode):
+                return InitProducerIdResult(decision)
+            if decision == "fence":
+                self.stats.fenced += 1
+                error = await self._fence_and_abort(txn_id, entry, meta)
+                # the aborted transaction must finish first: the client retries
+                return InitProducerIdResult(
+                    ErrorCode.concurrent_transactions if error is ErrorCode.none else error
+                )
+            assert isinstance(decision, TxnTransitMetadata)
+            error = await self._append(txn_id, entry, meta, decision)
+            if error is not ErrorCode.none:
+                return InitProducerIdResult(error)
+            log.info("initialized %r: producer id %d epoch %d", txn_id,
+                     decision.producer_id, decision.producer_epoch)
+            return InitProducerIdResult(ErrorCode.none, decision.producer_id,
+                                        decision.producer_epoch)
+        return InitProducerIdResult(ErrorCode.concurrent_transactions)
+
+    def _prepare_init(
+        self,
+        meta: TransactionMetadata,
+        timeout_ms: int,
+        expected: tuple[int, int] | None,
+        spare_id: int | None,
+    ) -> TxnTransitMetadata | ErrorCode | str:
+        if meta.pending:
+            return ErrorCode.concurrent_transactions
+        if expected is not None:
+            exp_pid, exp_epoch = expected
+            valid = (
+                meta.producer_epoch == NO_PRODUCER_EPOCH
+                or exp_pid == meta.producer_id
+                or (exp_pid == meta.last_producer_id and is_epoch_exhausted(exp_epoch))
+            )
+            if not valid:
+                return ErrorCode.producer_fenced
+        state = meta.state
+        if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if state is _S.ONGOING:
+            return "fence"
+        if state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
+            now = self.clock.now_ms()
+            if meta.epoch_exhausted and (expected is None or expected[1] == meta.producer_epoch):
+                if spare_id is None:
+                    return "need-id"
+                return meta.prepare_producer_id_rotation(
+                    spare_id, timeout_ms, now, expected is not None
+                )
+            return meta.prepare_increment_epoch(
+                timeout_ms, None if expected is None else expected[1], now
+            )
+        raise IllegalStateTransition(f"{meta.transactional_id!r} is {state.label}")
+
+    async def _fence_and_abort(
+        self, txn_id: str, entry: _Partition, meta: TransactionMetadata
+    ) -> ErrorCode:
+        """Abort an Ongoing transaction with a bumped epoch, so the producer that owns it
+        is fenced (a new instance took over, or it timed out)."""
+        fence = meta.prepare_fence_epoch()
+        target = meta.prepare_fenced_abort(fence, self.clock.now_ms())
+        return await self._write_prepare(txn_id, entry, meta, target)
+
+    # ================================================================ AddPartitions
+
+    async def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn (client path, v0-3, and v4+ entries without verify_only):
+        one error for all partitions, or, if some do not exist, UNKNOWN_TOPIC_OR_PARTITION
+        for those and OPERATION_NOT_ATTEMPTED for the others (nothing added)."""
+        tps = set(partitions)
+        unknown = self._unknown(tps)
+        if unknown is not None:
+            return unknown
+        error = await self._add_partitions(transactional_id, producer_id, producer_epoch, tps)
+        return {tp: error for tp in tps}
+
+    async def add_offsets_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
+        transaction, so the commit marker also lands where TxnOffsetCommit writes."""
+        tp = (OFFSETS_TOPIC, group_records.partition_for(
+            group_id, self.config.offsets_topic_num_partitions))
+        return await self._add_partitions(transactional_id, producer_id, producer_epoch, {tp})
+
+    def _unknown(self, tps: set[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
+        missing = {tp for tp in tps if not self.partition_exists(tp)}
+        if not missing:
+            return None
+        return {
+            tp: ErrorCode.unknown_topic_or_partition if tp in missing
+            else ErrorCode.operation_not_attempted
+            for tp in tps
+        }
+
+    async def _add_partitions(
+        self, txn_id: str, pid: int, epoch: int, tps: set[TopicPartition]
+    ) -> ErrorCode:
+        if not txn_id:
+            return ErrorCode.invalid_request
+        found = self._lookup(txn_id)
+        if isinstance(found, ErrorCode):
+            return found
+        entry, meta = found
+        if meta is None or meta.producer_id != pid:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.producer_epoch != epoch:
+            return ErrorCode.producer_fenced
+        if meta.pending or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if meta.state is _S.ONGOING and tps <= meta.partitions:
+            return ErrorCode.none
+        try:
+            target = meta.prepare_add_partitions(frozenset(tps), self.clock.now_ms())
+        except IllegalStateTransition:
+            log.exception("AddPartitionsToTxn for %r", txn_id)
+            return ErrorCode.unknown_server_error
+        return await self._append(txn_id, entry, meta, target)
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn v4+ verify_only): is each partition in the
+        ongoing transaction? A partition that is not gets TRANSACTION_ABORTABLE, so the
+        leader refuses a transactional batch that would otherwise hang outside any
+        transaction (Jepsen's Bufstream finding)."""
+        tps = set(partitions)
+        if not transactional_id:
+            return {tp: ErrorCode.invalid_request for tp in tps}
+        unknown = self._unknown(tps)
+        if unknown is not None:
+            return unknown
+        found = self._lookup(transactional_id)
+        error: ErrorCode
+        if isinstance(found, ErrorCode):
+            error = found
+        else:
+            _entry, meta = found
+            if meta is None or meta.producer_id != producer_id:
+                error = ErrorCode.invalid_producer_id_mapping
+            elif meta.producer_epoch != producer_epoch:
+                error = ErrorCode.producer_fenced
+            elif meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                error = ErrorCode.concurrent_transactions
+            else:
+                return {
+                    tp: ErrorCode.none if tp in meta.partitions
+                    else ErrorCode.transaction_abortable
+                    for tp in tps
+                }
+        return {tp: error for tp in tps}
+
+    # ================================================================ EndTxn
+
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        found = self._lookup(transactional_id)
+        if isinstance(found, ErrorCode):
+            return found
+        entry, meta = found
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch != meta.producer_epoch:
+            return ErrorCode.producer_fenced
+        if meta.pending:
+            return ErrorCode.concurrent_transactions
+        state = meta.state
+        if state is _S.ONGOING:
+            try:
+                target = meta.prepare_abort_or_commit(commit, self.clock.now_ms())
+            except IllegalStateTransition:
+                log.exception("EndTxn for %r", transactional_id)
+                return ErrorCode.unknown_server_error
+            return await self._write_prepare(transactional_id, entry, meta, target)
+        if state is _S.COMPLETE_COMMIT:  # a retry of an EndTxn that already finished
+            return ErrorCode.none if commit else ErrorCode.invalid_txn_state
+        if state is _S.COMPLETE_ABORT:
+            return ErrorCode.none if not commit else ErrorCode.invalid_txn_state
+        if state is _S.PREPARE_COMMIT:
+            return ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
+        if state is _S.PREPARE_ABORT:
+            return ErrorCode.concurrent_transactions if not commit else ErrorCode.invalid_txn_state
+        if state is _S.EMPTY:
+            return ErrorCode.invalid_txn_state
+        log.error("EndTxn for %r found illegal state %s", transactional_id, state.label)
+        return ErrorCode.unknown_server_error
+
+    async def _write_prepare(
+        self, txn_id: str, entry: _Partition, meta: TransactionMetadata,
+        target: TxnTransitMetadata,
+    ) -> ErrorCode:
+        """Write PrepareCommit/PrepareAbort; once it is in the log the outcome is decided
+        and the markers go out (the client is answered without waiting for them)."""
+        error = await self._append(txn_id, entry, meta, target)
+        if error is ErrorCode.none:
+            if target.state is _S.PREPARE_COMMIT:
+                self.stats.commits += 1
+            else:
+                self.stats.aborts += 1
+            self._start_markers(entry, self.partition_for(txn_id), meta)
+        return error
+
+    # ================================================================ markers
+
+    def _start_markers(self, entry: _Partition, partition: int, meta: TransactionMetadata) -> None:
+        target = meta.prepare_complete(self.clock.now_ms())
+        job = _MarkerJob(
+            meta.transactional_id, partition, entry.coordinator_epoch, meta, target,
+            meta.state is _S.PREPARE_COMMIT, meta.producer_id, meta.producer_epoch,
+        )
+        self._jobs[meta.transactional_id] = job
+        self._send_markers(job, set(meta.partitions))
+
+    def _job_current(self, job: _MarkerJob) -> bool:
+        entry = self._owned.get(job.partition)
+        return (
+            self._jobs.get(job.transactional_id) is job
+            and entry is not None
+            and entry.coordinator_epoch == job.coordinator_epoch
+            and entry.txns.get(job.transactional_id) is job.meta
+        )
+
+    def _send_markers(self, job: _MarkerJob, tps: set[TopicPartition]) -> None:
+        if not self._job_current(job):
+            return
+        if not tps:
+            self._spawn(self._write_completion(job), f"txn-complete-{job.transactional_id}")
+            return
+        self._spawn(self._markers_attempt(job, tps), f"txn-markers-{job.transactional_id}")
+
+    async def _markers_attempt(self, job: _MarkerJob, tps: set[TopicPartition]) -> None:
+        try:
+            results: Mapping[TopicPartition, ErrorCode] = await self.markers.write_markers(
+                job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit,
+                frozenset(tps),
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # unreachable brokers etc.: retry them all
+            log.info("writing markers for %r failed: %s", job.transactional_id, e)
+            results = {}
+        self._on_markers(job, tps, results)
+
+    def _on_markers(
+        self, job: _MarkerJob, tps: Collection[TopicPartition],
+        results: Mapping[TopicPartition, ErrorCode],
+    ) -> None:
+        if not self._job_current(job):
+            return  # resigned, reloaded or stopped: the current coordinator finishes it
+        retry: set[TopicPartition] = set()
+        for tp in tps:
+            error = results.get(tp, ErrorCode.request_timed_out)
+            if error is ErrorCode.none or error in _MARKER_SKIP:
+                if error is not ErrorCode.none:
+                    log.info("skipping marker of %r for %s-%d: %s",
+                             job.transactional_id, tp[0], tp[1], error.name)
+                job.meta.remove_partition(tp)
+            elif error in _MARKER_FENCED:
+                log.info("markers of %r are fenced (%s); another coordinator owns them",
+                         job.transactional_id, error.name)
+                self._jobs.pop(job.transactional_id, None)
+                return
+            else:
+                if error not in _MARKER_RETRIABLE:
+                    log.error("unexpected %s writing a marker of %r to %s-%d; retrying",
+                              error.name, job.transactional_id, tp[0], tp[1])
+                retry.add(tp)
+        if retry:
+            self.stats.marker_retries += 1
+            self.timers.schedule(
+                ("txn-markers", job.transactional_id),
+                self.clock.now_ms() + self.config.retry_backoff_ms,
+                lambda: self._send_markers(job, retry),
+            )
+        elif not job.meta.partitions:
+            self._spawn(self._write_completion(job), f"txn-complete-{job.transactional_id}")
+
+    async def _write_completion(self, job: _MarkerJob) -> None:
+        if not self._job_current(job):
+            return
+        entry = self._owned[job.partition]
+        error = await self._append(
+            job.transactional_id, entry, job.meta, job.target, keep_pending_on_error=True
+        )
+        if error is ErrorCode.none:
+            if self._jobs.get(job.transactional_id) is job:
+                del self._jobs[job.transactional_id]
+            return
+        if not self._job_current(job):
+            return  # no longer ours: the new leader reloads and finishes it
+        # Still the leader at the same epoch (a local or transient failure): try again,
+        # the pending state keeps every client request at CONCURRENT_TRANSACTIONS.
+        log.info("completing %r failed (%s); retrying", job.transactional_id, error.name)
+        self.timers.schedule(
+            ("txn-markers", job.transactional_id),
+            self.clock.now_ms() + self.config.retry_backoff_ms,
+            lambda: self._send_markers(job, set()),
+        )
+
+    # ================================================================ sweeps
+
+    def abort_timed_out_transactions(self) -> int:
+        """Abort every Ongoing transaction older than its timeout (epoch bumped, so the
+        producer is fenced); returns how many aborts were started."""
+        now = self.clock.now_ms()
+        started = 0
+        for entry in list(self._owned.values()):
+            for txn_id, meta in list(entry.txns.items()):
+                if (
+                    meta.state is _S.ONGOING
+                    and not meta.pending
+                    and meta.txn_start_timestamp + meta.txn_timeout_ms < now
+                ):
+                    try:
+                        fence = meta.prepare_fence_epoch()
+                        target = meta.prepare_fenced_abort(fence, now)
+                    except IllegalStateTransition:
+                        log.exception("timing out %r", txn_id)
+                        meta.abort_transition()
+                        continue
+                    log.info("aborting %r: open for longer than %d ms", txn_id,
+                             meta.txn_timeout_ms)
+                    self.stats.timed_out += 1
+                    started += 1
+                    self._spawn(self._write_prepare(txn_id, entry, meta, target),
+                                f"txn-timeout-{txn_id}")
+        return started
+
+    def expire_transactional_ids(self) -> int:
+        """Tombstone ids idle for `transactional.id.expiration.ms` with nothing in flight."""
+        now = self.clock.now_ms()
+        horizon = now - self.config.transactional_id_expiration_ms
+        started = 0
+        for entry in list(self._owned.values()):
+            for txn_id, meta in list(entry.txns.items()):
+                if (
+                    not meta.pending
+                    and meta.state.expiration_allowed
+                    and meta.txn_last_update_timestamp <= horizon
+                ):
+                    target = meta.prepare_dead()
+                    started += 1
+                    self._spawn(self._expire(txn_id, entry, meta, target), f"txn-expire-{txn_id}")
+        return started
+
+    async def _expire(
+        self, txn_id: str, entry: _Partition, meta: TransactionMetadata,
+        target: TxnTransitMetadata,
+    ) -> None:
+        error = await self._append(txn_id, entry, meta, target)
+        if error is ErrorCode.none:
+            self.stats.expired_ids += 1
+            log.info("expired transactional id %r", txn_id)
+
+    # ================================================================ describe / list
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
+        out = []
+        for txn_id in transactional_ids:
+            if not self.active:
+                out.append(TransactionDescription(txn_id, ErrorCode.coordinator_not_available))
+                continue
+            if not txn_id:
+                out.append(TransactionDescription(txn_id, ErrorCode.invalid_request))
+                continue
+            found = self._lookup(txn_id)
+            if isinstance(found, ErrorCode):
+                out.append(TransactionDescription(txn_id, found))
+                continue
+            _entry, meta = found
+            if meta is None or meta.state is _S.DEAD:
+                out.append(TransactionDescription(txn_id, ErrorCode.transactional_id_not_found))
+                continue
+            topics: dict[str, list[int]] = {}
+            for topic, p in sorted(meta.partitions):
+                topics.setdefault(topic, []).append(p)
+            out.append(
+                TransactionDescription(
+                    txn_id, ErrorCode.none, meta.state.label, meta.producer_id,
+                    meta.producer_epoch, meta.txn_timeout_ms, meta.txn_start_timestamp, topics,
+                )
+            )
+        return out
+
+    def list_transactions(
+        self,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
+    ) -> ListTransactionsResult:
+        """ListTransactions v0-2: filters by state name, producer id, minimum age (v1,
+        KIP-994) and a transactional-id regular expression (v2, matched in full)."""
+        if not self.active:
+            return ListTransactionsResult(ErrorCode.coordinator_not_available)
+        if self._loading:
+            return ListTransactionsResult(ErrorCode.coordinator_load_in_progress)
+        pattern = None
+        if transactional_id_pattern:
+            try:
+                pattern = re.compile(transactional_id_pattern)
+            except re.error:
+                return ListTransactionsResult(ErrorCode.invalid_regular_expression)
+        states: set[TransactionState] = set()
+        unknown: list[str] = []
+        names = list(state_filters)
+        for name in names:
+            s = TransactionState.from_label(name)
+            if s is None:
+                unknown.append(name)
+            else:
+                states.add(s)
+        pids = set(producer_id_filters)
+        now = self.clock.now_ms()
+        listed = []
+        for entry in self._owned.values():
+            for txn_id, meta in entry.txns.items():
+                if meta.state is _S.DEAD:
+                    continue
+                if pids and meta.producer_id not in pids:
+                    continue
+                if names and meta.state not in states:
+                    continue
+                if duration_filter_ms >= 0 and now - meta.txn_start_timestamp <= duration_filter_ms:
+                    continue
+                if pattern is not None and pattern.fullmatch(txn_id) is None:
+                    continue
+                listed.append(TransactionListing(txn_id, meta.producer_id, meta.state.label))
+        listed.sort(key=lambda t: t.transactional_id)
+        return ListTransactionsResult(ErrorCode.none, unknown, listed)
+
+    # ================================================================ introspection
+
+    def transactions(self) -> list[TransactionMetadata]:
+        """Every transactional id this coordinator owns (console, metrics, tests)."""
+        return [m for e in self._owned.values() for m in e.txns.values()]
+
+    def open_transactions(self) -> int:
+        return sum(1 for m in self.transactions() if m.state.is_open)
+
+    def pending_marker_jobs(self) -> int:
+        return len(self._jobs)
+
+
+def _load(records: Iterable[tuple[bytes, bytes | None]], partition: int) -> dict[str, TransactionMetadata]:
+    """Later records win; a tombstone (or a Dead value, never written by Kafka) deletes.
+    A record Yak cannot read is logged and skipped rather than failing the whole load."""
+    txns: dict[str, TransactionMetadata] = {}
+    for key, value in records:
+        try:
+            txn_id = rec.decode_key(key)
+            if txn_id is None:
+                log.warning("unknown key version in %s-%d", rec.TRANSACTION_STATE_TOPIC, partition)
+                continue
+            if value is None:
+                txns.pop(txn_id, None)
+                continue
+            t = rec.decode_value(value)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.error("unreadable record in %s-%d skipped: %s",
+                      rec.TRANSACTION_STATE_TOPIC, partition, e)
+            continue
+        if t.state is _S.DEAD:
+            txns.pop(txn_id, None)
+        elif t.state is _S.PREPARE_EPOCH_FENCE:
+            log.error("%r: PrepareEpochFence is never written; record skipped", txn_id)
+        else:
+            txns[txn_id] = TransactionMetadata.from_transit(txn_id, t)
+    return txns
