@@ -1,0 +1,153 @@
+"""An etcd lease kept alive, with a local deadline the owner can check before acting.
+
+Why a local deadline: a process that was paused (SIGSTOP, a long GC or swap stall, a VM
+freeze) resumes believing it still holds whatever it held. Its lease may have expired while
+it slept, and etcd deleted the keys on it (its broker registration, the controller key);
+another broker may already have taken over. The first keepalive after the pause will say so,
+but the owner must not act in the gap before that answer. So the keeper records, for every
+successful renewal, `valid_until = time the renewal was *sent* + the TTL granted`. etcd's
+leader restarts the TTL when it *receives* the renewal, which is later, so the lease is
+certainly alive until `valid_until` and the check needs no round trip. CLOCK_MONOTONIC keeps
+running while a process is stopped, so after a pause longer than the TTL `valid()` is false
+from the first instruction the process runs.
+
+etcd counts TTLs in whole seconds, with a minimum of about 2 s at its default heartbeat
+(1.5 x election timeout, rounded up), so a TTL in ms is rounded up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from yak.cluster.etcd import EtcdClient, EtcdError, EtcdUnavailable, LeaseNotFoundError
+
+__all__ = ["LeaseKeeper", "LeaseState"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseState(enum.Enum):
+    NEW = "new"
+    ACTIVE = "active"  # renewed; valid() until valid_until
+    LOST = "lost"  # etcd said the lease is gone (expired or revoked elsewhere)
+    CLOSED = "closed"  # stop() was called
+
+
+class LeaseKeeper:
+    """Grants a lease and renews it every `interval_ms` until stopped or lost.
+
+    `on_lost(reason)` is called once, from the event loop, when etcd reports the lease gone.
+    While etcd is unreachable the keeper keeps trying; `valid()` turns false at the local
+    deadline, and the lapse is logged once per change of state.
+    """
+
+    def __init__(self, client: EtcdClient, ttl_ms: int, interval_ms: int, *,
+                 on_lost: Callable[[str], None] | None = None, name: str = "lease",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if interval_ms <= 0 or ttl_ms <= 0:
+            raise ValueError("lease TTL and renewal interval must be positive")
+        if interval_ms >= ttl_ms:
+            raise ValueError(f"{name}: renewal interval {interval_ms} ms must be below the "
+                             f"TTL {ttl_ms} ms")
+        self.client = client
+        self.ttl_s = max(1, math.ceil(ttl_ms / 1000))
+        self.interval_s = interval_ms / 1000
+        self.name = name
+        self._on_lost = on_lost
+        self._clock = clock
+        self.lease_id = 0
+        self.granted_ttl_s = 0
+        self.valid_until = 0.0
+        self.state = LeaseState.NEW
+        self.lost = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._unreachable_logged = False
+
+    def valid(self) -> bool:
+        """True while the lease is certainly alive in etcd (no I/O; see the module doc)."""
+        return self.state is LeaseState.ACTIVE and self._clock() < self.valid_until
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.valid_until - self._clock()) if self.valid() else 0.0
+
+    async def start(self) -> int:
+        """Grant the lease and start renewing it; returns the lease id."""
+        t0 = self._clock()
+        self.lease_id, self.granted_ttl_s = await self.client.lease_grant(self.ttl_s)
+        self.valid_until = t0 + self.granted_ttl_s
+        self.state = LeaseState.ACTIVE
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"{self.name}-keepalive")
+        return self.lease_id
+
+    async def stop(self, revoke: bool = True) -> None:
+        """Stop renewing; with `revoke`, also delete the lease (and every key on it) now."""
+        was_active = self.state is LeaseState.ACTIVE
+        self.state = LeaseState.CLOSED
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if revoke and was_active and self.lease_id:
+            try:
+                await self.client.lease_revoke(self.lease_id)
+            except EtcdError as e:  # it will expire on its own within the TTL
+                log.warning("%s: revoking lease %x failed (%s); it expires within %d s",
+                            self.name, self.lease_id, e, self.granted_ttl_s)
+
+    def suspend(self) -> None:
+        """Stop renewing without revoking, as if the process froze (tests and fault drills)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def _mark_lost(self, reason: str) -> None:
+        if self.state is not LeaseState.ACTIVE:
+            return
+        self.state = LeaseState.LOST
+        self.lost.set()
+        log.warning("%s: lease %x lost: %s", self.name, self.lease_id, reason)
+        if self._on_lost is not None:
+            self._on_lost(reason)
+
+    async def _run(self) -> None:
+        while self.state is LeaseState.ACTIVE:
+            await asyncio.sleep(self.interval_s)
+            t0 = self._clock()
+            if t0 >= self.valid_until and not self._unreachable_logged:
+                # Not renewed in time (etcd unreachable, or this process was paused): the
+                # owner already sees valid() == False; etcd's answer decides what comes next.
+                log.warning("%s: lease %x not renewed within its %d s TTL", self.name,
+                            self.lease_id, self.granted_ttl_s)
+                self._unreachable_logged = True
+            try:
+                ttl = await self.client.lease_keepalive(
+                    self.lease_id, timeout=max(0.5, min(self.client.timeout, self.interval_s)))
+            except LeaseNotFoundError:
+                ttl = 0
+            except EtcdUnavailable as e:
+                if not self._unreachable_logged:
+                    log.warning("%s: etcd unreachable, lease %x not renewed: %s", self.name,
+                                self.lease_id, e)
+                    self._unreachable_logged = True
+                continue
+            except EtcdError as e:
+                log.warning("%s: lease %x keepalive failed: %s", self.name, self.lease_id, e)
+                continue
+            if self.state is not LeaseState.ACTIVE:
+                return
+            if ttl <= 0:
+                self._mark_lost("expired" if self._clock() >= self.valid_until
+                                else "gone (revoked)")
+                return
+            self.valid_until = t0 + ttl
+            if self._unreachable_logged:
+                log.info("%s: lease %x renewed again", self.name, self.lease_id)
+                self._unreachable_logged = False
