@@ -71,8 +71,9 @@ class FakeMarkerWriter:
         commit: bool,
         partitions: Collection[TopicPartition],
     ) -> Mapping[TopicPartition, ErrorCode]:
-        call = MarkerCall(producer_id, producer_epoch, coordinator_epoch, commit,
-                          frozenset(partitions))
+        call = MarkerCall(
+            producer_id, producer_epoch, coordinator_epoch, commit, frozenset(partitions)
+        )
         self.calls.append(call)
         if self.manual:
             call.future = asyncio.get_running_loop().create_future()

@@ -125,7 +125,9 @@ def kafka_value(t: TxnTransitMetadata, version: int) -> bytes:
     )
 
 
-def transit(state: TransactionState, partitions: set[tuple[str, int]], **kw: int) -> TxnTransitMetadata:
+def transit(
+    state: TransactionState, partitions: set[tuple[str, int]], **kw: int
+) -> TxnTransitMetadata:
     return TxnTransitMetadata(
         producer_id=kw.get("pid", 4242),
         last_producer_id=kw.get("last_pid", -1),
@@ -165,10 +167,15 @@ def test_value_matches_kafka_schema_and_round_trips(t: TxnTransitMetadata, versi
     back = rec.decode_value(data)
     assert back.state is t.state
     assert (back.producer_id, back.producer_epoch, back.txn_timeout_ms) == (
-        t.producer_id, t.producer_epoch, t.txn_timeout_ms)
+        t.producer_id,
+        t.producer_epoch,
+        t.txn_timeout_ms,
+    )
     assert back.partitions == t.partitions
     assert (back.txn_start_timestamp, back.txn_last_update_timestamp) == (
-        t.txn_start_timestamp, t.txn_last_update_timestamp)
+        t.txn_start_timestamp,
+        t.txn_last_update_timestamp,
+    )
     # v0 cannot carry the previous producer id; v1 does (tag 0)
     assert back.last_producer_id == (t.last_producer_id if version == 1 else -1)
 
@@ -178,9 +185,17 @@ def test_value_v0_layout_by_hand() -> None:
     would still show: Ongoing, one topic with one partition."""
     t = transit(TransactionState.ONGOING, {("t", 5)}, pid=1, epoch=2, timeout=3, start=4, update=5)
     expected = (
-        b"\x00\x00" + (1).to_bytes(8, "big") + b"\x00\x02" + (3).to_bytes(4, "big") + b"\x01"
-        + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x05"
-        + (5).to_bytes(8, "big") + (4).to_bytes(8, "big")
+        b"\x00\x00"
+        + (1).to_bytes(8, "big")
+        + b"\x00\x02"
+        + (3).to_bytes(4, "big")
+        + b"\x01"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x01t"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x05"
+        + (5).to_bytes(8, "big")
+        + (4).to_bytes(8, "big")
     )
     assert rec.encode_value(t) == expected
 
@@ -242,8 +257,15 @@ def test_marker_decoding_is_strict_where_kafka_is() -> None:
 
 
 def test_marker_batch_layout() -> None:
-    batch = ctl.build_marker_batch(77, 3, 12, commit=True, timestamp=1_700_000_000_000,
-                                   base_offset=40, partition_leader_epoch=2)
+    batch = ctl.build_marker_batch(
+        77,
+        3,
+        12,
+        commit=True,
+        timestamp=1_700_000_000_000,
+        base_offset=40,
+        partition_leader_epoch=2,
+    )
     h = batches.parse_header(batch, 0)
     assert h.attributes == 0x30  # control | transactional, no compression, CreateTime
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (77, 3, -1)

@@ -226,7 +226,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.config = config or TxnConfig()
         self.clock = clock or SystemClock()
-        self.timers = timers or TimerQueue(self.clock)
+        self.timers = timers if timers is not None else TimerQueue(self.clock)
         self._owns_timers = timers is None
         self.partition_exists = partition_exists or (lambda _tp: True)
         self.stats = TxnStats()
@@ -244,10 +244,14 @@ class TransactionCoordinator:
         `on_election` (the host calls it for every `__transaction_state` partition it
         leads)."""
         self.active = True
-        self._schedule_sweep("abort-timed-out", self.config.abort_timed_out_interval_ms,
-                             self.abort_timed_out_transactions)
-        self._schedule_sweep("expire-ids", self.config.remove_expired_interval_ms,
-                             self.expire_transactional_ids)
+        self._schedule_sweep(
+            "abort-timed-out",
+            self.config.abort_timed_out_interval_ms,
+            self.abort_timed_out_transactions,
+        )
+        self._schedule_sweep(
+            "expire-ids", self.config.remove_expired_interval_ms, self.expire_transactional_ids
+        )
         if self._owns_timers and self._timer_task is None:
             self._timer_task = asyncio.get_running_loop().create_task(
                 self.timers.run_forever(), name="txn-coordinator-timers"
@@ -320,7 +324,10 @@ class TransactionCoordinator:
         self._owned[partition] = entry
         log.info(
             "loaded %d transactional ids from %s-%d at coordinator epoch %d",
-            len(entry.txns), rec.TRANSACTION_STATE_TOPIC, partition, coordinator_epoch,
+            len(entry.txns),
+            rec.TRANSACTION_STATE_TOPIC,
+            partition,
+            coordinator_epoch,
         )
         for meta in entry.txns.values():
             if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
@@ -378,14 +385,13 @@ class TransactionCoordinator:
         """Write `target` (prepared on `meta`) and apply it once it is in the log."""
         key = rec.encode_key(txn_id)
         value = (
-            None if target.state is _S.DEAD
+            None
+            if target.state is _S.DEAD
             else rec.encode_value(target, self.config.log_value_version)
         )
         error = ErrorCode.none
         try:
-            await self.log.append(
-                self.partition_for(txn_id), (key, value), entry.coordinator_epoch
-            )
+            await self.log.append(self.partition_for(txn_id), (key, value), entry.coordinator_epoch)
         except KafkaError as e:
             error = _APPEND_ERRORS.get(e.code, e.code)
             log.info("writing %r for %r failed: %s", target.state.label, txn_id, e)
@@ -461,7 +467,9 @@ class TransactionCoordinator:
                     spare_id = got
                     continue  # state may have changed while allocating: look again
                 meta = TransactionMetadata(
-                    txn_id, spare_id, txn_timeout_ms=timeout_ms,
+                    txn_id,
+                    spare_id,
+                    txn_timeout_ms=timeout_ms,
                     txn_last_update_timestamp=self.clock.now_ms(),
                 )
                 spare_id = None
@@ -486,10 +494,15 @@ class TransactionCoordinator:
             error = await self._append(txn_id, entry, meta, decision)
             if error is not ErrorCode.none:
                 return InitProducerIdResult(error)
-            log.info("initialized %r: producer id %d epoch %d", txn_id,
-                     decision.producer_id, decision.producer_epoch)
-            return InitProducerIdResult(ErrorCode.none, decision.producer_id,
-                                        decision.producer_epoch)
+            log.info(
+                "initialized %r: producer id %d epoch %d",
+                txn_id,
+                decision.producer_id,
+                decision.producer_epoch,
+            )
+            return InitProducerIdResult(
+                ErrorCode.none, decision.producer_id, decision.producer_epoch
+            )
         return InitProducerIdResult(ErrorCode.concurrent_transactions)
 
     def _prepare_init(
@@ -561,8 +574,10 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
         transaction, so the commit marker also lands where TxnOffsetCommit writes."""
-        tp = (OFFSETS_TOPIC, group_records.partition_for(
-            group_id, self.config.offsets_topic_num_partitions))
+        tp = (
+            OFFSETS_TOPIC,
+            group_records.partition_for(group_id, self.config.offsets_topic_num_partitions),
+        )
         return await self._add_partitions(transactional_id, producer_id, producer_epoch, {tp})
 
     def _unknown(self, tps: set[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
@@ -570,7 +585,8 @@ class TransactionCoordinator:
         if not missing:
             return None
         return {
-            tp: ErrorCode.unknown_topic_or_partition if tp in missing
+            tp: ErrorCode.unknown_topic_or_partition
+            if tp in missing
             else ErrorCode.operation_not_attempted
             for tp in tps
         }
@@ -630,8 +646,7 @@ class TransactionCoordinator:
                 error = ErrorCode.concurrent_transactions
             else:
                 return {
-                    tp: ErrorCode.none if tp in meta.partitions
-                    else ErrorCode.transaction_abortable
+                    tp: ErrorCode.none if tp in meta.partitions else ErrorCode.transaction_abortable
                     for tp in tps
                 }
         return {tp: error for tp in tps}
@@ -675,7 +690,10 @@ class TransactionCoordinator:
         return ErrorCode.unknown_server_error
 
     async def _write_prepare(
-        self, txn_id: str, entry: _Partition, meta: TransactionMetadata,
+        self,
+        txn_id: str,
+        entry: _Partition,
+        meta: TransactionMetadata,
         target: TxnTransitMetadata,
     ) -> ErrorCode:
         """Write PrepareCommit/PrepareAbort; once it is in the log the outcome is decided
@@ -694,8 +712,14 @@ class TransactionCoordinator:
     def _start_markers(self, entry: _Partition, partition: int, meta: TransactionMetadata) -> None:
         target = meta.prepare_complete(self.clock.now_ms())
         job = _MarkerJob(
-            meta.transactional_id, partition, entry.coordinator_epoch, meta, target,
-            meta.state is _S.PREPARE_COMMIT, meta.producer_id, meta.producer_epoch,
+            meta.transactional_id,
+            partition,
+            entry.coordinator_epoch,
+            meta,
+            target,
+            meta.state is _S.PREPARE_COMMIT,
+            meta.producer_id,
+            meta.producer_epoch,
         )
         self._jobs[meta.transactional_id] = job
         self._send_markers(job, set(meta.partitions))
@@ -720,7 +744,10 @@ class TransactionCoordinator:
     async def _markers_attempt(self, job: _MarkerJob, tps: set[TopicPartition]) -> None:
         try:
             results: Mapping[TopicPartition, ErrorCode] = await self.markers.write_markers(
-                job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit,
+                job.producer_id,
+                job.producer_epoch,
+                job.coordinator_epoch,
+                job.commit,
                 frozenset(tps),
             )
         except asyncio.CancelledError:
@@ -731,7 +758,9 @@ class TransactionCoordinator:
         self._on_markers(job, tps, results)
 
     def _on_markers(
-        self, job: _MarkerJob, tps: Collection[TopicPartition],
+        self,
+        job: _MarkerJob,
+        tps: Collection[TopicPartition],
         results: Mapping[TopicPartition, ErrorCode],
     ) -> None:
         if not self._job_current(job):
@@ -741,18 +770,31 @@ class TransactionCoordinator:
             error = results.get(tp, ErrorCode.request_timed_out)
             if error is ErrorCode.none or error in _MARKER_SKIP:
                 if error is not ErrorCode.none:
-                    log.info("skipping marker of %r for %s-%d: %s",
-                             job.transactional_id, tp[0], tp[1], error.name)
+                    log.info(
+                        "skipping marker of %r for %s-%d: %s",
+                        job.transactional_id,
+                        tp[0],
+                        tp[1],
+                        error.name,
+                    )
                 job.meta.remove_partition(tp)
             elif error in _MARKER_FENCED:
-                log.info("markers of %r are fenced (%s); another coordinator owns them",
-                         job.transactional_id, error.name)
+                log.info(
+                    "markers of %r are fenced (%s); another coordinator owns them",
+                    job.transactional_id,
+                    error.name,
+                )
                 self._jobs.pop(job.transactional_id, None)
                 return
             else:
                 if error not in _MARKER_RETRIABLE:
-                    log.error("unexpected %s writing a marker of %r to %s-%d; retrying",
-                              error.name, job.transactional_id, tp[0], tp[1])
+                    log.error(
+                        "unexpected %s writing a marker of %r to %s-%d; retrying",
+                        error.name,
+                        job.transactional_id,
+                        tp[0],
+                        tp[1],
+                    )
                 retry.add(tp)
         if retry:
             self.stats.marker_retries += 1
@@ -807,12 +849,12 @@ class TransactionCoordinator:
                         log.exception("timing out %r", txn_id)
                         meta.abort_transition()
                         continue
-                    log.info("aborting %r: open for longer than %d ms", txn_id,
-                             meta.txn_timeout_ms)
+                    log.info("aborting %r: open for longer than %d ms", txn_id, meta.txn_timeout_ms)
                     self.stats.timed_out += 1
                     started += 1
-                    self._spawn(self._write_prepare(txn_id, entry, meta, target),
-                                f"txn-timeout-{txn_id}")
+                    self._spawn(
+                        self._write_prepare(txn_id, entry, meta, target), f"txn-timeout-{txn_id}"
+                    )
         return started
 
     def expire_transactional_ids(self) -> int:
@@ -833,7 +875,10 @@ class TransactionCoordinator:
         return started
 
     async def _expire(
-        self, txn_id: str, entry: _Partition, meta: TransactionMetadata,
+        self,
+        txn_id: str,
+        entry: _Partition,
+        meta: TransactionMetadata,
         target: TxnTransitMetadata,
     ) -> None:
         error = await self._append(txn_id, entry, meta, target)
@@ -843,7 +888,9 @@ class TransactionCoordinator:
 
     # ================================================================ describe / list
 
-    def describe_transactions(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> list[TransactionDescription]:
         out = []
         for txn_id in transactional_ids:
             if not self.active:
@@ -865,8 +912,14 @@ class TransactionCoordinator:
                 topics.setdefault(topic, []).append(p)
             out.append(
                 TransactionDescription(
-                    txn_id, ErrorCode.none, meta.state.label, meta.producer_id,
-                    meta.producer_epoch, meta.txn_timeout_ms, meta.txn_start_timestamp, topics,
+                    txn_id,
+                    ErrorCode.none,
+                    meta.state.label,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    meta.txn_timeout_ms,
+                    meta.txn_start_timestamp,
+                    topics,
                 )
             )
         return out
@@ -931,7 +984,9 @@ class TransactionCoordinator:
         return len(self._jobs)
 
 
-def _load(records: Iterable[tuple[bytes, bytes | None]], partition: int) -> dict[str, TransactionMetadata]:
+def _load(
+    records: Iterable[tuple[bytes, bytes | None]], partition: int
+) -> dict[str, TransactionMetadata]:
     """Later records win; a tombstone (or a Dead value, never written by Kafka) deletes.
     A record Yak cannot read is logged and skipped rather than failing the whole load."""
     txns: dict[str, TransactionMetadata] = {}
@@ -946,8 +1001,9 @@ def _load(records: Iterable[tuple[bytes, bytes | None]], partition: int) -> dict
                 continue
             t = rec.decode_value(value)
         except (ValueError, UnicodeDecodeError) as e:
-            log.error("unreadable record in %s-%d skipped: %s",
-                      rec.TRANSACTION_STATE_TOPIC, partition, e)
+            log.error(
+                "unreadable record in %s-%d skipped: %s", rec.TRANSACTION_STATE_TOPIC, partition, e
+            )
             continue
         if t.state is _S.DEAD:
             txns.pop(txn_id, None)

@@ -241,7 +241,14 @@ class TransactionMetadata:
         else:
             return ErrorCode.producer_fenced
         return self._prepare(
-            TransactionState.EMPTY, self.producer_id, epoch, last, timeout_ms, frozenset(), -1, now_ms
+            TransactionState.EMPTY,
+            self.producer_id,
+            epoch,
+            last,
+            timeout_ms,
+            frozenset(),
+            -1,
+            now_ms,
         )
 
     def prepare_producer_id_rotation(
@@ -302,9 +309,7 @@ class TransactionMetadata:
             now_ms,
         )
 
-    def prepare_fenced_abort(
-        self, fence: TxnTransitMetadata, now_ms: int
-    ) -> TxnTransitMetadata:
+    def prepare_fenced_abort(self, fence: TxnTransitMetadata, now_ms: int) -> TxnTransitMetadata:
         """Turn a pending PrepareEpochFence into the PrepareAbort that is written: Kafka
         never persists PrepareEpochFence, it aborts with the bumped epoch."""
         if self.pending_state is not TransactionState.PREPARE_EPOCH_FENCE:
@@ -376,7 +381,9 @@ class TransactionMetadata:
         target = self.pending_state
         if target is None or target is not t.state:
             self._fail(t, "it is not the pending transition")
-        same_producer = t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
+        same_producer = (
+            t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
+        )
         if target is TransactionState.EMPTY:
             bump_ok = t.producer_epoch == self.producer_epoch + 1 or (
                 t.producer_epoch == 0 and t.producer_id != self.producer_id
