@@ -61,20 +61,32 @@ def bench_append(base: str, batch_bytes: int, count: int) -> None:
 
 def bench_append_small(base: str, count: int, rounds: int = 5) -> None:
     """Per-batch overhead: 1-record batches of 100 B, so the header parse, validation and
-    bookkeeping dominate, not the copy. Best of `rounds` (CPU us per append); run with
-    --dir on tmpfs (/dev/shm) to keep the disk out of it."""
-    m = fresh_manager(os.path.join(base, "append-small"), LogConfig())
-    log = m.create("bench", 0)
-    batch = build_batch([Record(b"k", b"v" * 100, int(time.time() * 1000))])
-    best = float("inf")
-    for _ in range(rounds):
-        c0 = time.process_time()
-        for _ in range(count):
-            log.append_as_leader(batch, 0)
-        best = min(best, time.process_time() - c0)
-    print(f"append 1-record 100 B batches      {count:>12,} batches  best of {rounds}: "
-          f"{best / count * 1e6:.2f} us CPU per append")
-    m.shutdown()
+    bookkeeping dominate, not the copy; plain and idempotent (producer id, sequences).
+    Best of `rounds` (CPU us per append); run with --dir on tmpfs (/dev/shm) to keep the
+    disk out of it."""
+    now = int(time.time() * 1000)
+    for idempotent in (False, True):
+        m = fresh_manager(os.path.join(base, "append-small"), LogConfig())
+        log = m.create("bench", 0)
+        if idempotent:  # prebuilt: one producer, consecutive sequences across the rounds
+            batches = [
+                build_batch([Record(b"k", b"v" * 100, now)], producer_id=1, producer_epoch=0,
+                            base_sequence=i)
+                for i in range(count * rounds)
+            ]
+        else:
+            batches = [build_batch([Record(b"k", b"v" * 100, now)])] * (count * rounds)
+        best = float("inf")
+        for r in range(rounds):
+            todo = batches[r * count : (r + 1) * count]
+            c0 = time.process_time()
+            for b in todo:
+                log.append_as_leader(b, 0)
+            best = min(best, time.process_time() - c0)
+        kind = "idempotent" if idempotent else "plain"
+        print(f"append 1-record 100 B batches ({kind:<10}) {count:>9,}  best of {rounds}: "
+              f"{best / count * 1e6:.2f} us CPU per append")
+        m.shutdown()
 
 
 def bench_read(base: str, lookups: int) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ from yak.protocol import compression
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of the header batchLength excludes
+PARTITION_LEADER_EPOCH_OFFSET = 12
+OFFSET_PREFIX_SIZE = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # first byte covered by the CRC
 MAX_TIMESTAMP_OFFSET = 35
@@ -43,28 +46,41 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
+# The 16 bytes storage rewrites when it assigns offsets (none of them CRC-covered).
+OFFSET_PREFIX = struct.Struct(">qii")
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _ATTRS = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 
+_HEADER_FIELDS = (
+    "base_offset",
+    "batch_length",
+    "partition_leader_epoch",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "record_count",
+)
 
-@dataclass(slots=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
+
+class BatchHeader(namedtuple("BatchHeader", _HEADER_FIELDS)):  # type: ignore[misc]
+    """The 61-byte RecordBatch v2 header, fields by Kafka's names.
+
+    A tuple subclass built straight from one `struct.unpack_from` (`read_header`), because
+    it is created once per batch on the append, recovery and read paths: a dataclass costs
+    ~3x more to build, and these fields read at C speed (namedtuple's descriptors). Derived
+    values (`size`, `last_offset`, ...) are properties; hot loops read the stored fields.
+    """
+
+    __slots__ = ()
 
     @property
     def size(self) -> int:
@@ -96,17 +112,36 @@ class BatchHeader:
         return bool(self.attributes & CONTROL_BIT)
 
     @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence < 0:
             return NO_SEQUENCE
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+    @property
+    def framing_ok(self) -> bool:
+        """Magic 2 and a batch length that can hold the header: the bytes are a batch start."""
+        return self.magic == MAGIC and self.batch_length >= HEADER_SIZE - LOG_OVERHEAD
+
+
+_new_tuple = tuple.__new__
+_unpack_header = HEADER.unpack_from
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header at `pos`, unchecked (the caller has HEADER_SIZE bytes and checks framing):
+    the one parse per batch of the hot paths."""
+    return _new_tuple(BatchHeader, _unpack_header(buf, pos))
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the header at `pos`; CorruptRecordError if it is short or not magic 2."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"truncated batch header at position {pos}")
-    h = BatchHeader(*HEADER.unpack_from(buf, pos))
+    h = _new_tuple(BatchHeader, _unpack_header(buf, pos))
     if h.magic != MAGIC:
         raise CorruptRecordError(f"unsupported record batch magic {h.magic}")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -146,7 +181,29 @@ def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -
 
 
 def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    _INT32.pack_into(buf, pos + 12, epoch)
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def log_append_time_header(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    base_offset: int,
+    leader_epoch: int,
+    timestamp: int,
+) -> bytearray:
+    """A copy of the batch's 61-byte header with offsets assigned, marked LogAppendTime with
+    `timestamp` as its max timestamp, and the CRC recomputed over it and the records after it
+    (which are not copied: the caller writes them from `buf` as they are)."""
+    hdr = bytearray(buf[pos : pos + HEADER_SIZE])
+    OFFSET_PREFIX.pack_into(hdr, 0, base_offset, header.batch_length, leader_epoch)
+    _ATTRS.pack_into(hdr, ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(hdr, MAX_TIMESTAMP_OFFSET, timestamp)
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    body = mv[pos + HEADER_SIZE : pos + header.batch_length + LOG_OVERHEAD]
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(hdr)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(hdr, CRC_OFFSET, crc)
+    return hdr
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
@@ -154,7 +211,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     (attrs,) = _ATTRS.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
     _ATTRS.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_BIT)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
-    (length,) = _INT32.unpack_from(buf, pos + 8)
+    length = read_header(buf, pos).batch_length
     _CRC.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, length + LOG_OVERHEAD))
 
 
@@ -413,29 +470,16 @@ def rebuild_batch(spans: RecordSpans, keep: list[int]) -> bytes:
     h = spans.header
     body = spans.body
     parts = [body[spans.records[i][3] : spans.records[i][4]] for i in keep]
-    # maxTimestamp stays: Kafka keeps the original too (retention and the time index rely
-    # on it, and LogAppendTime batches carry their time there).
-    max_ts = h.max_timestamp
     records = b"".join(parts)
     if h.compression != compression.NONE:
         records = compression.compress(h.compression, records)
     buf = bytearray(HEADER_SIZE + len(records))
+    # Everything else stays, maxTimestamp included: Kafka keeps the original too (retention
+    # and the time index rely on it, and LogAppendTime batches carry their time there).
     HEADER.pack_into(
         buf,
         0,
-        h.base_offset,
-        len(buf) - LOG_OVERHEAD,
-        h.partition_leader_epoch,
-        MAGIC,
-        0,
-        h.attributes,
-        h.last_offset_delta,
-        h.base_timestamp,
-        max_ts,
-        h.producer_id,
-        h.producer_epoch,
-        h.base_sequence,
-        len(parts),
+        *h._replace(batch_length=len(buf) - LOG_OVERHEAD, crc=0, record_count=len(parts)),
     )
     buf[HEADER_SIZE:] = records
     _CRC.pack_into(buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))

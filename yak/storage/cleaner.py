@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from yak.protocol.records import (
     CONTROL_BIT,
     LOG_OVERHEAD,
+    BatchHeader,
     RecordSpans,
     parse_header,
     rebuild_batch,
@@ -94,9 +95,9 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
     bytes_read = 0
     for i, seg in dirty:
         for pos, h in list(seg.iter_headers(0)):
-            if h[0] + h[6] < first_dirty or h[5] & CONTROL_BIT:
+            if h.base_offset + h.last_offset_delta < first_dirty or h.attributes & CONTROL_BIT:
                 continue
-            batch = seg.read_batch(pos, h[1] + LOG_OVERHEAD)
+            batch = seg.read_batch(pos, h.batch_length + LOG_OVERHEAD)
             bytes_read += len(batch)
             spans = scan_keys(batch)
             if bytes_read <= SPANS_CACHE_BYTES:  # pass 2 would parse the same batch again
@@ -180,7 +181,7 @@ def _recopy(
         pending = 0
         for seg in group:
             for pos, h in list(seg.iter_headers(0)):
-                size = h[1] + LOG_OVERHEAD
+                size = h.batch_length + LOG_OVERHEAD
                 cached = spans_cache.pop((id(seg), pos), None)
                 if cached is None:
                     raw, spans = seg.read_batch(pos, size), None
@@ -211,7 +212,7 @@ def _recopy(
 
 def _filter_batch(
     raw: bytes,
-    h: tuple,
+    h: BatchHeader,
     offset_map: dict[bytes, int],
     tombstone_horizon: int,
     stats: CleanStats,
@@ -219,12 +220,12 @@ def _filter_batch(
 ) -> bytes | None:
     """The batch with superseded records and expired tombstones removed; the original bytes
     when every record stays; None when none does. Kept records are copied, not re-encoded."""
-    if h[5] & CONTROL_BIT:
+    if h.attributes & CONTROL_BIT:
         return raw
     if spans is None:
         spans = scan_keys(raw)
     stats.records_read += len(spans.records)
-    expired = h[8] < tombstone_horizon
+    expired = h.max_timestamp < tombstone_horizon
     keep = []
     for i, (off, key, tomb, _s, _e) in enumerate(spans.records):
         if key is None:

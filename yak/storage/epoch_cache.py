@@ -27,6 +27,9 @@ class LeaderEpochCache:
         self._lock = threading.Lock()
         self._entries: list[tuple[int, int]] = checkpoint.read_epochs(path)
         self._unsynced = False
+        # The newest epoch, readable without the lock: the append path compares its epoch
+        # with it on every append and only calls `assign` when a new epoch begins.
+        self.latest = self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -96,5 +99,7 @@ class LeaderEpochCache:
             self._flush()
 
     def _flush(self, sync: bool = True) -> None:
+        """Every change ends here: persist the entries (and refresh `latest`)."""
+        self.latest = self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
         checkpoint.write_epochs(self._path, self._entries, sync=sync)
         self._unsynced = not sync

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -30,13 +29,18 @@ from yak.errors import (
     RecordTooLargeError,
 )
 from yak.protocol.records import (
+    ATTRIBUTES_OFFSET,
     CONTROL_BIT,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    OFFSET_PREFIX,
+    OFFSET_PREFIX_SIZE,
     TIMESTAMP_TYPE_BIT,
+    BatchHeader,
     decode_records,
+    log_append_time_header,
+    read_header,
 )
 from yak.storage import checkpoint
 from yak.storage.config import LogConfig
@@ -49,7 +53,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
-_OFFSET_LEN_EPOCH = struct.Struct(">qii")
 _IOV_MAX = 1000
 
 
@@ -158,7 +161,7 @@ class PartitionLog:
         if active.size:
             # segment.ms counts from the first batch's timestamp, as Kafka's rollingBasedTimestamp
             for _pos, h in active.iter_headers(0):
-                active.first_append_ms = min(h[8], now_ms())
+                active.first_append_ms = min(h.max_timestamp, now_ms())
                 break
         self.log_start_offset = max(log_start, self._view.bases[0])
         if self.log_start_offset > self.log_end_offset:
@@ -178,7 +181,11 @@ class PartitionLog:
         for i in range(start_idx, len(segs)):
             seg = segs[i]
             # Epochs of recovered batches: their checkpoint may not have reached the disk.
-            cut = seg.recover(on_batch=lambda h: self.leader_epoch_cache.assign(h[2], h[0]))
+            cut = seg.recover(
+                on_batch=lambda h: self.leader_epoch_cache.assign(
+                    h.partition_leader_epoch, h.base_offset
+                )
+            )
             keep.append(seg)
             recovered.add(id(seg))
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -216,9 +223,9 @@ class PartitionLog:
             end = base
             pos = 0
             while pos + HEADER_SIZE <= len(data):
-                h = HEADER.unpack_from(data, pos)
-                end = h[0] + h[6] + 1
-                pos += h[1] + LOG_OVERHEAD
+                h = read_header(data, pos)
+                end = h.base_offset + h.last_offset_delta + 1
+                pos += h.batch_length + LOG_OVERHEAD
             for m in os.listdir(self.directory):
                 if m.endswith(".log") and m[:-4].isdigit():
                     b = int(m[:-4])
@@ -245,9 +252,9 @@ class PartitionLog:
             if found is None:
                 continue
             for _pos, h in seg.iter_headers(found[0]):
-                if h[0] + h[6] >= start and h[9] >= 0:
-                    ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1
-                    ps.update(h, h[0], ts)
+                if h.base_offset + h.last_offset_delta >= start and h.producer_id >= 0:
+                    ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
+                    ps.update(h, h.base_offset, ts)
 
     # --- properties -------------------------------------------------------------------------
 
@@ -283,13 +290,17 @@ class PartitionLog:
 
     # --- append -----------------------------------------------------------------------------
 
-    def _validate(self, mv: memoryview, leader: bool, now: int) -> list[tuple]:
-        """Check every batch before anything is written; returns (position, header) pairs."""
+    def _validate(
+        self, mv: memoryview, leader: bool, now: int, first: BatchHeader | None = None
+    ) -> list[BatchHeader]:
+        """Check every batch before anything is written; returns their headers (the batches
+        are consecutive from position 0). `first` is the header at position 0 if the caller
+        has parsed it already (the Produce handler does), so no batch is parsed twice."""
         cfg = self.config
         n = len(mv)
         if n == 0:
             raise InvalidRecordError("empty record set")
-        out = []
+        out: list[BatchHeader] = []
         pos = 0
         check_ts = leader and not cfg.log_append_time
         before = cfg.message_timestamp_before_max_ms
@@ -297,111 +308,126 @@ class PartitionLog:
         while pos < n:
             if n - pos < HEADER_SIZE:
                 raise CorruptRecordError(f"truncated batch at byte {pos}")
-            h = HEADER.unpack_from(mv, pos)
-            blen = h[1]
+            h = first if pos == 0 and first is not None else read_header(mv, pos)
+            blen = h.batch_length
             size = blen + LOG_OVERHEAD
-            if h[3] != MAGIC:
-                raise CorruptRecordError(f"record batch magic {h[3]}, only 2 is supported")
+            if h.magic != MAGIC:
+                raise CorruptRecordError(f"record batch magic {h.magic}, only 2 is supported")
             if blen < HEADER_SIZE - LOG_OVERHEAD or pos + size > n:
                 raise CorruptRecordError(f"batch length {blen} does not match the data")
             if size > cfg.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
                 )
-            if crc32c.crc32c(mv[pos + 21 : pos + size]) != h[4]:
+            if crc32c.crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != h.crc:
                 raise CorruptRecordError(f"CRC mismatch in batch at byte {pos}")
+            lod = h.last_offset_delta
             if leader:
-                if h[12] <= 0 or h[6] != h[12] - 1:
+                count = h.record_count
+                if count <= 0 or lod != count - 1:
                     raise InvalidRecordError(
-                        f"record count {h[12]} inconsistent with last offset delta {h[6]}"
+                        f"record count {count} inconsistent with last offset delta {lod}"
                     )
-                if h[5] & CONTROL_BIT:
+                if h.attributes & CONTROL_BIT:
                     raise InvalidRecordError("clients may not write control batches")
-            elif h[6] < 0:
+            elif lod < 0:
                 raise CorruptRecordError("negative last offset delta")
             if check_ts:
-                for ts in (h[7], h[8]):
+                for ts in (h.base_timestamp, h.max_timestamp):
                     if now - ts > before or ts - now > after:
                         raise InvalidTimestampError(
                             f"timestamp {ts} out of range (now {now}, before.max.ms {before}, "
                             f"after.max.ms {after})"
                         )
-            out.append((pos, h))
+            out.append(h)
             pos += size
         if n > cfg.segment_bytes:
             raise RecordBatchTooLargeError(f"{n} bytes exceed segment.bytes={cfg.segment_bytes}")
         return out
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, now: int | None = None
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        now: int | None = None,
+        header: BatchHeader | None = None,
     ) -> AppendResult:
-        """Validate, assign offsets, write. All batches or none; never re-encodes records."""
-        mv = memoryview(records)
+        """Validate, assign offsets, write. All batches or none; never re-encodes records.
+
+        `header`: the first batch's header if the caller parsed it (see `_validate`).
+        """
+        mv = records if type(records) is memoryview else memoryview(records)
         if now is None:
             now = now_ms()
-        batches = self._validate(mv, True, now)
+        headers = self._validate(mv, True, now, header)
         log_append = self.config.log_append_time
         with self.lock:
-            staged: dict[int, tuple[int, int]] = {}
             ps = self.producer_state
-            for _pos, h in batches:
-                if h[9] >= 0:
-                    ps.check(h[9], h[10], h[11], (h[11] + h[6]) % (INT32_MAX + 1), staged)
+            staged: dict[int, tuple[int, int]] | None = None
+            for h in headers:
+                if h.producer_id >= 0:
+                    if staged is None:
+                        staged = {}
+                    seq = h.base_sequence
+                    last_seq = (seq + h.last_offset_delta) % (INT32_MAX + 1)
+                    ps.check(h.producer_id, h.producer_epoch, seq, last_seq, staged)
             base = self.log_end_offset
             iov: list = []
             meta: list[tuple[int, int, int, int]] = []
-            headers: list[tuple] = []
             off = base
-            for pos, h in batches:
-                size = h[1] + LOG_OVERHEAD
+            pos = 0
+            for h in headers:
+                size = h.batch_length + LOG_OVERHEAD
                 end = pos + size
+                last = off + h.last_offset_delta
                 if log_append:
-                    hdr = bytearray(mv[pos : pos + HEADER_SIZE])
-                    attrs = h[5] | TIMESTAMP_TYPE_BIT
-                    struct.pack_into(">qii", hdr, 0, off, h[1], leader_epoch)
-                    struct.pack_into(">h", hdr, 21, attrs)
-                    struct.pack_into(">q", hdr, 35, now)
-                    body = mv[pos + HEADER_SIZE : end]
-                    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(hdr)[21:]))
-                    struct.pack_into(">I", hdr, 17, crc)
-                    iov.append(hdr)
-                    iov.append(body)
-                    max_ts = now
+                    iov.append(log_append_time_header(mv, pos, h, off, leader_epoch, now))
+                    iov.append(mv[pos + HEADER_SIZE : end])
+                    meta.append((off, last, now, size))
                 else:
-                    iov.append(_OFFSET_LEN_EPOCH.pack(off, h[1], leader_epoch))
-                    iov.append(mv[pos + 16 : end])
-                    max_ts = h[8]
-                meta.append((off, off + h[6], max_ts, size))
-                headers.append(h)
-                off += h[6] + 1
+                    # Offsets are assigned by a new 16-byte prefix (outside the CRC) in front
+                    # of the untouched rest of the batch.
+                    iov.append(OFFSET_PREFIX.pack(off, h.batch_length, leader_epoch))
+                    iov.append(mv[pos + OFFSET_PREFIX_SIZE : end])
+                    meta.append((off, last, h.max_timestamp, size))
+                off = last + 1
+                pos = end
             try:
-                self._write(iov, len(mv), meta, now)
-                for (b, _last, _ts, _size), h in zip(meta, headers, strict=True):
-                    ps.update(h, b, now if log_append else -1)
-                self.leader_epoch_cache.assign(leader_epoch, base)
-                self._after_append(off - base)
+                self._write(iov, pos, meta, now)
+                if staged is not None:
+                    ts = now if log_append else -1
+                    for h, m in zip(headers, meta, strict=True):
+                        ps.update(h, m[0], ts)
+                if leader_epoch > self.leader_epoch_cache.latest:
+                    self.leader_epoch_cache.assign(leader_epoch, base)
             except OSError as e:  # roll, snapshot or checkpoint I/O (the write itself cleans up)
                 raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
-            return AppendResult(base, off - 1, now if log_append else -1, self.log_start_offset)
+            self.unflushed_messages += off - base
+            flush_due = self.unflushed_messages >= self.config.flush_messages
+        if flush_due:
+            self.flush()  # flush.messages: outside the log lock (flush takes the flush lock)
+        return AppendResult(base, off - 1, now if log_append else -1, self.log_start_offset)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets and epochs (replication, txn markers)."""
         mv = memoryview(records)
         now = now_ms()
-        batches = self._validate(mv, False, now)
+        headers = self._validate(mv, False, now)
         with self.lock:
-            first = batches[0][1][0]
+            first = headers[0].base_offset
             if first < self.log_end_offset:
                 raise InvalidRecordError(
                     f"offset {first} is below the log end offset {self.log_end_offset}"
                 )
             prev = self.log_end_offset
             meta = []
-            for _pos, h in batches:
-                if h[0] < prev:
+            for h in headers:
+                if h.base_offset < prev:
                     raise InvalidRecordError("batch offsets are not increasing")
-                prev = h[0] + h[6] + 1
-                meta.append((h[0], h[0] + h[6], h[8], h[1] + LOG_OVERHEAD))
+                last = h.base_offset + h.last_offset_delta
+                prev = last + 1
+                meta.append((h.base_offset, last, h.max_timestamp, h.batch_length + LOG_OVERHEAD))
             active = self._active
             if active.size == 0 and first != active.base_offset:
                 # An empty active segment must be based where its first batch is.
@@ -410,14 +436,17 @@ class PartitionLog:
                 self._roll(first, now)
             try:
                 self._write([mv], len(mv), meta, now, base_override=first)
-                for _pos, h in batches:
-                    ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else -1
-                    self.producer_state.update(h, h[0], ts)
-                    self.leader_epoch_cache.assign(h[2], h[0])
-                self._after_append(sum(h[6] + 1 for _p, h in batches))
+                for h in headers:
+                    ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
+                    self.producer_state.update(h, h.base_offset, ts)
+                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
             except OSError as e:
                 raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
-            return AppendResult(first, meta[-1][1], -1, self.log_start_offset)
+            self.unflushed_messages += prev - first
+            flush_due = self.unflushed_messages >= self.config.flush_messages
+        if flush_due:
+            self.flush()
+        return AppendResult(first, meta[-1][1], -1, self.log_start_offset)
 
     def _replace_empty_active(self, base: int) -> None:
         old = self._active
@@ -442,8 +471,7 @@ class PartitionLog:
         if active.size > 0 and (
             active.size + total > cfg.segment_bytes
             or (active.first_append_ms >= 0 and now - active.first_append_ms > cfg.segment_ms)
-            or active.index.is_full
-            or active.time_index.is_full
+            or active.indexes_full
             or meta[-1][1] - active.base_offset > INT32_MAX
         ):
             active = self._roll(meta[0][0] if base_override is None else base_override, now)
@@ -453,11 +481,6 @@ class PartitionLog:
         if active.first_append_ms < 0:
             active.first_append_ms = now
         self.log_end_offset = meta[-1][1] + 1
-
-    def _after_append(self, count: int) -> None:
-        self.unflushed_messages += count
-        if self.unflushed_messages >= self.config.flush_messages:
-            self.flush()
 
     def _roll(self, base: int, now: int) -> LogSegment:
         """Start a new active segment at `base`; the old one is flushed later (maintenance)."""
@@ -580,9 +603,9 @@ class PartitionLog:
             if found is None:
                 continue
             for pos, h in seg.iter_headers(found[0]):
-                if h[8] < timestamp or h[0] + h[6] < start:
+                if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < start:
                     continue
-                batch = seg.read_batch(pos, h[1] + LOG_OVERHEAD)
+                batch = seg.read_batch(pos, h.batch_length + LOG_OVERHEAD)
                 for rec in decode_records(batch):
                     if rec.offset is not None and rec.offset >= start:
                         ts = rec.timestamp if rec.timestamp is not None else -1

@@ -20,6 +20,7 @@ from yak.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
+from yak.protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
 from yak.storage.checkpoint import write_atomic
 
 MAX_BATCHES_PER_PRODUCER = 5
@@ -106,18 +107,23 @@ class ProducerStateManager:
 
     # --- updates (leader, follower and recovery) --------------------------------------------
 
-    def update(self, h: tuple, base_offset: int, timestamp: int) -> None:
-        """Record an appended batch; `h` is the raw header tuple (see records.HEADER)."""
-        pid = h[9]
+    def update(self, h: BatchHeader, base_offset: int, timestamp: int) -> None:
+        """Record an appended batch (`base_offset`: where it landed in the log)."""
+        pid = h.producer_id
         if pid < 0:
             return
-        epoch, base_seq, lod, attrs = h[10], h[11], h[6], h[5]
+        epoch, base_seq, lod, attrs = (
+            h.producer_epoch,
+            h.base_sequence,
+            h.last_offset_delta,
+            h.attributes,
+        )
         last_offset = base_offset + lod
         entry = self.producers.get(pid)
         if entry is None or epoch > entry.epoch:
             entry = ProducerEntry(pid, epoch)
             self.producers[pid] = entry
-        if attrs & 0x20:  # control batch (commit/abort marker) ends the open transaction
+        if attrs & CONTROL_BIT:  # control batch (commit/abort marker) ends the open transaction
             if entry.current_txn_first_offset >= 0:
                 self.ongoing_txns.pop(entry.current_txn_first_offset, None)
                 entry.current_txn_first_offset = -1
@@ -129,8 +135,8 @@ class ProducerStateManager:
             )
             if len(entry.batches) > MAX_BATCHES_PER_PRODUCER:
                 del entry.batches[0]
-        entry.last_timestamp = max(entry.last_timestamp, h[8])
-        if attrs & 0x10 and entry.current_txn_first_offset < 0:
+        entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        if attrs & TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[base_offset] = pid
 

@@ -16,7 +16,13 @@ from collections.abc import Iterator
 import crc32c
 
 from yak.errors import KafkaStorageError
-from yak.protocol.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from yak.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    read_header,
+)
 from yak.storage.index import OffsetIndex, TimeIndex
 
 INT32_MAX = 2**31 - 1
@@ -58,6 +64,9 @@ class LogSegment:
         self.created_ms = now_ms
         self.first_append_ms = -1
         self.unflushed = False
+        # An index at its `segment.index.bytes` capacity forces a roll; kept as a flag (see
+        # `_refresh_full`) so the append path does not ask both indexes on every append.
+        self.indexes_full = False
         self._indexes_ready = False
         self.closed = False
         if self.size == 0:
@@ -76,6 +85,7 @@ class LogSegment:
             last_off, last_pos = self.index.last_entry()
             if last_pos <= self.size and last_off >= self.base_offset:
                 self._indexes_ready = True
+                self._refresh_full()
                 self.max_timestamp = self.time_index.max_timestamp
                 if len(self.time_index):
                     self.offset_of_max_timestamp = (
@@ -92,9 +102,14 @@ class LogSegment:
         self.bytes_since_last_index = 0
         self.next_offset = self.base_offset
         for pos, h in self.iter_headers(0):
-            self._index_batch(pos, h[0], h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
-            self.next_offset = h[0] + h[6] + 1
+            last = h.base_offset + h.last_offset_delta
+            self._index_batch(pos, h.base_offset, last, h.max_timestamp, h.batch_length + LOG_OVERHEAD)
+            self.next_offset = last + 1
         self._indexes_ready = True
+        self._refresh_full()
+
+    def _refresh_full(self) -> None:
+        self.indexes_full = self.index.is_full or self.time_index.is_full
 
     def load_tail(self) -> None:
         """Find the next offset by scanning from the last index entry (bounded work)."""
@@ -103,11 +118,12 @@ class LogSegment:
         self.next_offset = self.base_offset
         self.bytes_since_last_index = 0
         for pos, h in self.iter_headers(last_pos):
-            self.next_offset = h[0] + h[6] + 1
-            self.bytes_since_last_index = pos + h[1] + LOG_OVERHEAD - last_pos
-            if h[8] > self.max_timestamp:
-                self.max_timestamp = h[8]
-                self.offset_of_max_timestamp = h[0] + h[6]
+            last = h.base_offset + h.last_offset_delta
+            self.next_offset = last + 1
+            self.bytes_since_last_index = pos + h.batch_length + LOG_OVERHEAD - last_pos
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = last
 
     def recover(self, on_batch=None) -> int:  # type: ignore[no-untyped-def]
         """Validate every batch (framing, CRC, increasing offsets), cut the file at the first
@@ -121,18 +137,19 @@ class LogSegment:
         file_size = os.fstat(self.fd).st_size
         valid_end = 0
         for pos, batch, h in self._iter_raw(0, file_size):
-            base, blen, _, magic, crc, _attrs, lod = h[:7]
+            base = h.base_offset
+            lod = h.last_offset_delta
             if (
-                magic != MAGIC
-                or lod < 0
+                lod < 0
                 or base < self.next_offset
                 or base + lod - self.base_offset > INT32_MAX
-                or crc32c.crc32c(batch[21:]) != crc
+                or crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]) != h.crc
             ):
                 break
-            self._index_batch(pos, base, base + lod, h[8], blen + LOG_OVERHEAD)
+            size = h.batch_length + LOG_OVERHEAD
+            self._index_batch(pos, base, base + lod, h.max_timestamp, size)
             self.next_offset = base + lod + 1
-            valid_end = pos + blen + LOG_OVERHEAD
+            valid_end = pos + size
             if on_batch is not None:
                 on_batch(h)
         cut = file_size - valid_end
@@ -140,19 +157,20 @@ class LogSegment:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self._indexes_ready = True
+        self._refresh_full()
         return cut
 
-    def _iter_raw(self, start: int, end: int) -> Iterator[tuple[int, memoryview, tuple]]:
-        """(position, batch bytes, header tuple) for each framed batch; stops at bad framing."""
+    def _iter_raw(self, start: int, end: int) -> Iterator[tuple[int, memoryview, BatchHeader]]:
+        """(position, batch bytes, header) for each framed batch; stops at bad framing."""
         pos = start
         while pos + HEADER_SIZE <= end:
             chunk = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
             mv = memoryview(chunk)
             rel = 0
             while rel + HEADER_SIZE <= len(chunk):
-                h = HEADER.unpack_from(chunk, rel)
-                size = h[1] + LOG_OVERHEAD
-                if h[1] < HEADER_SIZE - LOG_OVERHEAD or h[3] != MAGIC or pos + rel + size > end:
+                h = read_header(chunk, rel)
+                size = h.batch_length + LOG_OVERHEAD
+                if not h.framing_ok or pos + rel + size > end:
                     return
                 if rel + size > len(chunk):
                     if rel == 0:  # a batch bigger than the chunk
@@ -168,8 +186,10 @@ class LogSegment:
                 return
             pos += rel
 
-    def iter_headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, tuple]]:
-        """(position, header tuple) of each batch from `start`, reading headers only."""
+    def iter_headers(
+        self, start: int, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start`, reading headers only."""
         end = self.size if end is None else end
         pos = start
         chunk = b""
@@ -181,9 +201,9 @@ class LogSegment:
                 cpos, rel = pos, 0
                 if len(chunk) < HEADER_SIZE:
                     return
-            h = HEADER.unpack_from(chunk, rel)
-            size = h[1] + LOG_OVERHEAD
-            if h[1] < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+            h = read_header(chunk, rel)
+            size = h.batch_length + LOG_OVERHEAD
+            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
                 return
             yield pos, h
             pos += size
@@ -198,6 +218,7 @@ class LogSegment:
             self.index.append(base, pos)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index = 0
+            self._refresh_full()
         self.bytes_since_last_index += size
 
     def append(self, iovecs: list, total: int, batches: list[tuple[int, int, int, int]]) -> None:
@@ -250,27 +271,27 @@ class LogSegment:
                 cpos, rel = pos, 0
                 if len(chunk) < HEADER_SIZE:
                     return None
-            h = HEADER.unpack_from(chunk, rel)
-            if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
+            h = read_header(chunk, rel)
+            if not h.framing_ok:
                 # Not a batch start: the index is wrong (a plausible-looking corrupt file).
                 # Rebuild it from the log once; if that does not help, the log is damaged.
                 if not _retry:
                     raise KafkaStorageError(f"{self.log_path}: no batch at position {pos}")
                 self.rebuild_indexes()
                 return self.read(offset, max_bytes, max_offset, min_one, _retry=False)
-            if h[0] + h[6] >= offset:
+            if h.base_offset + h.last_offset_delta >= offset:
                 break
-            pos += h[1] + LOG_OVERHEAD
+            pos += h.batch_length + LOG_OVERHEAD
         else:
             return None
         if h is None:
             return None
         start = pos
-        first = h[0]
+        first = h.base_offset
         total = 0
         while True:
-            size = h[1] + LOG_OVERHEAD
-            if h[0] + h[6] >= max_offset:
+            size = h.batch_length + LOG_OVERHEAD
+            if h.base_offset + h.last_offset_delta >= max_offset:
                 break
             if total + size > max_bytes and not (total == 0 and min_one):
                 break
@@ -280,12 +301,12 @@ class LogSegment:
                 break
             rel = pos - cpos
             if rel + HEADER_SIZE <= len(chunk):
-                h = HEADER.unpack_from(chunk, rel)
+                h = read_header(chunk, rel)
             else:
                 raw = os.pread(self.fd, HEADER_SIZE, pos)
                 if len(raw) < HEADER_SIZE:
                     break
-                h = HEADER.unpack_from(raw, 0)
+                h = read_header(raw, 0)
         if total == 0:
             return [], 0, first
         if start >= cpos and start + total <= cpos + len(chunk):
@@ -296,11 +317,11 @@ class LogSegment:
                 return [], 0, first
         return [data], total, first
 
-    def find_position(self, offset: int) -> tuple[int, tuple] | None:
+    def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= `offset`."""
         self.ensure_indexes()
         for pos, h in self.iter_headers(self.index.lookup(offset)):
-            if h[0] + h[6] >= offset:
+            if h.base_offset + h.last_offset_delta >= offset:
                 return pos, h
         return None
 
@@ -319,6 +340,7 @@ class LogSegment:
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
+        self._refresh_full()
         self.rebuild_tail_state()
         return self.next_offset
 
