@@ -1,0 +1,305 @@
+"""Electing the one registry that assigns ids, through the cluster's group coordinator.
+
+As Confluent's Schema Registry does: every registry joins the consumer group
+`schema-registry` with protocol type `sr` and its identity (host, port, scheme, leader
+eligibility) as member metadata; the group's leader member picks the registry leader and
+hands the choice to everyone in SyncGroup; heartbeats keep membership and a rebalance (a
+registry joining, leaving or dying, detected by the coordinator's session timeout) elects
+again. It is Kafka's classic group protocol spoken over the wire with kio's codecs, so it
+works against any Kafka cluster, not just Yak.
+
+A member's view of the leader is `None` while a rebalance is in progress. Correctness does
+not rest on the election alone: the log decides which id assignment wins (see `state.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i16, i32
+
+log = logging.getLogger(__name__)
+
+GROUP_ID = "schema-registry"
+PROTOCOL_TYPE = "sr"
+PROTOCOL_NAME = "v0"
+SESSION_TIMEOUT_MS = 10_000
+REBALANCE_TIMEOUT_MS = 15_000
+HEARTBEAT_S = 3.0
+_LEN = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class Identity:
+    host: str
+    port: int
+    scheme: str = "http"
+    leader_eligibility: bool = True
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    def to_json(self) -> bytes:
+        return json.dumps({"version": 1, "host": self.host, "port": self.port,
+                           "leader_eligibility": self.leader_eligibility,
+                           "scheme": self.scheme}).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | dict[str, Any]) -> Identity:
+        d = json.loads(raw) if isinstance(raw, bytes | bytearray) else raw
+        return cls(str(d["host"]), int(d["port"]), str(d.get("scheme", "http")),
+                   bool(d.get("leader_eligibility", True)))
+
+
+class _Conn:
+    """One asyncio connection to one broker: a request, then its response (kio codecs)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, host: str, port: int, timeout_s: float) -> _Conn:
+        r, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        return cls(r, w)
+
+    async def send(self, request: Any, response_cls: Any, timeout_s: float) -> Any:
+        self.correlation += 1
+        header_cls = request.__header_schema__
+        fields = {"request_api_key": i16(request.__api_key__),
+                  "request_api_version": i16(request.__version__),
+                  "correlation_id": i32(self.correlation), "client_id": "yak-registry"}
+        import dataclasses
+
+        names = {f.name for f in dataclasses.fields(header_cls)}
+        header = header_cls(**{k: v for k, v in fields.items() if k in names})
+        buf = io.BytesIO()
+        buf.write(b"\0\0\0\0")
+        entity_writer(header_cls)(buf, header)
+        entity_writer(type(request))(buf, request)
+        frame = buf.getbuffer()
+        _LEN.pack_into(frame, 0, len(frame) - 4)
+        self.writer.write(bytes(frame))
+        del frame
+        await self.writer.drain()
+        size = _LEN.unpack(await asyncio.wait_for(self.reader.readexactly(4), timeout_s))[0]
+        payload = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
+        view = memoryview(payload).toreadonly()
+        resp_header, used = entity_reader(response_cls.__header_schema__)(view, 0)
+        if resp_header.correlation_id != self.correlation:
+            raise ConnectionError("correlation id mismatch")
+        body, _ = entity_reader(response_cls)(view, used)
+        return body
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+def _api(name: str, version: int) -> tuple[Any, Any]:
+    from importlib import import_module
+
+    base = "".join(p.capitalize() for p in name.split("_"))
+    req = import_module(f"kio.schema.{name}.v{version}.request")
+    resp = import_module(f"kio.schema.{name}.v{version}.response")
+    return req, getattr(resp, base + "Response")
+
+
+class LeaderElector:
+    """Keeps this registry in the `schema-registry` group; `leader` is the elected identity."""
+
+    def __init__(self, bootstrap: str, identity: Identity,
+                 on_change: Callable[[Identity | None], None] | None = None,
+                 group_id: str = GROUP_ID) -> None:
+        self.bootstrap = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]))
+                          for h in bootstrap.split(",") if h.strip()]
+        self.identity = identity
+        self.group_id = group_id
+        self.on_change = on_change
+        self.leader: Identity | None = None
+        self.generation = -1
+        self.member_id = ""
+        self._conn: _Conn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.identity
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="registry-elector")
+
+    async def wait_for_leader(self, timeout_s: float) -> Identity | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.leader is None:
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+        return self.leader
+
+    def _set_leader(self, leader: Identity | None) -> None:
+        if leader != self.leader:
+            log.info("schema registry leader: %s", leader.url if leader else "unknown")
+        self.leader = leader
+        self._changed.set()
+        if self.on_change is not None:
+            self.on_change(leader)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._conn is not None and self.member_id:
+            with contextlib.suppress(Exception):
+                req, resp = _api("leave_group", 1)
+                await self._conn.send(
+                    req.LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id),
+                    resp, 2.0)
+        if self._conn is not None:
+            self._conn.close()
+
+    # -- the membership loop -------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.2
+        while not self._stopping:
+            try:
+                await self._coordinator()
+                await self._join_and_sync()
+                backoff = 0.2
+                await self._heartbeat_until_rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # broker down, coordinator moved: find it again
+                log.debug("registry election: %r", e)
+                self._set_leader(None)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _coordinator(self) -> None:
+        if self._conn is not None:
+            return
+        req, resp = _api("find_coordinator", 2)
+        last: Exception | None = None
+        for host, port in self.bootstrap:
+            try:
+                conn = await _Conn.open(host, port, 5.0)
+            except OSError as e:
+                last = e
+                continue
+            try:
+                r = await conn.send(req.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)),
+                                    resp, 10.0)
+            finally:
+                conn.close()
+            if r.error_code != ErrorCode.none:
+                raise ConnectionError(f"FindCoordinator: {r.error_code.name}")
+            self._conn = await _Conn.open(r.host, int(r.port), 5.0)
+            return
+        raise ConnectionError(f"no broker reachable: {last}")
+
+    async def _join_and_sync(self) -> None:
+        assert self._conn is not None
+        jreq, jresp = _api("join_group", 5)
+        while True:
+            self._set_leader(None)
+            r = await self._conn.send(jreq.JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout=timedelta(milliseconds=SESSION_TIMEOUT_MS),
+                rebalance_timeout=timedelta(milliseconds=REBALANCE_TIMEOUT_MS),
+                member_id=self.member_id, group_instance_id=None,
+                protocol_type=PROTOCOL_TYPE,
+                protocols=(jreq.JoinGroupRequestProtocol(name=PROTOCOL_NAME,
+                                                         metadata=self.identity.to_json()),),
+            ), jresp, REBALANCE_TIMEOUT_MS / 1000 + 10)
+            if r.error_code == ErrorCode.member_id_required:
+                self.member_id = r.member_id
+                continue
+            if r.error_code == ErrorCode.unknown_member_id:
+                self.member_id = ""
+                continue
+            if r.error_code != ErrorCode.none:
+                raise ConnectionError(f"JoinGroup: {r.error_code.name}")
+            self.member_id = r.member_id
+            self.generation = int(r.generation_id)
+            assignments = ()
+            sreq, sresp = _api("sync_group", 3)
+            if r.leader == r.member_id:
+                assignments = self._assign(r.members, sreq)
+            s = await self._conn.send(sreq.SyncGroupRequest(
+                group_id=self.group_id, generation_id=i32(self.generation),
+                member_id=self.member_id, group_instance_id=None, assignments=assignments,
+            ), sresp, REBALANCE_TIMEOUT_MS / 1000 + 10)
+            if s.error_code == ErrorCode.rebalance_in_progress:
+                continue
+            if s.error_code != ErrorCode.none:
+                if s.error_code == ErrorCode.unknown_member_id:
+                    self.member_id = ""
+                raise ConnectionError(f"SyncGroup: {s.error_code.name}")
+            choice = json.loads(bytes(s.assignment) or b"{}")
+            leader = choice.get("leader_identity") if choice.get("error", 0) == 0 else None
+            self._set_leader(Identity.from_json(leader) if leader else None)
+            return
+
+    def _assign(self, members: Any, sreq: Any) -> tuple[Any, ...]:
+        """Keep the current leader if it is still a member, else the first eligible one."""
+        idents = {}
+        for m in members:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                idents[m.member_id] = Identity.from_json(bytes(m.metadata))
+        eligible = sorted((mid, ident) for mid, ident in idents.items()
+                          if ident.leader_eligibility)
+        chosen = next(((mid, i) for mid, i in eligible if i == self.leader), None)
+        if chosen is None and eligible:
+            chosen = eligible[0]
+        if chosen is None:
+            payload = {"version": 1, "error": 1, "leader": None, "leader_identity": None}
+        else:
+            payload = {"version": 1, "error": 0, "leader": chosen[0],
+                       "leader_identity": json.loads(chosen[1].to_json())}
+        data = json.dumps(payload).encode()
+        return tuple(sreq.SyncGroupRequestAssignment(member_id=m.member_id, assignment=data)
+                     for m in members)
+
+    async def _heartbeat_until_rebalance(self) -> None:
+        assert self._conn is not None
+        hreq, hresp = _api("heartbeat", 3)
+        while not self._stopping:
+            await asyncio.sleep(HEARTBEAT_S)
+            r = await self._conn.send(hreq.HeartbeatRequest(
+                group_id=self.group_id, generation_id=i32(self.generation),
+                member_id=self.member_id, group_instance_id=None), hresp, 10.0)
+            if r.error_code == ErrorCode.none:
+                continue
+            if r.error_code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation,
+                                ErrorCode.fenced_instance_id):
+                if r.error_code == ErrorCode.unknown_member_id:
+                    self.member_id = ""
+                return  # rejoin
+            if r.error_code == ErrorCode.rebalance_in_progress:
+                return
+            raise ConnectionError(f"Heartbeat: {r.error_code.name}")

@@ -1,0 +1,577 @@
+"""The schema registry of one gateway: the `_schemas` log, its state, and the operations.
+
+Every gateway keeps the whole state in memory, rebuilt by reading the compacted topic
+`_schemas` from the beginning (aiokafka consumer, partition 0) and then tailing it, so any
+gateway answers reads. Writes are made only by the elected leader (`election.py`): the API
+forwards them there. The leader serializes them with one lock, reads the log to its end
+before deciding anything (another leader may have written just before), appends one
+record with acks=all, and answers once its own reader has applied that record, so a
+client that registers and then reads (through this gateway) sees its schema.
+
+Everything reaches the cluster over the Kafka protocol: this is an edge, like the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from yak.registry import compat
+from yak.registry import state as S
+from yak.registry.election import Identity, LeaderElector
+from yak.registry.errors import (
+    INVALID_COMPATIBILITY_LEVEL,
+    INVALID_MODE,
+    INVALID_VERSION,
+    OPERATION_NOT_PERMITTED,
+    OPERATION_TIMEOUT,
+    REFERENCE_EXISTS,
+    SCHEMA_VERSION_NOT_SOFT_DELETED,
+    SCHEMA_VERSION_SOFT_DELETED,
+    STORE_ERROR,
+    SUBJECT_NOT_SOFT_DELETED,
+    SUBJECT_SOFT_DELETED,
+    RegistryError,
+    schema_not_found,
+    subject_not_found,
+    version_not_found,
+)
+from yak.registry.state import Reference, RegistryState, SchemaVersion
+
+log = logging.getLogger(__name__)
+
+TOPIC = "_schemas"
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+START_TIMEOUT_S = 30.0
+LEADER_WAIT_S = 20.0
+
+
+def parse_version(raw: str | int, allow_latest: bool = True) -> int:
+    """A version in a path: 1..2^31-1, or `latest` / -1 (returned as -1)."""
+    if isinstance(raw, int):
+        v = raw
+    elif allow_latest and str(raw).lower() == "latest":
+        return -1
+    else:
+        try:
+            v = int(str(raw))
+        except ValueError:
+            v = 0
+    if v == -1 and allow_latest:
+        return -1
+    if not 1 <= v <= 2**31 - 1:
+        raise RegistryError(422, INVALID_VERSION,
+                            f"The specified version '{raw}' is not a valid version id. Allowed "
+                            "values are between [1, 2^31-1] and the string \"latest\"")
+    return v
+
+
+class SchemaRegistry:
+    def __init__(self, bootstrap: str, topic: str = TOPIC, timeout_s: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self.state = RegistryState()
+        self.elector: LeaderElector | None = None
+        self.identity: Identity | None = None
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._started: asyncio.Future[None] | None = None
+        self._applied = asyncio.Condition()
+        self._write_lock = asyncio.Lock()
+        self._parsed: dict[int, Any] = {}
+        self._index: dict[tuple[str, str, tuple[Any, ...]], int] = {}
+        self._indexed_changes = -1
+        self.reader_error: BaseException | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def ensure_started(self, identity: Identity | None = None) -> None:
+        """Start on first use (the gateway starts nothing until used); later calls just wait."""
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            try:
+                await self._start(identity)
+            except BaseException as e:
+                fut, self._started = self._started, None
+                fut.set_exception(e)
+                fut.exception()  # retrieved: the next request tries again
+                await self._close_clients()
+                raise self._unavailable(e) from None
+            self._started.set_result(None)
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._started), START_TIMEOUT_S)
+        except TimeoutError:
+            raise RegistryError(500, OPERATION_TIMEOUT,
+                                "the schema registry is still loading _schemas") from None
+
+    @staticmethod
+    def _unavailable(e: BaseException) -> RegistryError:
+        if isinstance(e, RegistryError):
+            return e
+        return RegistryError(500, STORE_ERROR, f"the _schemas topic is not available: {e!r}")
+
+    async def _start(self, identity: Identity | None) -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+        await self._create_topic()
+        tp = TopicPartition(self.topic, 0)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+            client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
+            fetch_max_wait_ms=500, isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
+        await asyncio.wait_for(self._consumer.start(), self.timeout_s)
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_beginning(tp)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
+            client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
+        )
+        await asyncio.wait_for(self._producer.start(), self.timeout_s)
+        self._reader = asyncio.get_running_loop().create_task(self._read(tp),
+                                                              name="registry-reader")
+        await self.sync(START_TIMEOUT_S)
+        if identity is not None:
+            self.identity = identity
+            self.elector = LeaderElector(self.bootstrap, identity)
+            self.elector.start()
+
+    async def _create_topic(self) -> None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        def create() -> None:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3,
+                                 "socket.timeout.ms": int(self.timeout_s * 1000)})
+            md = admin.list_topics(timeout=self.timeout_s)
+            if self.topic in md.topics and not md.topics[self.topic].error:
+                return
+            rf = min(3, max(1, len(md.brokers)))
+            fut = admin.create_topics([NewTopic(self.topic, 1, rf,
+                                                config={"cleanup.policy": "compact"})],
+                                      request_timeout=self.timeout_s)[self.topic]
+            try:
+                fut.result(self.timeout_s + 1)
+            except KafkaException as e:
+                if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    raise
+
+        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, create),
+                               self.timeout_s + 5)
+
+    async def stop(self) -> None:
+        if self.elector is not None:
+            await self.elector.stop()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.stop(), 5)
+        self._consumer = self._producer = None
+
+    # -- the log ------------------------------------------------------------------------------
+
+    async def _read(self, tp: Any) -> None:
+        while True:
+            try:
+                batch = await self._consumer.getmany(tp, timeout_ms=1000, max_records=5000)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # broker restart: aiokafka reconnects; keep tailing
+                self.reader_error = e
+                log.warning("_schemas reader: %r", e)
+                await asyncio.sleep(0.5)
+                continue
+            self.reader_error = None
+            records = batch.get(tp, [])
+            for r in records:
+                self.state.apply(r.offset, r.key, r.value)
+            position = await self._position(tp)
+            if records or position is not None:
+                if position is not None and position - 1 > self.state.applied:
+                    self.state.applied = position - 1  # compacted or control records
+                async with self._applied:
+                    self._applied.notify_all()
+
+    async def _position(self, tp: Any) -> int | None:
+        try:
+            return int(await self._consumer.position(tp))
+        except Exception:
+            return None
+
+    async def _end_offset(self) -> int:
+        from aiokafka import TopicPartition
+
+        tp = TopicPartition(self.topic, 0)
+        try:
+            ends = await asyncio.wait_for(self._consumer.end_offsets([tp]), self.timeout_s)
+        except Exception as e:
+            raise RegistryError(500, STORE_ERROR, f"cannot read the end of _schemas: {e!r}")\
+                from None
+        return int(ends[tp])
+
+    async def _wait_applied(self, offset: int, timeout_s: float) -> None:
+        async def reached() -> None:
+            async with self._applied:
+                await self._applied.wait_for(lambda: self.state.applied >= offset)
+
+        try:
+            await asyncio.wait_for(reached(), timeout_s)
+        except TimeoutError:
+            raise RegistryError(500, OPERATION_TIMEOUT,
+                                f"_schemas not read up to offset {offset} within {timeout_s:g} s")\
+                from None
+
+    async def sync(self, timeout_s: float | None = None) -> None:
+        """Wait until everything written to `_schemas` so far has been applied here."""
+        end = await self._end_offset()
+        await self._wait_applied(end - 1, timeout_s or self.timeout_s)
+
+    async def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        last = -1
+        try:
+            for key, value in records:
+                md = await asyncio.wait_for(
+                    self._producer.send_and_wait(self.topic, value=value, key=key, partition=0),
+                    self.timeout_s)
+                last = int(md.offset)
+        except RegistryError:
+            raise
+        except Exception as e:
+            raise RegistryError(500, STORE_ERROR, f"write to _schemas failed: {e!r}") from None
+        await self._wait_applied(last, self.timeout_s)
+        return last
+
+    # -- leadership ---------------------------------------------------------------------------
+
+    async def leader(self) -> Identity:
+        """The elected leader's identity (waits through a rebalance, bounded)."""
+        assert self.elector is not None
+        found = await self.elector.wait_for_leader(LEADER_WAIT_S)
+        if found is None:
+            from yak.registry.errors import UNKNOWN_LEADER
+
+            raise RegistryError(500, UNKNOWN_LEADER,
+                                "no schema registry leader elected (is the group coordinator "
+                                "reachable?)")
+        return found
+
+    # -- parsing ------------------------------------------------------------------------------
+
+    def parsed(self, sv: SchemaVersion, _depth: int = 0) -> Any:
+        cached = self._parsed.get(sv.id)
+        if cached is not None:
+            return cached
+        schema = compat.parse(sv.schema_type, sv.schema, self.resolve(sv.references, _depth + 1))
+        self._parsed[sv.id] = schema
+        return schema
+
+    def resolve(self, refs: list[Reference], depth: int = 0) -> list[tuple[str, Any]]:
+        if depth > 32:
+            raise RegistryError(422, 42201, "Invalid schema: references nest too deep")
+        out = []
+        for ref in refs:
+            sv = self.state.subjects.get(ref.subject, {}).get(ref.version)
+            if sv is None:
+                raise RegistryError(422, 42201, f"Invalid schema: reference {ref.name!r} names "
+                                    f"subject '{ref.subject}' version {ref.version}, which "
+                                    "does not exist")
+            out.append((ref.name, self.parsed(sv, depth)))
+        return out
+
+    def _content_index(self) -> dict[tuple[str, str, tuple[Any, ...]], int]:
+        if self._indexed_changes != self.state.changes:
+            index: dict[tuple[str, str, tuple[Any, ...]], int] = {}
+            for schema_id, sv in sorted(self.state.by_id.items()):
+                try:
+                    ident = compat.identity(self.parsed(sv))
+                except RegistryError:
+                    continue
+                refs = tuple((r.name, r.subject, r.version) for r in sv.references)
+                index.setdefault((sv.schema_type, ident, refs), schema_id)
+            self._index = index
+            self._indexed_changes = self.state.changes
+        return self._index
+
+    def _find_id(self, schema_type: str, parsed: Any, refs: list[Reference],
+                 normalize: bool) -> int | None:
+        rkey = tuple((r.name, r.subject, r.version) for r in refs)
+        if not normalize:
+            return self._content_index().get((schema_type, compat.identity(parsed), rkey))
+        want = compat.identity(parsed, normalize=True)
+        for schema_id, sv in sorted(self.state.by_id.items()):
+            if sv.schema_type != schema_type or tuple(
+                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
+                continue
+            with contextlib.suppress(RegistryError):
+                if compat.identity(self.parsed(sv), normalize=True) == want:
+                    return schema_id
+        return None
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def subject_versions(self, subject: str, deleted: bool = False) -> list[SchemaVersion]:
+        versions = self.state.versions(subject, deleted)
+        if not versions:
+            raise subject_not_found(subject)
+        return versions
+
+    def version(self, subject: str, raw: str | int, deleted: bool = False) -> SchemaVersion:
+        v = parse_version(raw)
+        if subject not in self.state.subjects:
+            raise subject_not_found(subject)
+        if v == -1:
+            versions = self.state.versions(subject, deleted)
+            if not versions:
+                raise subject_not_found(subject)
+            return versions[-1]
+        sv = self.state.subjects[subject].get(v)
+        if sv is None or (sv.deleted and not deleted):
+            raise version_not_found(subject, v)
+        return sv
+
+    def by_id(self, schema_id: int) -> SchemaVersion:
+        sv = self.state.by_id.get(schema_id)
+        if sv is None:
+            raise schema_not_found(schema_id)
+        return sv
+
+    def level(self, subject: str | None) -> str:
+        return (self.state.level(subject) if subject is not None else None) \
+            or self.state.level(None) or compat.DEFAULT_LEVEL
+
+    def mode(self, subject: str | None) -> str:
+        return (self.state.modes.get(subject) if subject is not None else None) \
+            or self.state.modes.get(None) or "READWRITE"
+
+    def lookup(self, subject: str, schema_type: str | None, text: str,
+               refs: list[Reference], normalize: bool, deleted: bool) -> SchemaVersion:
+        if subject not in self.state.subjects:
+            raise subject_not_found(subject)
+        kind = (schema_type or "AVRO").upper()
+        parsed = compat.parse(kind, text, self.resolve(refs))
+        want = compat.identity(parsed, normalize)
+        rkey = tuple((r.name, r.subject, r.version) for r in refs)
+        for sv in reversed(self.state.versions(subject, deleted)):
+            if sv.schema_type != kind or tuple(
+                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
+                continue
+            with contextlib.suppress(RegistryError):
+                if compat.identity(self.parsed(sv), normalize) == want:
+                    return sv
+        raise schema_not_found()
+
+    def compatibility(self, subject: str, version: str | None, schema_type: str | None,
+                      text: str, refs: list[Reference], normalize: bool = False,
+                      ) -> list[str]:
+        """Messages (empty: compatible) for `text` against one version or the subject's level."""
+        kind = (schema_type or "AVRO").upper()
+        parsed = compat.parse(kind, text, self.resolve(refs))
+        level = self.level(subject)
+        if version is None:
+            previous = self.state.versions(subject)
+        else:
+            previous = [self.version(subject, version)]
+            level = level.removesuffix("_TRANSITIVE")
+        olds = [self.parsed(sv) for sv in previous if sv.schema_type == kind]
+        msgs = compat.check(level, parsed, olds)
+        if any(sv.schema_type != kind for sv in previous) and level != "NONE":
+            msgs.append(f"TYPE_CHANGED: the subject holds other schema types than {kind}")
+        return msgs
+
+    # -- writes (leader only) -----------------------------------------------------------------
+
+    def _check_mode(self, subject: str | None) -> None:
+        if self.mode(subject) in ("READONLY", "READONLY_OVERRIDE"):
+            raise RegistryError(422, OPERATION_NOT_PERMITTED,
+                                f"Subject {subject} is in read-only mode" if subject
+                                else "The registry is in read-only mode")
+
+    async def register(self, subject: str, schema_type: str | None, text: str,
+                       refs: list[Reference], normalize: bool = False) -> SchemaVersion:
+        kind = (schema_type or "AVRO").upper()
+        async with self._write_lock:
+            for _attempt in range(5):
+                await self.sync()
+                self._check_mode(subject)
+                parsed = compat.parse(kind, text, self.resolve(refs))
+                existing = self._existing_version(subject, kind, parsed, refs, normalize)
+                if existing is not None:
+                    return existing
+                live = self.state.versions(subject)
+                level = self.level(subject)
+                olds = [self.parsed(sv) for sv in live if sv.schema_type == kind]
+                if level != "NONE" and any(sv.schema_type != kind for sv in live):
+                    raise RegistryError(409, 409, f"Schema being registered is incompatible "
+                                        f"with an earlier schema for subject \"{subject}\": "
+                                        f"TYPE_CHANGED: the subject holds "
+                                        f"{live[-1].schema_type} schemas, not {kind} "
+                                        f"(compatibility {level})")
+                errors = compat.check(level, parsed, olds)
+                if errors:
+                    raise RegistryError(
+                        409, 409,
+                        f"Schema being registered is incompatible with an earlier schema for "
+                        f"subject \"{subject}\", details: {'; '.join(errors)} "
+                        f"(compatibility {level}, latest version {live[-1].version})")
+                schema_id = self._find_id(kind, parsed, refs, normalize)
+                if schema_id is None:
+                    schema_id = self.state.max_id + 1
+                stored = compat.identity(parsed, True) if normalize and kind != "PROTOBUF" \
+                    else parsed.canonical()
+                all_versions = self.state.subjects.get(subject, {})
+                version = max(all_versions, default=0) + 1
+                sv = SchemaVersion(subject, version, schema_id, kind, stored, list(refs))
+                await self._append([(S.schema_key(subject, version), S.schema_value(sv))])
+                owner = self.state.by_id.get(schema_id)
+                if owner is not None and owner.content() == sv.content():
+                    self._parsed.setdefault(schema_id, parsed)
+                    return self.state.subjects[subject][version]
+                log.warning("id %d was taken by another writer; registering again", schema_id)
+            raise RegistryError(500, STORE_ERROR, "could not assign a schema id (contention)")
+
+    def _existing_version(self, subject: str, kind: str, parsed: Any, refs: list[Reference],
+                          normalize: bool) -> SchemaVersion | None:
+        want = compat.identity(parsed, normalize)
+        rkey = tuple((r.name, r.subject, r.version) for r in refs)
+        for sv in reversed(self.state.versions(subject)):
+            if sv.schema_type != kind or tuple(
+                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
+                continue
+            with contextlib.suppress(RegistryError):
+                if compat.identity(self.parsed(sv), normalize) == want:
+                    return sv
+        return None
+
+    async def delete_version(self, subject: str, raw: str, permanent: bool) -> int:
+        async with self._write_lock:
+            await self.sync()
+            self._check_mode(subject)
+            v = parse_version(raw)
+            if subject not in self.state.subjects:
+                raise subject_not_found(subject)
+            if v == -1:
+                live = self.state.versions(subject, deleted=permanent)
+                if not live:
+                    raise subject_not_found(subject)
+                v = live[-1].version
+            sv = self.state.subjects[subject].get(v)
+            if sv is None:
+                raise version_not_found(subject, v)
+            users = self.state.referenced_by(subject, v)
+            if users:
+                raise RegistryError(422, REFERENCE_EXISTS,
+                                    f"One or more references exist to the schema "
+                                    f"{{subject={subject}, version={v}}}: ids {users}")
+            if permanent:
+                if not sv.deleted:
+                    raise RegistryError(404, SCHEMA_VERSION_NOT_SOFT_DELETED,
+                                        f"Subject '{subject}' Version {v} was not deleted first "
+                                        "before being permanently deleted")
+                await self._append([(S.max_id_key(), S.max_id_value(self.state.max_id)),
+                                    (S.schema_key(subject, v), None)])
+            else:
+                if sv.deleted:
+                    raise RegistryError(404, SCHEMA_VERSION_SOFT_DELETED,
+                                        f"Subject '{subject}' Version {v} was soft deleted. Set "
+                                        "permanent=true to delete permanently")
+                gone = SchemaVersion(sv.subject, sv.version, sv.id, sv.schema_type, sv.schema,
+                                     list(sv.references), deleted=True)
+                await self._append([(S.schema_key(subject, v), S.schema_value(gone))])
+            return v
+
+    async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
+        async with self._write_lock:
+            await self.sync()
+            self._check_mode(subject)
+            all_versions = self.state.versions(subject, deleted=True)
+            if not all_versions:
+                raise subject_not_found(subject)
+            live = [sv for sv in all_versions if not sv.deleted]
+            for sv in live if not permanent else all_versions:
+                users = self.state.referenced_by(subject, sv.version)
+                if users:
+                    raise RegistryError(422, REFERENCE_EXISTS,
+                                        f"One or more references exist to the schema "
+                                        f"{{subject={subject}, version={sv.version}}}: ids {users}")
+            if permanent:
+                if live:
+                    raise RegistryError(404, SUBJECT_NOT_SOFT_DELETED,
+                                        f"Subject '{subject}' was not deleted first before "
+                                        "being permanently deleted")
+                records: list[tuple[bytes, bytes | None]] = [
+                    (S.max_id_key(), S.max_id_value(self.state.max_id))]
+                records += [(S.schema_key(subject, sv.version), None) for sv in all_versions]
+                if subject in self.state.configs:
+                    records.append((S.config_key(subject), None))
+                if subject in self.state.modes:
+                    records.append((S.mode_key(subject), None))
+                await self._append(records)
+                return [sv.version for sv in all_versions]
+            if not live:
+                raise RegistryError(404, SUBJECT_SOFT_DELETED,
+                                    f"Subject '{subject}' was soft deleted. Set permanent=true "
+                                    "to delete permanently")
+            await self._append([(S.delete_subject_key(subject),
+                                 S.delete_subject_value(subject, live[-1].version))])
+            return [sv.version for sv in live]
+
+    async def set_level(self, subject: str | None, level: str) -> str:
+        level = str(level).upper()
+        if level not in compat.LEVELS:
+            raise RegistryError(422, INVALID_COMPATIBILITY_LEVEL,
+                                f"Invalid compatibility level {level!r}. Valid values are "
+                                f"{', '.join(compat.LEVELS)}")
+        async with self._write_lock:
+            await self._append([(S.config_key(subject), S.config_value(level))])
+        return level
+
+    async def delete_level(self, subject: str | None) -> str:
+        async with self._write_lock:
+            await self.sync()
+            previous = self.level(subject)
+            if subject is not None and subject not in self.state.configs:
+                from yak.registry.errors import SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED
+
+                if subject not in self.state.subjects:
+                    raise subject_not_found(subject)
+                raise RegistryError(404, SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                                    f"Subject '{subject}' does not have subject-level "
+                                    "compatibility configured")
+            await self._append([(S.config_key(subject), None)])
+            return previous
+
+    async def set_mode(self, subject: str | None, mode: str) -> str:
+        mode = str(mode).upper()
+        if mode not in MODES:
+            raise RegistryError(422, INVALID_MODE,
+                                f"Invalid mode {mode!r}. Valid values are {', '.join(MODES)}")
+        async with self._write_lock:
+            await self._append([(S.mode_key(subject), S.mode_value(mode))])
+        return mode
+
+    async def delete_mode(self, subject: str | None) -> str:
+        async with self._write_lock:
+            await self.sync()
+            previous = self.mode(subject)
+            await self._append([(S.mode_key(subject), None)])
+            return previous
+
+    def stats(self) -> dict[str, Any]:
+        return {"subjects": len(self.state.subject_names()), "schemas": len(self.state.by_id),
+                "max_id": self.state.max_id, "applied_offset": self.state.applied,
+                "leader": self.elector.leader.url if self.elector and self.elector.leader
+                else None, "time": time.time()}
