@@ -21,23 +21,25 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from yak.gateway import console_api, errors, rest, ws
 from yak.gateway.cluster import ClusterClient
-from yak.gateway.consumers import ConsumerRegistry
+from yak.gateway.core import GatewayCore
 from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
 from yak.gateway.settings import GatewaySettings
 
 
 class Gateway:
-    """Everything the routes share, hung on `app.state.gateway`."""
+    """Everything the routes share, hung on `app.state.gateway`.
 
-    def __init__(self, settings: GatewaySettings) -> None:
+    `core` is the transport-neutral gateway core; when the process also serves gRPC the
+    two transports share one (one producer, one admin client, one set of sessions), and
+    whoever created it closes it.
+    """
+
+    def __init__(self, settings: GatewaySettings, core: GatewayCore | None = None) -> None:
         self.settings = settings
-        self.bootstrap = settings.bootstrap
         self.embedded = settings.embedded
-        self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s)
-        self.consumers = ConsumerRegistry(
-            settings.bootstrap, settings.consumer_instance_timeout_s,
-            int(settings.request_timeout_s * 1000),
-        )
+        self._owns_core = core is None
+        self.core = core if core is not None else GatewayCore(settings)
+        self.cluster: ClusterClient = self.core.cluster
         self.metrics = MetricsService(self.cluster, settings.metrics_interval_s,
                                       include_broker=settings.embedded)
 
@@ -46,8 +48,8 @@ class Gateway:
 
     async def stop(self) -> None:
         await self.metrics.stop()
-        await self.consumers.close()
-        await self.cluster.close()
+        if self._owns_core:
+            await self.core.close()
 
 
 class BodyLimit:
@@ -105,8 +107,8 @@ class BodyLimit:
         await resp(scope, receive, send)
 
 
-def create_app(settings: GatewaySettings) -> FastAPI:
-    gateway = Gateway(settings)
+def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> FastAPI:
+    gateway = Gateway(settings, core)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

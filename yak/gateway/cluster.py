@@ -4,7 +4,11 @@ Admin and produce go through confluent-kafka (librdkafka): its AdminClient cover
 metadata, ListOffsets, configs, topics and groups, and its producer batches and retries
 for us. Those calls block or complete on librdkafka's threads, so each is bridged onto
 the event loop (`run_in_executor` / `asyncio.wrap_future`) and never blocks it.
-Consumers are aiokafka (see `consumers.py`), which is asyncio-native.
+Consumers are aiokafka, which is asyncio-native: a long poll is a coroutine waiting in
+`getmany(timeout_ms=...)`, not a thread blocked in librdkafka's `poll()`.
+
+This is the only place the gateway builds Kafka clients (admin, producer, consumers),
+so connection settings (and, with security, credentials) are set once for all of them.
 
 Every call has a bounded timeout: a dead broker must turn into an error the REST API
 and the console can show, never a hung request.
@@ -23,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     IsolationLevel,
@@ -180,6 +185,32 @@ class ClusterClient:
     def _report(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Produced],
                 err: KafkaError | None, msg: Any) -> None:
         self._reports.append((loop, fut, err, msg))
+
+    def new_consumer(self, group_id: str | None, client_id: str,
+                     **overrides: Any) -> AIOKafkaConsumer:
+        """An aiokafka consumer on this cluster, not started (see `start_consumer`)."""
+        conf: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap,
+            "group_id": group_id,
+            "client_id": client_id,
+            "enable_auto_commit": False,
+            "request_timeout_ms": int(self.timeout_s * 1000),
+            "fetch_max_wait_ms": 500,
+            "metadata_max_age_ms": 5_000,
+        } | overrides
+        return AIOKafkaConsumer(**conf)
+
+    async def start_consumer(self, group_id: str | None, client_id: str,
+                             **overrides: Any) -> AIOKafkaConsumer:
+        """A started consumer; a cluster that cannot be reached is a ClusterError."""
+        consumer = self.new_consumer(group_id, client_id, **overrides)
+        try:
+            await asyncio.wait_for(consumer.start(), self.timeout_s + 2)
+        except Exception as e:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(consumer.stop(), 2)
+            raise ClusterError(f"cannot start a consumer: {e!r}", -195, "_TRANSPORT") from e
+        return consumer
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -9,16 +9,18 @@ Errors use the same `{"error_code", "message"}` body as the REST Proxy API.
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from typing import Annotated, Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from yak.gateway import errors as E
 from yak.gateway.cluster import ClusterClient, ClusterError
+from yak.gateway.core import GatewayCore, OutRecord
+from yak.gateway.core.formats import b64 as _b64
+from yak.gateway.core.formats import from_b64
 from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
 
 router = APIRouter(prefix="/api", tags=["console"], default_response_class=V2Response)
@@ -32,7 +34,11 @@ TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
 
 
 def _cluster(request: Request) -> ClusterClient:
-    return request.app.state.gateway.cluster
+    return request.app.state.gateway.core.cluster
+
+
+def _core(request: Request) -> GatewayCore:
+    return request.app.state.gateway.core
 
 
 class NewTopicBody(BaseModel):
@@ -52,10 +58,6 @@ class ProduceBody(BaseModel):
     partition: int | None = Field(default=None, ge=0, le=2**31 - 1)
     headers: dict[str, str] = Field(default_factory=dict)
     encoding: str = Field(default="text", pattern="^(text|base64)$")
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode()
 
 
 @router.get("/health")
@@ -210,7 +212,7 @@ async def browse(
                 f"[{m.log_start_offset}, {m.high_watermark}]",
             )
         start = offset
-    messages = await _read(cluster.bootstrap, topic, partition, start, m.high_watermark, limit)
+    messages = await _read(cluster, topic, partition, start, m.high_watermark, limit)
     return {
         "topic": topic, "partition": partition, "start": start,
         "log_start_offset": m.log_start_offset, "high_watermark": m.high_watermark,
@@ -218,16 +220,12 @@ async def browse(
     }
 
 
-async def _read(bootstrap: str, topic: str, partition: int, start: int, end: int,
+async def _read(cluster: ClusterClient, topic: str, partition: int, start: int, end: int,
                 limit: int) -> list[dict[str, Any]]:
     if start >= end:
         return []
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        client_id="yak-console", max_partition_fetch_bytes=1024 * 1024,
-        request_timeout_ms=10_000,
-    )
-    await asyncio.wait_for(consumer.start(), 10)
+    consumer = await cluster.start_consumer(None, "yak-console",
+                                            max_partition_fetch_bytes=1024 * 1024)
     out: list[dict[str, Any]] = []
     try:
         tp = TopicPartition(topic, partition)
@@ -252,29 +250,24 @@ async def _read(bootstrap: str, topic: str, partition: int, start: int, end: int
 
 @router.post("/topics/{topic}/messages", status_code=201, responses=_ERRORS)
 async def produce(request: Request, topic: str, body: ProduceBody) -> Any:
-    cluster = _cluster(request)
-    tm = await cluster.topic(topic)
-    if tm is None:
-        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    core = _core(request)
+    tm = await core.topic(topic)
     if body.partition is not None and body.partition not in tm.partitions:
         raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
 
     def enc(s: str | None) -> bytes | None:
-        if s is None:
-            return None
-        if body.encoding == "base64":
-            try:
-                return base64.b64decode(s, validate=True)
-            except ValueError:
-                raise RestError(422, E.INVALID_PAYLOAD, "not valid base64") from None
-        return s.encode()
+        if s is None or body.encoding != "base64":
+            return None if s is None else s.encode()
+        return from_b64(s)
 
-    res = await cluster.produce(
-        topic, enc(body.value), enc(body.key), body.partition,
+    (res,) = await core.produce(topic, [OutRecord(
+        enc(body.key), enc(body.value), body.partition,
         [(k, v.encode()) for k, v in body.headers.items()],
-    )
-    return {"topic": res.topic, "partition": res.partition, "offset": res.offset,
-            "timestamp": res.timestamp}
+    )])
+    if res.error is not None:
+        raise res.error
+    return {"topic": topic, "partition": res.partition, "offset": res.offset,
+            "timestamp": res.timestamp_ms}
 
 
 @router.get("/groups", responses=_ERRORS)

@@ -18,6 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from yak.gateway.cluster import ClusterError
+from yak.gateway.core import errors as core_errors
+from yak.gateway.core.errors import GatewayError, Reason
 
 log = logging.getLogger(__name__)
 
@@ -64,19 +66,34 @@ def error_response(status: int, error_code: int, message: str) -> JSONResponse:
     return V2Response({"error_code": error_code, "message": message}, status_code=status)
 
 
+# The REST adapter's translation of the core's transport-neutral reasons.
+_STATUS: dict[Reason, tuple[int, int]] = {
+    Reason.INVALID_ARGUMENT: (422, 42200),
+    Reason.INVALID_PAYLOAD: (422, INVALID_PAYLOAD),
+    Reason.UNSUPPORTED_FORMAT: (415, UNSUPPORTED_MEDIA_TYPE),
+    Reason.TOPIC_NOT_FOUND: (404, TOPIC_NOT_FOUND),
+    Reason.PARTITION_NOT_FOUND: (404, PARTITION_NOT_FOUND),
+    Reason.SESSION_NOT_FOUND: (404, CONSUMER_INSTANCE_NOT_FOUND),
+    Reason.GROUP_NOT_FOUND: (404, 40405),
+    Reason.SESSION_EXISTS: (409, CONSUMER_ALREADY_EXISTS),
+    Reason.TOPIC_EXISTS: (409, 409),
+    Reason.ILLEGAL_STATE: (409, ILLEGAL_STATE),
+    Reason.OFFSET_OUT_OF_RANGE: (422, 42207),
+    Reason.TOO_LARGE: (413, 41301),
+    Reason.UNAVAILABLE: (503, CLUSTER_UNREACHABLE),
+    Reason.KAFKA_ERROR: (500, KAFKA_ERROR),
+    Reason.UNAUTHENTICATED: (401, 40101),
+    Reason.PERMISSION_DENIED: (403, 40301),
+}
+
+
+def from_gateway_error(e: GatewayError) -> RestError:
+    status, code = _STATUS[e.reason]
+    return RestError(status, code, e.message)
+
+
 def from_cluster_error(e: ClusterError) -> RestError:
-    if e.unreachable:
-        return RestError(503, CLUSTER_UNREACHABLE, f"Kafka cluster unreachable: {e.message}")
-    if e.name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
-        return RestError(404, TOPIC_NOT_FOUND, "Topic not found.")
-    if e.name == "TOPIC_ALREADY_EXISTS":
-        return RestError(409, 409, e.message)
-    if e.name in ("INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
-                  "INVALID_TOPIC_EXCEPTION", "POLICY_VIOLATION", "INVALID_REQUEST"):
-        return RestError(422, 42200, f"{e.name}: {e.message}")
-    if e.name in ("MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"):
-        return RestError(413, 41301, f"{e.name}: {e.message}")
-    return RestError(500, KAFKA_ERROR, f"{e.name or 'Kafka error'}: {e.message}")
+    return from_gateway_error(core_errors.from_cluster_error(e))
 
 
 def install(app: FastAPI) -> None:
@@ -89,6 +106,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ClusterError)
     async def _cluster(_: Request, e: ClusterError) -> JSONResponse:
         r = from_cluster_error(e)
+        return error_response(r.status, r.error_code, r.message)
+
+    @app.exception_handler(GatewayError)
+    async def _gateway(_: Request, e: GatewayError) -> JSONResponse:
+        r = from_gateway_error(e)
         return error_response(r.status, r.error_code, r.message)
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,5 +1,8 @@
 """Confluent REST Proxy API v2: topics, partitions, produce and consumer instances.
 
+A thin adapter over the gateway core (`yak.gateway.core`): it parses and validates the
+REST Proxy's JSON, calls the core, and answers with the REST Proxy's status codes.
+
 Content negotiation follows that API: produce bodies are
 `application/vnd.kafka.{json,binary}.v2+json` (plain `application/json` means json),
 responses are `application/vnd.kafka.v2+json`, and a consumer's records are served
@@ -8,27 +11,18 @@ only to an `Accept` matching the format it was created with (406 otherwise).
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import json
 import re
 from typing import Annotated, Any, Literal
 
 from aiokafka import TopicPartition
-from aiokafka.errors import IllegalStateError, KafkaError
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from yak.gateway import errors as E
-from yak.gateway.cluster import ClusterClient, ClusterError, TopicMeta
-from yak.gateway.consumers import (
-    ConsumerInstance,
-    ConsumerRegistry,
-    ConsumerStateError,
-    assignment_of,
-    subscription_of,
-)
+from yak.gateway.cluster import ClusterClient
+from yak.gateway.core import GatewayCore, GatewayError, OutRecord, Reason, SchemaSpec
+from yak.gateway.core.formats import b64, decode_records
+from yak.gateway.core.sessions import ConsumerSession
 from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
 
 router = APIRouter(default_response_class=V2Response, tags=["REST Proxy v2"])
@@ -158,45 +152,25 @@ class ConsumerRecordOut(BaseModel):
 # ------------------------------------------------------------------ helpers
 
 
+def _core(request: Request) -> GatewayCore:
+    return request.app.state.gateway.core
+
+
 def _cluster(request: Request) -> ClusterClient:
-    return request.app.state.gateway.cluster
-
-
-def _consumers(request: Request) -> ConsumerRegistry:
-    return request.app.state.gateway.consumers
+    return request.app.state.gateway.core.cluster
 
 
 def _embedded_format(request: Request) -> str:
-    """json or binary, from the Content-Type (415 for formats Yak has no registry for)."""
+    """The embedded format named by the Content-Type (415 for one this gateway lacks)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype in ("application/json", ""):
         return "json"
     m = _CONTENT.fullmatch(ctype)
-    if m is None or m.group(1) not in ("json", "binary"):
+    if m is None or m.group(1) not in _core(request).formats:
         raise RestError(415, E.UNSUPPORTED_MEDIA_TYPE,
                         f"Unsupported Content-Type {ctype!r}: use "
                         "application/vnd.kafka.json.v2+json or .binary.v2+json")
     return m.group(1)
-
-
-async def _topic_or_404(request: Request, topic: str) -> TopicMeta:
-    meta = await _cluster(request).topic(topic)
-    if meta is None:
-        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
-    return meta
-
-
-def _encode(fmt: str, data: Any, what: str) -> bytes | None:
-    if data is None:
-        return None
-    if fmt == "binary":
-        if not isinstance(data, str):
-            raise RestError(422, E.INVALID_PAYLOAD, f"binary {what} must be a base64 string")
-        try:
-            return base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise RestError(422, E.INVALID_PAYLOAD, f"{what} is not valid base64") from None
-    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def _partition_info(pm: Any) -> PartitionInfo:
@@ -207,27 +181,12 @@ def _partition_info(pm: Any) -> PartitionInfo:
     )
 
 
-def _instance(request: Request, group: str, instance: str) -> ConsumerInstance:
-    inst = _consumers(request).get(group, instance)
-    if inst is None:
-        raise RestError(404, E.CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
-    return inst
+def _instance(request: Request, group: str, instance: str) -> ConsumerSession:
+    return _core(request).sessions.get(group, instance)
 
 
 def _tp(ref: TopicPartitionRef) -> TopicPartition:
     return TopicPartition(ref.topic, ref.partition)
-
-
-def _decode(fmt: str, data: bytes | None, where: str) -> Any:
-    if data is None:
-        return None
-    if fmt == "binary":
-        return base64.b64encode(data).decode()
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        raise RestError(422, E.INVALID_PAYLOAD,
-                        f"record at {where} is not JSON; use a binary consumer") from None
 
 
 # ------------------------------------------------------------------ topics
@@ -241,7 +200,7 @@ async def list_topics(request: Request) -> Any:
 
 @router.get("/topics/{topic}", response_model=TopicInfo, responses=_ERRORS)
 async def get_topic(request: Request, topic: str) -> Any:
-    meta = await _topic_or_404(request, topic)
+    meta = await _core(request).topic(topic)
     configs = await _cluster(request).topic_configs(topic)
     return TopicInfo(
         name=topic,
@@ -252,14 +211,14 @@ async def get_topic(request: Request, topic: str) -> Any:
 
 @router.get("/topics/{topic}/partitions", response_model=list[PartitionInfo], responses=_ERRORS)
 async def get_partitions(request: Request, topic: str) -> Any:
-    meta = await _topic_or_404(request, topic)
+    meta = await _core(request).topic(topic)
     return [_partition_info(p) for _, p in sorted(meta.partitions.items())]
 
 
 @router.get("/topics/{topic}/partitions/{partition}", response_model=PartitionInfo,
             responses=_ERRORS)
 async def get_partition(request: Request, topic: str, partition: int) -> Any:
-    meta = await _topic_or_404(request, topic)
+    meta = await _core(request).topic(topic)
     if partition not in meta.partitions:
         raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
     return _partition_info(meta.partitions[partition])
@@ -268,7 +227,7 @@ async def get_partition(request: Request, topic: str, partition: int) -> Any:
 @router.get("/topics/{topic}/partitions/{partition}/offsets", response_model=PartitionOffsets,
             responses=_ERRORS)
 async def get_partition_offsets(request: Request, topic: str, partition: int) -> Any:
-    meta = await _topic_or_404(request, topic)
+    meta = await _core(request).topic(topic)
     if partition not in meta.partitions:
         raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
     marks = await _cluster(request).watermarks([(topic, partition)])
@@ -284,44 +243,31 @@ async def list_brokers(request: Request) -> Any:
 
 async def _produce(request: Request, topic: str, body: ProduceRequest,
                    partition: int | None) -> ProduceResponse:
-    fmt = _embedded_format(request)
-    meta = await _topic_or_404(request, topic)
-    encoded = []
-    for i, r in enumerate(body.records):
-        p = partition if partition is not None else r.partition
+    core = _core(request)
+    fmt = core.formats.get(_embedded_format(request))
+    meta = await core.topic(topic)
+    parts = [partition if partition is not None else r.partition for r in body.records]
+    for i, p in enumerate(parts):
         if p is not None and p not in meta.partitions:
             raise RestError(404, E.PARTITION_NOT_FOUND, f"Partition not found (record {i}).")
-        encoded.append((p, _encode(fmt, r.key, "key"), _encode(fmt, r.value, "value")))
-    cluster = _cluster(request)
+    keys = await fmt.encode(topic, True, [r.key for r in body.records],
+                            SchemaSpec(body.key_schema, body.key_schema_id))
+    values = await fmt.encode(topic, False, [r.value for r in body.records],
+                              SchemaSpec(body.value_schema, body.value_schema_id))
+    results = await core.produce(
+        topic, [OutRecord(k, v, p) for k, v, p in zip(keys.data, values.data, parts,
+                                                        strict=True)]
+    )
     offsets: list[PartitionOffset] = []
-    # Handed to the producer in order, then awaited together (one timeout for the
-    # request, not one timer per record): librdkafka batches them.
-    futs = []
-    for p, key, value in encoded:
-        try:
-            futs.append(cluster.produce_nowait(topic, value, key, p))
-        except ClusterError as e:
-            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            failed.set_exception(e)
-            futs.append(failed)
-    try:
-        results = await asyncio.wait_for(
-            asyncio.gather(*futs, return_exceptions=True), cluster.timeout_s + 2
-        )
-    except TimeoutError:
-        raise ClusterError("timed out waiting for produce acks", -185, "_TIMED_OUT") from None
     for res in results:
-        if isinstance(res, ClusterError):
-            if res.unreachable:
-                raise res
-            err = E.from_cluster_error(res)
+        if res.error is not None:
+            err = E.from_gateway_error(res.error)
             offsets.append(PartitionOffset(partition=None, offset=None,
                                            error_code=err.error_code, error=err.message))
-        elif isinstance(res, BaseException):
-            raise res
         else:
             offsets.append(PartitionOffset(partition=res.partition, offset=res.offset))
-    return ProduceResponse(offsets=offsets)
+    return ProduceResponse(offsets=offsets, key_schema_id=keys.schema_id,
+                           value_schema_id=values.schema_id)
 
 
 @router.post("/topics/{topic}", response_model=ProduceResponse, responses=_ERRORS)
@@ -346,106 +292,69 @@ async def create_consumer(request: Request, group: str,
     reset = {"smallest": "earliest", "largest": "latest"}.get(body.auto_offset_reset,
                                                               body.auto_offset_reset)
     auto_commit = str(body.auto_commit_enable).lower() == "true"
-    try:
-        inst = await _consumers(request).create(
-            group, body.name, body.format, reset, auto_commit,
-            body.fetch_min_bytes, body.consumer_request_timeout_ms,
-        )
-    except ConsumerStateError as e:
-        raise RestError(409, e.error_code, str(e)) from None
-    except (KafkaError, TimeoutError, OSError) as e:
-        raise RestError(503, E.CLUSTER_UNREACHABLE,
-                        f"cannot start a consumer: {e!r}") from None
+    session = await _core(request).sessions.create(
+        group, body.name, body.format, reset, auto_commit,
+        body.fetch_min_bytes, body.consumer_request_timeout_ms,
+    )
     base = str(request.base_url).rstrip("/")
-    return CreatedConsumer(instance_id=inst.name,
-                           base_uri=f"{base}/consumers/{group}/instances/{inst.name}")
+    return CreatedConsumer(instance_id=session.id,
+                           base_uri=f"{base}/consumers/{group}/instances/{session.id}")
 
 
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204,
                response_class=Response, responses=_ERRORS)
 async def delete_consumer(request: Request, group: str, instance: str) -> Response:
-    if not await _consumers(request).delete(group, instance):
-        raise RestError(404, E.CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
+    await _core(request).sessions.delete(group, instance)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/subscription", status_code=204,
              response_class=Response, responses=_ERRORS)
 async def subscribe(request: Request, group: str, instance: str, body: Subscription) -> Response:
-    inst = _instance(request, group, instance)
+    session = _instance(request, group, instance)
     if bool(body.topics) == bool(body.topic_pattern):
         raise RestError(422, 42202 if not body.topics else 42203,
                         "give exactly one of topics (non-empty) or topic_pattern")
-    if inst.consumer.assignment() and not inst.consumer.subscription():
-        raise RestError(409, E.ILLEGAL_STATE,
-                        "Subscription to topics, partitions and pattern are mutually exclusive.")
     try:
-        if body.topics:
-            inst.consumer.subscribe(topics=body.topics)
-        else:
-            try:
-                re.compile(body.topic_pattern or "")
-            except re.error as e:
-                raise RestError(422, 42204, f"bad topic_pattern: {e}") from None
-            inst.consumer.subscribe(pattern=body.topic_pattern)
-    except (IllegalStateError, ValueError, TypeError) as e:
-        raise RestError(409, E.ILLEGAL_STATE, str(e)) from None
-    inst.drop_unassigned()
+        session.subscribe(body.topics or None, body.topic_pattern)
+    except GatewayError as e:
+        if e.reason is Reason.INVALID_ARGUMENT:  # the pattern is not a regular expression
+            raise RestError(422, 42204, e.message) from None
+        raise
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", response_model=Topics,
             responses=_ERRORS)
 async def get_subscription(request: Request, group: str, instance: str) -> Any:
-    return Topics(topics=subscription_of(_instance(request, group, instance)))
+    return Topics(topics=_instance(request, group, instance).subscription())
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", status_code=204,
                response_class=Response, responses=_ERRORS)
 async def unsubscribe(request: Request, group: str, instance: str) -> Response:
-    inst = _instance(request, group, instance)
-    inst.consumer.unsubscribe()
-    inst.backlog.clear()
+    _instance(request, group, instance).unsubscribe()
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/assignments", status_code=204,
              response_class=Response, responses=_ERRORS)
 async def assign(request: Request, group: str, instance: str, body: Partitions) -> Response:
-    inst = _instance(request, group, instance)
-    if inst.consumer.subscription():
-        raise RestError(409, E.ILLEGAL_STATE,
-                        "Subscription to topics, partitions and pattern are mutually exclusive.")
-    try:
-        inst.consumer.assign([_tp(p) for p in body.partitions])
-    except (IllegalStateError, ValueError, TypeError) as e:
-        raise RestError(409, E.ILLEGAL_STATE, str(e)) from None
-    inst.drop_unassigned()
+    _instance(request, group, instance).assign([_tp(p) for p in body.partitions])
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", response_model=Partitions,
             responses=_ERRORS)
 async def get_assignments(request: Request, group: str, instance: str) -> Any:
-    return {"partitions": assignment_of(_instance(request, group, instance))}
-
-
-def _check_assigned(inst: ConsumerInstance, tps: list[TopicPartition]) -> None:
-    assigned = inst.consumer.assignment()
-    for tp in tps:
-        if tp not in assigned:
-            raise RestError(409, E.ILLEGAL_STATE,
-                            f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+    return {"partitions": [{"topic": tp.topic, "partition": tp.partition}
+                           for tp in _instance(request, group, instance).assignment()]}
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions", status_code=204,
              response_class=Response, responses=_ERRORS)
 async def seek(request: Request, group: str, instance: str, body: Offsets) -> Response:
-    inst = _instance(request, group, instance)
-    tps = [_tp(o) for o in body.offsets]
-    _check_assigned(inst, tps)
-    for o, tp in zip(body.offsets, tps, strict=True):
-        inst.seek(tp, o.offset)
+    _instance(request, group, instance).seek({_tp(o): o.offset for o in body.offsets})
     return Response(status_code=204)
 
 
@@ -453,20 +362,16 @@ async def seek(request: Request, group: str, instance: str, body: Offsets) -> Re
              response_class=Response, responses=_ERRORS)
 async def seek_beginning(request: Request, group: str, instance: str,
                          body: Partitions) -> Response:
-    inst = _instance(request, group, instance)
-    tps = [_tp(p) for p in body.partitions]
-    _check_assigned(inst, tps)
-    await inst.seek_to(tps, beginning=True)
+    session = _instance(request, group, instance)
+    await session.seek_to([_tp(p) for p in body.partitions], beginning=True)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/end", status_code=204,
              response_class=Response, responses=_ERRORS)
 async def seek_end(request: Request, group: str, instance: str, body: Partitions) -> Response:
-    inst = _instance(request, group, instance)
-    tps = [_tp(p) for p in body.partitions]
-    _check_assigned(inst, tps)
-    await inst.seek_to(tps, beginning=False)
+    session = _instance(request, group, instance)
+    await session.seek_to([_tp(p) for p in body.partitions], beginning=False)
     return Response(status_code=204)
 
 
@@ -474,14 +379,11 @@ async def seek_end(request: Request, group: str, instance: str, body: Partitions
              response_class=Response, responses=_ERRORS)
 async def commit_offsets(request: Request, group: str, instance: str,
                          body: Annotated[Offsets | None, Body()] = None) -> Response:
-    inst = _instance(request, group, instance)
+    session = _instance(request, group, instance)
     offsets = None
     if body is not None and body.offsets:
         offsets = {_tp(o): o.offset for o in body.offsets}
-    try:
-        await inst.commit(offsets)
-    except (KafkaError, IllegalStateError) as e:
-        raise RestError(500, E.KAFKA_ERROR, f"commit failed: {e!r}") from None
+    await session.commit(offsets)
     return Response(status_code=200)
 
 
@@ -489,13 +391,10 @@ async def commit_offsets(request: Request, group: str, instance: str,
             responses=_ERRORS)
 async def committed_offsets(request: Request, group: str, instance: str,
                             body: Partitions) -> Any:
-    inst = _instance(request, group, instance)
+    session = _instance(request, group, instance)
     out = []
     for p in body.partitions:
-        try:
-            off = await inst.consumer.committed(_tp(p))
-        except (KafkaError, IllegalStateError) as e:
-            raise RestError(500, E.KAFKA_ERROR, f"offset fetch failed: {e!r}") from None
+        off = await session.committed(_tp(p))
         out.append({"topic": p.topic, "partition": p.partition,
                     "offset": off if off is not None else -1, "metadata": ""})
     return {"offsets": out}
@@ -508,37 +407,31 @@ async def records(
     timeout: Annotated[int | None, Query(ge=0, le=MAX_LONG_POLL_MS)] = None,
     max_bytes: Annotated[int | None, Query(ge=1, le=64 * 1024 * 1024)] = None,
 ) -> Any:
-    inst = _instance(request, group, instance)
+    core = _core(request)
+    session = _instance(request, group, instance)
     accept = request.headers.get("accept", "*/*").lower()
     wanted = re.findall(r"application/vnd\.kafka\.(\w+)\.v2\+json", accept)
-    if wanted and inst.format not in wanted:
+    if wanted and session.format not in wanted:
         raise RestError(406, E.CONSUMER_FORMAT_MISMATCH,
                         "The requested embedded data format does not match the deserializer "
                         "for this consumer instance")
-    timeout_ms = inst.poll_timeout_ms if timeout is None else timeout
-    try:
-        recs = await inst.records(timeout_ms, max_bytes or 64 * 1024 * 1024)
-    except (KafkaError, IllegalStateError) as e:
-        raise RestError(500, E.KAFKA_ERROR, f"fetch failed: {e!r}") from None
-    fmt = "binary" if inst.format == "binary" else "json"
-    media = f"application/vnd.kafka.{fmt}.v2+json"
-    out = []
-    for i, r in enumerate(recs):
-        where = f"{r.topic}-{r.partition}@{r.offset}"
-        try:
-            key, value = _decode(fmt, r.key, where), _decode(fmt, r.value, where)
-        except RestError:
-            # Nothing is lost: this record and the rest go back to the instance. The ones
-            # before it are returned; a GET that starts at it gets the error (seek past).
-            inst.push_back(recs[i:])
-            if out:
-                break
-            raise
-        out.append({
+    timeout_ms = session.poll_timeout_ms if timeout is None else timeout
+    recs = await session.poll(timeout_ms, max_bytes or 64 * 1024 * 1024)
+    # A jsonschema consumer without a registered jsonschema format reads plain JSON.
+    fmt_name = session.format if session.format in core.formats else "json"
+    decoded = await decode_records(core.formats.get(fmt_name), recs)
+    if decoded.error is not None:
+        # Nothing is lost: the record that failed and the rest go back to the session. The
+        # ones before it are returned; a GET that starts at it gets the error (seek past).
+        session.push_back(recs[decoded.error.index:])
+        if not decoded.keys:
+            raise decoded.error
+    out = [
+        {
             "topic": r.topic, "partition": r.partition, "offset": r.offset,
-            "timestamp": r.timestamp,
-            "key": key, "value": value,
-            "headers": {k: base64.b64encode(v or b"").decode() for k, v in r.headers}
-            if r.headers else None,
-        })
-    return V2Response(out, media_type=media)
+            "timestamp": r.timestamp, "key": key, "value": value,
+            "headers": {k: b64(v or b"") for k, v in r.headers} if r.headers else None,
+        }
+        for r, key, value in zip(recs, decoded.keys, decoded.values, strict=False)
+    ]
+    return V2Response(out, media_type=f"application/vnd.kafka.{fmt_name}.v2+json")

@@ -10,6 +10,9 @@ Server -> client:
    "timestamp"}  (key/value as UTF-8 text, or base64 with "encoding": "base64")
   {"type": "subscribed" | "acked" | "produced" | "error", ...}
 
+A thin adapter over the gateway core: a subscription is a core stream session, records
+are shown with the core's text/base64 helpers, produces go through the core's produce.
+
 Back-pressure: one pump task per socket fetches a bounded batch, then awaits each send.
 uvicorn's send blocks while the socket's write buffer is above its high-water mark, so
 a client that stops reading stops the pump, which stops fetching: memory per socket is
@@ -20,18 +23,20 @@ the topic holds.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from prometheus_client import Counter, Gauge
 
 from yak.gateway.cluster import ClusterError
+from yak.gateway.core import GatewayCore, GatewayError, OutRecord, Reason
+from yak.gateway.core.formats import from_text, text_or_b64
+from yak.gateway.core.sessions import ConsumerSession
 from yak.gateway.metrics import GATEWAY_REGISTRY
 
 log = logging.getLogger(__name__)
@@ -39,7 +44,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 BATCH_RECORDS = 100
-PREFETCH_BYTES_PER_PARTITION = 256 * 1024
 MAX_FRAME_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 1000  # produces per socket awaiting their ack
 
@@ -49,39 +53,27 @@ WS_SENT = Counter("yak_gateway_websocket_messages_sent",
                   "Kafka records pushed to WebSocket clients.", registry=GATEWAY_REGISTRY)
 
 
-def _text_or_b64(data: bytes | None, force_b64: bool) -> tuple[str | None, str]:
-    if data is None:
-        return None, "text"
-    if not force_b64:
-        try:
-            return data.decode("utf-8"), "text"
-        except UnicodeDecodeError:
-            pass
-    return base64.b64encode(data).decode(), "base64"
-
-
 def message_frame(r: ConsumerRecord, force_b64: bool = False) -> dict[str, Any]:
-    key, kenc = _text_or_b64(r.key, force_b64)
-    value, venc = _text_or_b64(r.value, force_b64)
+    key, kb64 = text_or_b64(r.key, force_b64)
+    value, vb64 = text_or_b64(r.value, force_b64)
     frame: dict[str, Any] = {
         "type": "message", "topic": r.topic, "partition": r.partition, "offset": r.offset,
         "key": key, "value": value,
-        "headers": {k: _text_or_b64(v, force_b64)[0] for k, v in (r.headers or ())},
+        "headers": {k: text_or_b64(v, force_b64)[0] for k, v in (r.headers or ())},
         "timestamp": r.timestamp,
     }
-    if "base64" in (kenc, venc):
+    if kb64 or vb64:
         frame["encoding"] = "base64"
     return frame
 
 
 class Session:
-    """One WebSocket: at most one subscription (a consumer) and its pump task."""
+    """One WebSocket: at most one subscription (a core stream session) and its pump."""
 
-    def __init__(self, ws: WebSocket, bootstrap: str, cluster: Any) -> None:
+    def __init__(self, ws: WebSocket, core: GatewayCore) -> None:
         self.ws = ws
-        self.bootstrap = bootstrap
-        self.cluster = cluster
-        self.consumer: AIOKafkaConsumer | None = None
+        self.core = core
+        self.consumer: ConsumerSession | None = None
         self.group_id: str | None = None
         self.pump: asyncio.Task[None] | None = None
         self.send_lock = asyncio.Lock()
@@ -118,39 +110,25 @@ class Session:
         if group is not None and (not isinstance(group, str) or not group):
             await self.error("group_id must be a non-empty string or null")
             return
-        md = await self.cluster.metadata()
-        missing = [t for t in topics if t not in md.topics]
+        known = await self.core.list_topics(internal=True)
+        missing = [t for t in topics if t not in known]
         if missing:
             await self.error(f"unknown topic(s): {', '.join(missing)}", topics=missing)
             return
         await self.stop_consumer()
         self.force_b64 = msg.get("encoding") == "base64"
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=group,
-            client_id="yak-ws",
-            enable_auto_commit=False,
-            auto_offset_reset=reset,
-            max_partition_fetch_bytes=PREFETCH_BYTES_PER_PARTITION,
-            fetch_max_bytes=4 * PREFETCH_BYTES_PER_PARTITION,
-            fetch_max_wait_ms=500,
-            metadata_max_age_ms=5_000,
-        )
-        await asyncio.wait_for(consumer.start(), 15)
-        consumer.subscribe(topics=topics)
-        self.consumer = consumer
+        self.consumer = await self.core.sessions.open_stream(
+            group, topics, reset, auto_commit=False, client_id="yak-ws")
         self.group_id = group
-        self.pump = asyncio.get_running_loop().create_task(self._pump(consumer))
+        self.pump = asyncio.get_running_loop().create_task(self._pump(self.consumer))
         await self.send({"type": "subscribed", "topics": topics, "group_id": group})
 
-    async def _pump(self, consumer: AIOKafkaConsumer) -> None:
+    async def _pump(self, consumer: ConsumerSession) -> None:
         try:
-            while True:
-                batch = await consumer.getmany(timeout_ms=1000, max_records=BATCH_RECORDS)
-                for tp in sorted(batch, key=lambda tp: (tp.topic, tp.partition)):
-                    for r in batch[tp]:
-                        await self.send(message_frame(r, self.force_b64))
-                        WS_SENT.inc()
+            async for batch in consumer.stream(BATCH_RECORDS):
+                for r in batch:
+                    await self.send(message_frame(r, self.force_b64))
+                    WS_SENT.inc()
         except (WebSocketDisconnect, asyncio.CancelledError):
             pass
         except Exception as e:
@@ -172,10 +150,9 @@ class Session:
             await self.error("offset must be >= 0")
             return
         try:
-            await self.consumer.commit({tp: OffsetAndMetadata(offset + 1, "")})
-        except Exception as e:
-            await self.error(f"commit failed: {e!r}", topic=tp.topic, partition=tp.partition,
-                             offset=offset)
+            await self.consumer.commit({tp: offset + 1})
+        except GatewayError as e:
+            await self.error(e.message, topic=tp.topic, partition=tp.partition, offset=offset)
             return
         await self.send({"type": "acked", "topic": tp.topic, "partition": tp.partition,
                          "offset": offset})
@@ -187,9 +164,10 @@ class Session:
             await self.error("produce needs a topic", id=req_id)
             return
         try:
-            value = _bytes_of(msg.get("value"))
-            key = _bytes_of(msg.get("key"))
-            headers = [(str(k), _bytes_of(v) or b"") for k, v in (msg.get("headers") or {}).items()]
+            value = from_text(msg.get("value"))
+            key = from_text(msg.get("key"))
+            headers = [(str(k), from_text(v) or b"")
+                       for k, v in (msg.get("headers") or {}).items()]
             partition = msg.get("partition")
             if partition is not None and (not isinstance(partition, int) or partition < 0):
                 raise ValueError("partition must be a non-negative integer")
@@ -200,21 +178,23 @@ class Session:
             # Checked and handed to the producer under a FIFO lock, so one socket's
             # produces are appended in the order they arrived even though they overlap.
             async with self.order:
-                tm = await self.cluster.topic(topic)
-                if tm is None:
-                    await self.error(f"unknown topic: {topic}", id=req_id)
-                    return
-                if partition is not None and partition not in tm.partitions:
-                    await self.error(f"unknown partition: {topic}-{partition}", id=req_id)
-                    return
-                fut = self.cluster.produce_nowait(topic, value, key, partition, headers)
-            res = await self.cluster.delivery(fut)
-        except ClusterError as e:
-            await self.error(f"produce failed: {e.message}", id=req_id)
+                meta = await self.core.topic(topic)
+                pending = self.core.send(meta, [OutRecord(key, value, partition, headers)])
+            (res,) = await pending.results()
+        except GatewayError as e:
+            if e.reason is Reason.TOPIC_NOT_FOUND:
+                await self.error(f"unknown topic: {topic}", id=req_id)
+            elif e.reason is Reason.PARTITION_NOT_FOUND:
+                await self.error(f"unknown partition: {topic}-{partition}", id=req_id)
+            else:
+                await self.error(f"produce failed: {e.message}", id=req_id)
             return
-        await self.send({"type": "produced", "id": req_id, "topic": res.topic,
+        if res.error is not None:
+            await self.error(f"produce failed: {res.error.message}", id=req_id)
+            return
+        await self.send({"type": "produced", "id": req_id, "topic": topic,
                          "partition": res.partition, "offset": res.offset,
-                         "timestamp": res.timestamp})
+                         "timestamp": res.timestamp_ms})
 
     async def close(self) -> None:
         for task in list(self.tasks):
@@ -228,25 +208,16 @@ class Session:
                 await self.pump
             self.pump = None
         if self.consumer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.consumer.stop(), 10)
+            await self.core.sessions.close_stream(self.consumer)
             self.consumer = None
-
-
-def _bytes_of(v: Any) -> bytes | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return v.encode()
-    return json.dumps(v, separators=(",", ":")).encode()
 
 
 @router.websocket("/ws")
 async def websocket(ws: WebSocket) -> None:
-    gw = ws.app.state.gateway
+    core: GatewayCore = ws.app.state.gateway.core
     await ws.accept()
     WS_SOCKETS.inc()
-    session = Session(ws, gw.bootstrap, gw.cluster)
+    session = Session(ws, core)
     try:
         while True:
             text = await ws.receive_text()
@@ -277,6 +248,8 @@ async def websocket(ws: WebSocket) -> None:
                     task.add_done_callback(session.produce_done)
                 else:
                     await session.error(f"unknown message type {kind!r}")
+            except GatewayError as e:
+                await session.error(f"cluster error: {e.message}")
             except ClusterError as e:
                 await session.error(f"cluster error: {e.message}")
             except TimeoutError:

@@ -1,0 +1,173 @@
+"""The gateway core: transport-neutral operations on one cluster.
+
+REST, WebSocket and gRPC are thin adapters over `GatewayCore`: they parse their wire
+format, call these operations, and translate `GatewayError`s with their own table.
+The core reaches the cluster only through `ClusterClient` (the one place Kafka clients
+are built) and never imports a transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from yak.gateway.cluster import ClusterClient, ClusterError, TopicMeta
+from yak.gateway.core.errors import GatewayError, Reason, from_cluster_error
+from yak.gateway.core.formats import Formats
+from yak.gateway.core.sessions import SessionRegistry
+from yak.gateway.settings import GatewaySettings
+
+# Kafka's rule for topic names (Topic.java: legal characters, at most 249).
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+MAX_PARTITION = 2**31 - 1
+_CREATE_WAITS = 6
+
+
+class OutRecord(NamedTuple):
+    """A record to produce. `partition` None: the partitioner picks (murmur2 of the key,
+    like Java's); `timestamp_ms` None: now. Both set are honoured (CreateTime)."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] | None = None
+    timestamp_ms: int | None = None
+
+
+@dataclass
+class ProduceResult:
+    """The outcome of one record: where it was written, or the Kafka error that refused it."""
+
+    partition: int = -1
+    offset: int = -1
+    timestamp_ms: int = -1
+    error: GatewayError | None = None
+
+
+class GatewayCore:
+    """Everything the transports share: cluster access, formats, consumer sessions."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s)
+        self.formats = Formats()
+        self.sessions = SessionRegistry(self.cluster, settings.consumer_instance_timeout_s)
+
+    async def close(self) -> None:
+        await self.sessions.close()
+        await self.cluster.close()
+
+    # ---------------------------------------------------------------- metadata
+
+    async def list_topics(self, internal: bool = False) -> dict[str, TopicMeta]:
+        md = await self._cluster_call(self.cluster.metadata())
+        return {n: t for n, t in md.topics.items() if internal or not t.internal}
+
+    async def topic(self, name: str, create: bool = False) -> TopicMeta:
+        """The topic's metadata, or TOPIC_NOT_FOUND.
+
+        `create=True` does what a Kafka producer does with an unknown topic: a Metadata
+        request naming it, which creates it when the cluster has
+        auto.create.topics.enable. Without it only existing topics are found (a typo in
+        a REST URL must be a 404, not a new topic).
+        """
+        if not name:
+            raise GatewayError(Reason.INVALID_ARGUMENT, "topic name must not be empty")
+        meta = await self._cluster_call(self.cluster.topic(name))
+        if meta is None and create:
+            if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+                raise GatewayError(Reason.INVALID_ARGUMENT, f"illegal topic name {name!r}")
+            for attempt in range(_CREATE_WAITS):
+                # Kafka answers the creating request with LEADER_NOT_AVAILABLE and no
+                # partitions; the next Metadata has them.
+                md = await self._cluster_call(self.cluster.metadata(name))
+                meta = md.topics.get(name)
+                if meta is None or meta.partitions:
+                    break
+                await asyncio.sleep(0.1 * (attempt + 1))
+            if meta is not None and not meta.partitions:
+                meta = None
+        if meta is None:
+            raise GatewayError(Reason.TOPIC_NOT_FOUND, "Topic not found.")
+        return meta
+
+    async def _cluster_call(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except ClusterError as e:
+            raise from_cluster_error(e) from None
+
+    # ---------------------------------------------------------------- produce
+
+    async def produce(self, topic: str, records: Sequence[OutRecord],
+                      create: bool = False) -> list[ProduceResult]:
+        """Produce `records` to `topic`; `results[i]` is the outcome of `records[i]`.
+
+        Input the gateway can judge (empty or unknown topic, unknown partition) fails the
+        whole request before anything is sent. What Kafka refuses is reported per record.
+        A cluster that cannot be reached fails the request (UNAVAILABLE).
+        """
+        meta = await self.topic(topic, create=create)
+        return await self.send(meta, records).results()
+
+    def send(self, meta: TopicMeta, records: Sequence[OutRecord]) -> PendingProduce:
+        """Hand `records` to the producer now, in order; await `.results()` for the acks.
+
+        Synchronous on purpose: a transport that must keep its requests in arrival order
+        (one WebSocket, one gRPC stream) resolves the topic, then calls this before it
+        looks at the next request, and records are appended in that order per partition.
+        """
+        for i, r in enumerate(records):
+            p = r.partition
+            if p is not None and p not in meta.partitions:
+                if p < 0 or p > MAX_PARTITION:
+                    raise GatewayError(Reason.INVALID_ARGUMENT,
+                                       f"partition {p} of record {i} is out of range")
+                raise GatewayError(Reason.PARTITION_NOT_FOUND,
+                                   f"Partition not found (record {i}).")
+        cluster = self.cluster
+        topic = meta.name
+        futs: list[asyncio.Future[Any]] = []
+        for r in records:
+            try:
+                futs.append(cluster.produce_nowait(topic, r.value, r.key, r.partition,
+                                                   r.headers, r.timestamp_ms))  # type: ignore[arg-type]
+            except ClusterError as e:
+                failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                failed.set_exception(e)
+                futs.append(failed)
+        return PendingProduce(futs, cluster.timeout_s + 2)
+
+
+class PendingProduce:
+    """Records handed to the producer, awaiting their delivery reports."""
+
+    def __init__(self, futs: list[asyncio.Future[Any]], timeout_s: float) -> None:
+        self.futs = futs
+        self.timeout_s = timeout_s
+
+    async def results(self) -> list[ProduceResult]:
+        """All reports under one timeout (not one timer per record)."""
+        try:
+            settled = await asyncio.wait_for(
+                asyncio.gather(*self.futs, return_exceptions=True), self.timeout_s
+            )
+        except TimeoutError:
+            raise GatewayError(Reason.UNAVAILABLE,
+                               "Kafka cluster unreachable: timed out waiting for produce acks",
+                               -185, "_TIMED_OUT") from None
+        results: list[ProduceResult] = []
+        for res in settled:
+            if isinstance(res, ClusterError):
+                err = from_cluster_error(res)
+                if err.reason is Reason.UNAVAILABLE:
+                    raise err
+                results.append(ProduceResult(error=err))
+            elif isinstance(res, BaseException):
+                raise res
+            else:
+                results.append(ProduceResult(res.partition, res.offset, res.timestamp))
+        return results
