@@ -5,7 +5,17 @@ partition's records into one `bytes` before the socket copies them again; here t
 small framing fields are packed with `struct` into short `bytearray`s and the record
 buffers from storage are placed in the output list as they are, so the only copy is
 the kernel's. Compared byte for byte with kio's encoder in
-tests/protocol/test_fetch_codec.py for every version.
+tests/protocol/test_fetch_codec.py for every version and every field combination.
+
+A partition's records are never encoded as null: Kafka answers an error partition
+(OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...) with empty records, and librdkafka
+refuses a null record set ("invalid MessageSetSize -1") without ever looking at the
+error code, so a consumer whose offset fell out of range never reset it.
+
+v12+ tagged fields follow Kafka: a partition's `diverging_epoch` (tag 0),
+`current_leader` (tag 1) and `snapshot_id` (tag 2), and the response's
+`node_endpoints` (tag 0, v16+), each written only when set to something other than
+Kafka's default.
 """
 
 from __future__ import annotations
@@ -14,23 +24,60 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["FetchPartitionResult", "FetchTopicResult", "encode_fetch_response",
-           "MIN_VERSION", "MAX_VERSION"]
+from yak.protocol.primitives import write_length, write_string, write_uvarint
+
+__all__ = ["FetchPartitionResult", "FetchTopicResult", "EpochEndOffset", "LeaderIdAndEpoch",
+           "SnapshotId", "NodeEndpoint", "encode_fetch_response", "MIN_VERSION",
+           "MAX_VERSION"]
 
 MIN_VERSION = 4
 MAX_VERSION = 18
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
+FIRST_NODE_ENDPOINTS = 16
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _TOP = struct.Struct(">ihi")  # throttle, error, session id (v7+)
 _PART_V4 = struct.Struct(">ihqq")  # index, error, hw, lso
 _PART_V5 = struct.Struct(">ihqqq")  # + log start offset
 _ABORTED = struct.Struct(">qq")
+_ABORTED_FLEX = struct.Struct(">qqB")  # + empty tagged fields
+# Tagged structs as (tag, size) prefix + fields + their own empty tagged-field section.
+_DIVERGING = struct.Struct(">BBiqB")  # tag 0, 13 bytes: epoch, end offset
+_LEADER = struct.Struct(">BBiiB")  # tag 1, 9 bytes: leader id, leader epoch
+_SNAPSHOT = struct.Struct(">BBqiB")  # tag 2, 13 bytes: end offset, epoch
 _NO_ID = uuid.UUID(int=0)
+
+
+class EpochEndOffset(NamedTuple):
+    """The largest epoch and its end offset where a follower's log diverges (KIP-595)."""
+
+    epoch: int
+    end_offset: int
+
+
+class LeaderIdAndEpoch(NamedTuple):
+    """The partition's current leader, sent with NOT_LEADER_OR_FOLLOWER and
+    FENCED_LEADER_EPOCH so a client need not refresh metadata first (KIP-951)."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class SnapshotId(NamedTuple):
+    end_offset: int
+    epoch: int
+
+
+class NodeEndpoint(NamedTuple):
+    """A broker named by a `current_leader` (v16+ top-level tagged field)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 @dataclass(slots=True)
@@ -41,10 +88,15 @@ class FetchPartitionResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
+    """None is null (read_uncommitted), a list (even empty) is read_committed's answer."""
     preferred_read_replica: int = -1
-    records: Sequence[Any] | None = None
-    """Buffers whose concatenation is the partition's record batches (None = null)."""
+    records: Sequence[Any] | None = ()
+    """Buffers whose concatenation is the partition's record batches. Empty for an error
+    partition; None is accepted and also sent as empty (see the module docstring)."""
     records_size: int = 0
+    diverging_epoch: EpochEndOffset | None = None
+    current_leader: LeaderIdAndEpoch | None = None
+    snapshot_id: SnapshotId | None = None
 
 
 @dataclass(slots=True)
@@ -54,21 +106,17 @@ class FetchTopicResult:
     partitions: list[FetchPartitionResult] = field(default_factory=list)
 
 
-def _uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def encode_fetch_response(
     version: int,
     topics: Sequence[FetchTopicResult],
     throttle_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> tuple[list[Any], int]:
     """Body of a Fetch response (no size or response header): (buffers, total size)."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"unsupported Fetch version {version}")
     flexible = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_TOPIC_ID
     out: list[Any] = []
@@ -78,25 +126,14 @@ def encode_fetch_response(
         head += _TOP.pack(throttle_ms, error_code, session_id)
     else:
         head += _I32.pack(throttle_ms)
-    if flexible:
-        _uvarint(head, len(topics) + 1)
-    else:
-        head += _I32.pack(len(topics))
+    write_length(head, len(topics), flexible)
     for t in topics:
         if by_id:
             head += t.topic_id.bytes
         else:
-            name = t.name.encode()
-            if flexible:
-                _uvarint(head, len(name) + 1)
-            else:
-                head += _I16.pack(len(name))
-            head += name
+            write_string(head, t.name, flexible)
         parts = t.partitions
-        if flexible:
-            _uvarint(head, len(parts) + 1)
-        else:
-            head += _I32.pack(len(parts))
+        write_length(head, len(parts), flexible)
         for p in parts:
             if version >= 5:
                 head += _PART_V5.pack(
@@ -109,44 +146,70 @@ def encode_fetch_response(
                 )
             aborted = p.aborted_transactions
             if aborted is None:
-                if flexible:
-                    head.append(0)
-                else:
-                    head += _I32.pack(-1)
+                write_length(head, -1, flexible)
             else:
+                write_length(head, len(aborted), flexible)
                 if flexible:
-                    _uvarint(head, len(aborted) + 1)
+                    for pid, first in aborted:
+                        head += _ABORTED_FLEX.pack(pid, first, 0)
                 else:
-                    head += _I32.pack(len(aborted))
-                for pid, first in aborted:
-                    head += _ABORTED.pack(pid, first)
-                    if flexible:
-                        head.append(0)
+                    for pid, first in aborted:
+                        head += _ABORTED.pack(pid, first)
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
-            recs = p.records
-            if recs is None:
-                if flexible:
-                    head.append(0)
-                else:
-                    head += _I32.pack(-1)
-            else:
-                if flexible:
-                    _uvarint(head, p.records_size + 1)
-                else:
-                    head += _I32.pack(p.records_size)
-                if p.records_size:
-                    out.append(head)
-                    size += len(head)
-                    out.extend(recs)
-                    size += p.records_size
-                    head = bytearray()
+            records_size = p.records_size if p.records else 0
+            write_length(head, records_size, flexible)
+            if records_size:
+                out.append(head)
+                size += len(head)
+                out.extend(p.records)  # type: ignore[arg-type]
+                size += records_size
+                head = bytearray()
             if flexible:
-                head.append(0)  # partition tagged fields
+                if p.diverging_epoch is None and p.current_leader is None \
+                        and p.snapshot_id is None:
+                    head.append(0)  # partition tagged fields
+                else:
+                    _partition_tags(head, p)
         if flexible:
             head.append(0)  # topic tagged fields
     if flexible:
-        head.append(0)  # top-level tagged fields
+        if node_endpoints and version >= FIRST_NODE_ENDPOINTS:
+            _node_endpoints(head, node_endpoints)
+        else:
+            head.append(0)  # top-level tagged fields
     out.append(head)
     size += len(head)
     return out, size
+
+
+def _partition_tags(head: bytearray, p: FetchPartitionResult) -> None:
+    """Only fields that differ from Kafka's default (-1, -1) are written, as Kafka does."""
+    tags = []
+    d = p.diverging_epoch
+    if d is not None and d != (-1, -1):
+        tags.append(_DIVERGING.pack(0, 13, d.epoch, d.end_offset, 0))
+    c = p.current_leader
+    if c is not None and c != (-1, -1):
+        tags.append(_LEADER.pack(1, 9, c.leader_id, c.leader_epoch, 0))
+    s = p.snapshot_id
+    if s is not None and s != (-1, -1):
+        tags.append(_SNAPSHOT.pack(2, 13, s.end_offset, s.epoch, 0))
+    head.append(len(tags))
+    for t in tags:
+        head += t
+
+
+def _node_endpoints(head: bytearray, endpoints: Sequence[NodeEndpoint]) -> None:
+    value = bytearray()
+    write_length(value, len(endpoints), True)
+    for e in endpoints:
+        value += _I32.pack(e.node_id)
+        write_string(value, e.host, True)
+        value += _I32.pack(e.port)
+        write_string(value, e.rack, True)
+        value.append(0)
+    head.append(1)  # one tagged field: node_endpoints, tag 0
+    head.append(0)
+    write_uvarint(head, len(value))
+    head += value
