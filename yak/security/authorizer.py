@@ -21,11 +21,8 @@ was never enforced.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +36,7 @@ from yak.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
 )
+from yak.security._files import atomic_write
 from yak.security.acl import (
     WILDCARD_HOST,
     WILDCARD_RESOURCE,
@@ -159,28 +157,8 @@ class FileAclStore:
         assert self._acls is not None
         new = (self._acls - set(remove)) | set(add)
         doc = {"version": 1, "acls": [b.to_json() for b in sorted(new, key=_sort_key)]}
-        _atomic_write(self.path, json.dumps(doc, indent=1).encode())
+        atomic_write(self.path, json.dumps(doc, indent=1).encode())
         self._acls = new
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _sort_key(b: AclBinding) -> tuple:

@@ -1,0 +1,565 @@
+"""SASL on the server side, sans-IO: mechanisms and the per-connection authenticator.
+
+The broker's connection feeds requests to a `SaslAuthenticator` and does what it says; no
+socket, clock or thread lives here (the clock is passed in), so every path is unit-tested.
+
+Sequence (Kafka's SaslServerAuthenticator, KIP-152, KIP-368):
+  ApiVersions (optional) -> SaslHandshake(mechanism) -> SaslAuthenticate(token)... -> done.
+Before authentication only ApiVersions, SaslHandshake and SaslAuthenticate are served;
+any other request closes the connection unanswered. A SASL request out of order is
+answered with ILLEGAL_SASL_STATE, then the connection closes. An unknown mechanism gets
+UNSUPPORTED_SASL_MECHANISM with the enabled list, then the connection closes. A failed
+login gets SASL_AUTHENTICATION_FAILED with a message (never saying whether the user
+exists), after a delay (`connection.failed.authentication.delay.ms`, grown per client IP
+by `FailedAuthenticationDelay`), then the connection closes.
+
+With `connections.max.reauth.ms` > 0 the SaslAuthenticate response carries the session
+lifetime; the client must re-authenticate (a new SaslHandshake with the same mechanism,
+ending in the same principal) before it expires, or the next request closes the connection.
+
+Mechanisms: PLAIN (users from PlainLoginModule's JAAS options) and SCRAM-SHA-256/512
+(scramp, credentials from a `CredentialStore`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Protocol
+
+import scramp
+from scramp import ScramException
+
+from yak.config import ConfigError
+from yak.errors import ErrorCode, SaslAuthenticationError
+from yak.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, plain_users, single_entry
+from yak.security.principal import USER_TYPE, KafkaPrincipal
+from yak.security.scram import MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialStore, ScramCredential
+from yak.security.settings import get_setting, lookup
+
+__all__ = [
+    "API_VERSIONS",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "AuthenticateResult",
+    "FailedAuthenticationDelay",
+    "GateAction",
+    "HandshakeResult",
+    "PlainServer",
+    "SaslAuthenticator",
+    "SaslListenerConfig",
+    "SaslServer",
+    "ScramServer",
+    "SUPPORTED_MECHANISMS",
+]
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _failed(mechanism: str, reauth: bool = False) -> SaslAuthenticationError:
+    """Kafka's generic message: says nothing about whether the user exists."""
+    what = "re-authentication" if reauth else "authentication"
+    return SaslAuthenticationError(
+        f"Authentication failed during {what} due to invalid credentials with SASL mechanism "
+        f"{mechanism}"
+    )
+
+
+class SaslServer(Protocol):
+    """One mechanism's server side for one login attempt."""
+
+    mechanism: str
+    complete: bool
+    authorization_id: str | None  # the user name once complete
+
+    def evaluate(self, token: bytes) -> bytes:
+        """The next challenge; raises SaslAuthenticationError on failure."""
+        ...
+
+
+class PlainServer:
+    """RFC 4616 PLAIN: `[authzid] NUL authcid NUL passwd`, checked against JAAS users."""
+
+    mechanism = "PLAIN"
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self.complete = False
+        self.authorization_id: str | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        if self.complete:
+            raise SaslAuthenticationError("PLAIN authentication already complete")
+        try:
+            text = bytes(token).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationError("Invalid SASL/PLAIN response: not UTF-8") from None
+        parts = text.split("\x00")
+        if len(parts) != 3:
+            raise SaslAuthenticationError(
+                f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}"
+            )
+        authzid, user, password = parts
+        if not user:
+            raise SaslAuthenticationError("Authentication failed: username not specified")
+        if not password:
+            raise SaslAuthenticationError("Authentication failed: password not specified")
+        expected = self._users.get(user)
+        # Compare against something even for unknown users: same work either way.
+        ok = hmac.compare_digest(
+            (expected if expected is not None else "\x00" + password).encode(), password.encode()
+        )
+        if expected is None or not ok:
+            raise SaslAuthenticationError("Authentication failed: Invalid username or password")
+        if authzid and authzid != user:
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different "
+                "from username"
+            )
+        self.complete = True
+        self.authorization_id = user
+        return b""
+
+
+def _unescape_saslname(name: str) -> str:
+    """RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is malformed."""
+    out: list[str] = []
+    i = 0
+    while i < len(name):
+        if name[i] == "=":
+            code = name[i + 1 : i + 3]
+            if code == "2C":
+                out.append(",")
+            elif code == "3D":
+                out.append("=")
+            else:
+                raise SaslAuthenticationError("Invalid SCRAM client first message: bad saslname")
+            i += 3
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+class ScramServer:
+    """SCRAM-SHA-256/512 via scramp. Kafka's extensions (`,tokenauth=true` and any other
+    `,key=value` after the nonce) are taken off the client-first message before scramp
+    parses it -- scramp refuses multi-letter attributes -- and put back into the
+    AuthMessage the proofs are computed over, as the client computed them. Delegation
+    tokens (`tokenauth=true`) are not supported and fail the login.
+
+    An unknown user gets a made-up credential (salt derived from the name with a per-broker
+    secret, so repeated tries look the same) and fails at the proof, exactly like a wrong
+    password: the exchange does not reveal which users exist."""
+
+    def __init__(
+        self,
+        mechanism: str,
+        lookup_credential: Callable[[str], ScramCredential | None],
+        secret: bytes,
+    ) -> None:
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(mechanism)
+        self.mechanism = mechanism
+        self._lookup = lookup_credential
+        self._secret = secret
+        self._server: scramp.core.ScramServer | None = None
+        self._stage = 0
+        self.complete = False
+        self.authorization_id: str | None = None
+        self._user: str | None = None
+        self._known = False
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            text = bytes(token).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationError("Invalid SCRAM message: not UTF-8") from None
+        if self._stage == 0:
+            return self._client_first(text)
+        if self._stage == 1:
+            return self._client_final(text)
+        raise SaslAuthenticationError("SCRAM exchange already finished")
+
+    def _client_first(self, text: str) -> bytes:
+        parts = text.split(",")
+        if (
+            len(parts) < 4
+            or parts[0] not in ("n", "y", "p")
+            or not parts[2].startswith("n=")
+            or not parts[3].startswith("r=")
+        ):
+            raise SaslAuthenticationError("Invalid SCRAM client first message")
+        if parts[0] == "p":
+            raise SaslAuthenticationError("SCRAM channel binding is not supported")
+        authzid = parts[1]
+        extensions = {}
+        for ext in parts[4:]:
+            k, eq, v = ext.partition("=")
+            if not eq or not k.isalpha():
+                raise SaslAuthenticationError("Invalid SCRAM client first message")
+            extensions[k] = v
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise SaslAuthenticationError(
+                "Token Authentication failed: delegation tokens are not supported"
+            )
+        user = _unescape_saslname(parts[2][2:])
+        if not user:
+            raise SaslAuthenticationError("Authentication failed: username not specified")
+        if authzid and (not authzid.startswith("a=") or _unescape_saslname(authzid[2:]) != user):
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
+        cred = self._lookup(user)
+        self._known = cred is not None
+        if cred is None or cred.iterations < MIN_ITERATIONS:
+            cred = self._fake(user)
+        self._user = user
+        bare = ",".join(parts[2:])
+        stripped = ",".join(parts[:4])
+
+        def auth_fn(_name: str) -> tuple[bytes, bytes, bytes, int]:
+            return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+        server = scramp.ScramMechanism(self.mechanism).make_server(auth_fn)
+        try:
+            server.set_client_first(stripped)
+            server.client_first_bare = bare  # the AuthMessage covers what the client sent
+            first = server.get_server_first()
+        except ScramException:
+            raise _failed(self.mechanism) from None
+        self._server = server
+        self._stage = 1
+        return first.encode()
+
+    def _client_final(self, text: str) -> bytes:
+        assert self._server is not None
+        self._stage = 2
+        try:
+            self._server.set_client_final(text)
+            final = self._server.get_server_final()
+        except ScramException:
+            raise _failed(self.mechanism) from None
+        if not self._known:  # cannot happen with a random stored key; never let it through
+            raise _failed(self.mechanism)
+        self.complete = True
+        self.authorization_id = self._user
+        return final.encode()
+
+    def _fake(self, user: str) -> ScramCredential:
+        h = hashlib.sha256 if self.mechanism == "SCRAM-SHA-256" else hashlib.sha512
+        salt = hmac.new(self._secret, b"salt:" + user.encode(), hashlib.sha256).digest()
+        size = h().digest_size
+        return ScramCredential(salt, os.urandom(size), os.urandom(size), MIN_ITERATIONS)
+
+
+# --------------------------------------------------------------------------- listener config
+
+
+@dataclass(frozen=True)
+class SaslListenerConfig:
+    """What a SASL listener offers: enabled mechanisms, PLAIN users, reauth, size limit."""
+
+    listener_name: str
+    enabled_mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str]
+    max_receive_size: int
+    connections_max_reauth_ms: int
+
+    def __repr__(self) -> str:
+        return (
+            f"SaslListenerConfig({self.listener_name}, {self.enabled_mechanisms}, "
+            f"{len(self.plain_users)} PLAIN users)"
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str], listener_name: str) -> SaslListenerConfig:
+        """Kafka's settings for one SASL listener; ConfigError (one line, naming the key)
+        for an unsupported mechanism or a missing/malformed JAAS config."""
+        mechs = get_setting(settings, "sasl.enabled.mechanisms", listener_name)
+        key = (
+            lookup(settings, "sasl.enabled.mechanisms", listener_name)
+            or ("sasl.enabled.mechanisms", "")
+        )[0]
+        if not mechs:
+            raise ConfigError(f"invalid value for {key}: no SASL mechanism enabled")
+        for m in mechs:
+            if m not in SUPPORTED_MECHANISMS:
+                raise ConfigError(
+                    f"invalid value {','.join(mechs)!r} for {key}: {m} is not supported by Yak "
+                    f"(supported: {', '.join(SUPPORTED_MECHANISMS)})"
+                )
+        users: dict[str, str] = {}
+        for m in mechs:
+            found = lookup(settings, "sasl.jaas.config", listener_name, m)
+            jkey = f"listener.name.{listener_name.lower()}.{m.lower()}.sasl.jaas.config"
+            if found is None or found[0] != jkey:
+                if m == "PLAIN":
+                    raise ConfigError(
+                        f"{jkey} is required: PLAIN needs its users in a PlainLoginModule "
+                        "JAAS config"
+                    )
+                continue  # SCRAM: ScramLoginModule is optional on a broker
+            module = PLAIN_LOGIN_MODULE if m == "PLAIN" else SCRAM_LOGIN_MODULE
+            entry = single_entry(found[1], jkey, module)
+            if m == "PLAIN":
+                users = plain_users(entry)
+                if not users:
+                    raise ConfigError(f'invalid value for {jkey}: no user_<name>="<password>"')
+        return cls(
+            listener_name=listener_name.upper(),
+            enabled_mechanisms=tuple(mechs),
+            plain_users=users,
+            max_receive_size=get_setting(settings, "sasl.server.max.receive.size", listener_name),
+            connections_max_reauth_ms=get_setting(
+                settings, "connections.max.reauth.ms", listener_name
+            ),
+        )
+
+    def new_server(
+        self, mechanism: str, credentials: CredentialStore | None, secret: bytes
+    ) -> SaslServer:
+        if mechanism == "PLAIN":
+            return PlainServer(self.plain_users)
+        if credentials is None:
+            raise ValueError("SCRAM needs a credential store")
+        return ScramServer(mechanism, lambda u: credentials.get(u, mechanism), secret)
+
+
+# --------------------------------------------------------------------------- authenticator
+
+
+class GateAction(Enum):
+    SERVE = auto()  # pass to the normal handler (ApiVersions before login; all after)
+    SASL = auto()  # hand to `handshake` / `authenticate`
+    ILLEGAL_STATE = auto()  # answer with ILLEGAL_SASL_STATE, then close
+    CLOSE = auto()  # close without answering
+
+
+class _State(Enum):
+    HANDSHAKE = auto()
+    AUTHENTICATE = auto()
+    COMPLETE = auto()
+    FAILED = auto()
+
+
+@dataclass(frozen=True)
+class HandshakeResult:
+    error_code: int
+    mechanisms: tuple[str, ...]
+    close: bool
+
+
+@dataclass(frozen=True)
+class AuthenticateResult:
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    close: bool  # after sending (failures)
+    delay_ms: int  # hold the failure answer back this long (failed-auth delay)
+    complete: bool
+
+
+class FailedAuthenticationDelay:
+    """Per-IP delay before a failed login is answered: the base delay
+    (`connection.failed.authentication.delay.ms`, Kafka's) doubled for each further failure
+    from the same IP within `window_ms`, capped; a success from that IP resets it. Slows a
+    password-guessing client without touching anyone else's connections."""
+
+    def __init__(
+        self, base_ms: int, cap_ms: int = 5000, window_ms: int = 60000, max_ips: int = 10000
+    ) -> None:
+        self.base_ms = base_ms
+        self.cap_ms = cap_ms
+        self.window_ms = window_ms
+        self.max_ips = max_ips
+        self._fails: dict[str, tuple[int, int]] = {}  # ip -> (count, last failure ms)
+
+    def failed(self, ip: str, now_ms: int) -> int:
+        count, last = self._fails.get(ip, (0, 0))
+        if now_ms - last > self.window_ms:
+            count = 0
+        count += 1
+        if ip not in self._fails and len(self._fails) >= self.max_ips:
+            self._prune(now_ms)
+        self._fails[ip] = (count, now_ms)
+        if self.base_ms == 0:
+            return 0
+        return min(self.cap_ms, self.base_ms * (1 << min(count - 1, 20)))
+
+    def succeeded(self, ip: str) -> None:
+        self._fails.pop(ip, None)
+
+    def _prune(self, now_ms: int) -> None:
+        stale = [ip for ip, (_, t) in self._fails.items() if now_ms - t > self.window_ms]
+        for ip in stale:
+            del self._fails[ip]
+        while len(self._fails) >= self.max_ips:  # still full: forget the oldest
+            del self._fails[min(self._fails, key=lambda k: self._fails[k][1])]
+
+
+class SaslAuthenticator:
+    """The SASL state of one connection on a SASL listener (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SaslListenerConfig,
+        *,
+        credentials: CredentialStore | None,
+        client_ip: str,
+        failed_delay: FailedAuthenticationDelay,
+        secret: bytes,
+    ) -> None:
+        self.config = config
+        self._credentials = credentials
+        self.client_ip = client_ip
+        self._failed_delay = failed_delay
+        self._secret = secret
+        self._state = _State.HANDSHAKE
+        self._server: SaslServer | None = None
+        self.mechanism: str | None = None
+        self.principal: KafkaPrincipal | None = None
+        self.session_expiry_ms: int | None = None
+        self._reauth = False
+        self._handshake_version = 1
+        self.raw_tokens = False  # SaslHandshake v0: tokens follow as bare size-prefixed frames
+
+    @property
+    def authenticated(self) -> bool:
+        return self._state == _State.COMPLETE or (self._reauth and self.principal is not None)
+
+    def gate(self, api_key: int, now_ms: int) -> GateAction:
+        """What to do with a request of `api_key` arriving now."""
+        st = self._state
+        if st == _State.FAILED:
+            return GateAction.CLOSE
+        if st == _State.COMPLETE:
+            if api_key == SASL_HANDSHAKE:
+                return GateAction.SASL  # KIP-368 re-authentication
+            if api_key == SASL_AUTHENTICATE:
+                return GateAction.ILLEGAL_STATE
+            if self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms:
+                return GateAction.CLOSE  # session expired without re-authenticating
+            return GateAction.SERVE
+        if st == _State.HANDSHAKE:
+            if api_key == API_VERSIONS:
+                return GateAction.SERVE
+            if api_key == SASL_HANDSHAKE:
+                return GateAction.SASL
+            if api_key == SASL_AUTHENTICATE:
+                self._state = _State.FAILED
+                return GateAction.ILLEGAL_STATE
+            return GateAction.CLOSE
+        # AUTHENTICATE
+        if api_key == SASL_AUTHENTICATE:
+            return GateAction.SASL
+        if api_key in (SASL_HANDSHAKE, API_VERSIONS):
+            self._state = _State.FAILED
+            return GateAction.ILLEGAL_STATE
+        if self._reauth and self.session_expiry_ms is not None and now_ms < self.session_expiry_ms:
+            # Re-authenticating clients may keep sending requests on the old session.
+            return GateAction.SERVE
+        return GateAction.CLOSE
+
+    def handshake(self, mechanism: str, version: int) -> HandshakeResult:
+        enabled = self.config.enabled_mechanisms
+        reauth = self._state == _State.COMPLETE
+        if self._state not in (_State.HANDSHAKE, _State.COMPLETE):
+            self._state = _State.FAILED
+            return HandshakeResult(ErrorCode.illegal_sasl_state, enabled, True)
+        if mechanism not in enabled:
+            self._state = _State.FAILED
+            return HandshakeResult(ErrorCode.unsupported_sasl_mechanism, enabled, True)
+        if reauth:
+            if version < 1 or self._handshake_version < 1:
+                self._state = _State.FAILED
+                return HandshakeResult(ErrorCode.illegal_sasl_state, enabled, True)
+            if mechanism != self.mechanism:
+                # Kafka answers the handshake, then fails the SaslAuthenticate that follows.
+                self._bad_reauth = (
+                    f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                    f"re-authentication of mechanism '{self.mechanism}'"
+                )
+                self._reauth = True
+                self._state = _State.AUTHENTICATE
+                self._server = None
+                return HandshakeResult(ErrorCode.none, enabled, False)
+            self._reauth = True
+        self._handshake_version = version
+        self.raw_tokens = version == 0
+        self.mechanism = mechanism
+        self._bad_reauth = None
+        self._server = self.config.new_server(mechanism, self._credentials, self._secret)
+        self._state = _State.AUTHENTICATE
+        return HandshakeResult(ErrorCode.none, enabled, False)
+
+    _bad_reauth: str | None = None
+
+    def authenticate(self, token: bytes, now_ms: int) -> AuthenticateResult:
+        """One SaslAuthenticate (or a raw v0 token)."""
+        if self._state != _State.AUTHENTICATE:
+            self._state = _State.FAILED
+            return AuthenticateResult(
+                ErrorCode.illegal_sasl_state,
+                "SaslAuthenticate out of order",
+                b"",
+                0,
+                True,
+                0,
+                False,
+            )
+        if len(token) > self.config.max_receive_size:
+            return self._fail(
+                SaslAuthenticationError("Failing SASL authentication due to invalid receive size"),
+                now_ms,
+            )
+        if self._bad_reauth is not None or self._server is None:
+            return self._fail(SaslAuthenticationError(self._bad_reauth or "no mechanism"), now_ms)
+        try:
+            out = self._server.evaluate(token)
+        except SaslAuthenticationError as e:
+            return self._fail(e, now_ms)
+        if not self._server.complete:
+            return AuthenticateResult(ErrorCode.none, None, out, 0, False, 0, False)
+        principal = KafkaPrincipal(USER_TYPE, self._server.authorization_id or "")
+        if self._reauth and self.principal is not None and principal != self.principal:
+            return self._fail(
+                SaslAuthenticationError(
+                    f"Cannot change principals during re-authentication from "
+                    f"{self.principal.principal_type}.{self.principal.name}: "
+                    f"{principal.principal_type}.{principal.name}"
+                ),
+                now_ms,
+            )
+        self.principal = principal
+        self._state = _State.COMPLETE
+        self._reauth = False
+        self._failed_delay.succeeded(self.client_ip)
+        lifetime = max(0, self.config.connections_max_reauth_ms)
+        self.session_expiry_ms = now_ms + lifetime if lifetime > 0 else None
+        return AuthenticateResult(ErrorCode.none, None, out, lifetime, False, 0, True)
+
+    def _fail(self, e: SaslAuthenticationError, now_ms: int) -> AuthenticateResult:
+        self._state = _State.FAILED
+        delay = self._failed_delay.failed(self.client_ip, now_ms)
+        return AuthenticateResult(
+            ErrorCode.sasl_authentication_failed, e.message, b"", 0, True, delay, False
+        )
+
+
+def new_broker_secret() -> bytes:
+    """Per-process secret for made-up SCRAM salts (unknown users)."""
+    return os.urandom(32)
+
+
+__all__ += ["new_broker_secret"]
