@@ -24,6 +24,7 @@ from yak.gateway.cluster import ClusterClient
 from yak.gateway.core import GatewayCore
 from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
 from yak.gateway.settings import GatewaySettings
+from yak.registry import api as registry_api
 
 
 class Gateway:
@@ -42,12 +43,15 @@ class Gateway:
         self.cluster: ClusterClient = self.core.cluster
         self.metrics = MetricsService(self.cluster, settings.metrics_interval_s,
                                       include_broker=settings.embedded)
+        self.registry: Any = None  # the schema registry (yak.registry), set by create_app
 
     async def start(self) -> None:
         """Nothing runs until used: the consumer reaper starts with the first instance."""
 
     async def stop(self) -> None:
         await self.metrics.stop()
+        if self.registry is not None:
+            await self.registry.stop()
         if self._owns_core:
             await self.core.close()
 
@@ -133,6 +137,8 @@ def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> Fa
     app.include_router(rest.router)
     app.include_router(console_api.router)
     app.include_router(ws.router)
+    # Confluent's Schema Registry API at the root: /subjects, /schemas, /config, /mode, ...
+    gateway.registry = registry_api.install(app, settings.bootstrap, settings.request_timeout_s)
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Any) -> Response:
