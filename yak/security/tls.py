@@ -1,0 +1,556 @@
+"""TLS from Kafka's settings, and the principal of a client certificate.
+
+`build_server_context(settings, listener)` reads Kafka's PEM keystore/truststore settings
+(with `listener.name.<l>.` overrides) into an `ssl.SSLContext`. Everything is checked with
+`cryptography` first, so a bad file is one line naming the setting ("the private key does
+not match the certificate") rather than OpenSSL's "PEM lib". Only PEM is read (as
+`ssl.keystore.type=PEM`); JKS/PKCS12 stores are refused with the conversion to use.
+
+`ssl_principal(cert_der, mapper)` is Kafka's DefaultKafkaPrincipalBuilder for SSL: the
+subject DN in RFC 2253 form (as Java's `X500Principal.getName()` writes it: most specific
+RDN first, `CN`, `OU`, `O`, `L`, `ST`, `C`, `STREET`, `DC`, `UID` by keyword, other
+attribute types as dotted OID `=#<hex DER>`), passed through `ssl.principal.mapping.rules`
+(`SslPrincipalMapper`), as `User:<name>`. No client certificate: `User:ANONYMOUS`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import ssl
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from yak.config import ConfigError
+from yak.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from yak.security.settings import get_setting, lookup
+
+__all__ = [
+    "NoMatchingRule",
+    "SslPrincipalMapper",
+    "build_client_context",
+    "build_server_context",
+    "rfc2253_name",
+    "ssl_principal",
+]
+
+
+# --------------------------------------------------------------------------- key material
+
+
+def _where(settings: Mapping[str, str], key: str, listener: str | None) -> str:
+    found = lookup(settings, key, listener)
+    return found[0] if found else key
+
+
+def _read(settings: Mapping[str, str], key: str, listener: str | None) -> bytes:
+    path = get_setting(settings, key, listener)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(
+            f"invalid value {path!r} for {_where(settings, key, listener)}: {e.strerror}"
+        ) from None
+
+
+def _certs(data: bytes, key: str) -> list[x509.Certificate]:
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        certs = []
+    if not certs:
+        raise ConfigError(f"invalid value for {key}: no PEM certificate found")
+    return certs
+
+
+def _private_key(data: bytes, password: str | None, key: str, pw_key: str):  # noqa: ANN202
+    blocks = re.findall(rb"-----BEGIN ([A-Z ]*PRIVATE KEY)-----.*?-----END \1-----", data, re.S)
+    if not blocks:
+        raise ConfigError(f"invalid value for {key}: no PEM private key found")
+    m = re.search(rb"-----BEGIN ([A-Z ]*PRIVATE KEY)-----.*?-----END \1-----", data, re.S)
+    assert m is not None
+    pem = m.group(0)
+    encrypted = b"ENCRYPTED" in m.group(1) or b"Proc-Type: 4,ENCRYPTED" in pem
+    if encrypted and not password:
+        raise ConfigError(f"invalid value for {key}: the private key is encrypted; set {pw_key}")
+    try:
+        return serialization.load_pem_private_key(
+            pem, password.encode() if (encrypted and password) else None
+        )
+    except (ValueError, TypeError) as e:
+        what = "wrong password or corrupt key" if encrypted else str(e).split("\n")[0]
+        raise ConfigError(
+            f"invalid value for {key}: cannot read the private key ({what})"
+        ) from None
+
+
+@dataclass
+class _KeyStore:
+    key: object
+    chain: list[x509.Certificate]
+
+
+def _load_keystore(settings: Mapping[str, str], listener: str | None) -> _KeyStore | None:
+    loc = get_setting(settings, "ssl.keystore.location", listener)
+    inline_key = get_setting(settings, "ssl.keystore.key", listener)
+    inline_chain = get_setting(settings, "ssl.keystore.certificate.chain", listener)
+    ktype = str(get_setting(settings, "ssl.keystore.type", listener)).upper()
+    type_key = _where(settings, "ssl.keystore.type", listener)
+    pw_key = _where(settings, "ssl.key.password", listener)
+    key_password = get_setting(settings, "ssl.key.password", listener)
+    if loc is None and inline_key is None and inline_chain is None:
+        return None
+    if ktype != "PEM":
+        if inline_key is not None or inline_chain is not None:
+            raise ConfigError(
+                f"invalid value {ktype!r} for {type_key}: SSL private key can be specified only "
+                "for PEM"
+            )
+        raise ConfigError(
+            f"invalid value {ktype!r} for {type_key}: Yak reads PEM key stores only; set "
+            "ssl.keystore.type=PEM (convert with: openssl pkcs12 -in store.p12 -nodes -out "
+            "store.pem)"
+        )
+    if get_setting(settings, "ssl.keystore.password", listener) is not None:
+        raise ConfigError(
+            f"invalid setting {_where(settings, 'ssl.keystore.password', listener)}: SSL key "
+            "store password cannot be specified with PEM format, only key password may be "
+            "specified"
+        )
+    if loc is not None:
+        if inline_key is not None or inline_chain is not None:
+            raise ConfigError(
+                f"{_where(settings, 'ssl.keystore.location', listener)} and "
+                "ssl.keystore.key/ssl.keystore.certificate.chain are both set; set one"
+            )
+        where = _where(settings, "ssl.keystore.location", listener)
+        data = _read(settings, "ssl.keystore.location", listener)
+        key = _private_key(data, key_password, where, pw_key)
+        chain = _certs(data, where)
+    else:
+        if inline_key is None or inline_chain is None:
+            raise ConfigError(
+                "ssl.keystore.key and ssl.keystore.certificate.chain must be set together"
+            )
+        key = _private_key(
+            inline_key.encode(),
+            key_password,
+            _where(settings, "ssl.keystore.key", listener),
+            pw_key,
+        )
+        where = _where(settings, "ssl.keystore.certificate.chain", listener)
+        chain = _certs(inline_chain.encode(), where)
+    pub = key.public_key().public_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    leaf = (
+        chain[0]
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    if pub != leaf:
+        raise ConfigError(
+            f"invalid value for {where}: the private key does not match the first certificate"
+        )
+    return _KeyStore(key, chain)
+
+
+def _truststore_pem(settings: Mapping[str, str], listener: str | None) -> str | None:
+    loc = get_setting(settings, "ssl.truststore.location", listener)
+    inline = get_setting(settings, "ssl.truststore.certificates", listener)
+    if loc is None and inline is None:
+        return None
+    ttype = str(get_setting(settings, "ssl.truststore.type", listener)).upper()
+    if ttype != "PEM":
+        raise ConfigError(
+            f"invalid value {ttype!r} for {_where(settings, 'ssl.truststore.type', listener)}: "
+            "Yak reads PEM trust stores only; set ssl.truststore.type=PEM"
+        )
+    if get_setting(settings, "ssl.truststore.password", listener) is not None:
+        raise ConfigError(
+            f"invalid setting {_where(settings, 'ssl.truststore.password', listener)}: trust "
+            "store password cannot be specified for PEM format"
+        )
+    if loc is not None and inline is not None:
+        raise ConfigError("ssl.truststore.location and ssl.truststore.certificates are both set")
+    if loc is not None:
+        data = _read(settings, "ssl.truststore.location", listener)
+        where = _where(settings, "ssl.truststore.location", listener)
+    else:
+        data = inline.encode()
+        where = _where(settings, "ssl.truststore.certificates", listener)
+    certs = _certs(data, where)
+    return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
+
+
+def _load_into(ctx: ssl.SSLContext, ks: _KeyStore) -> None:
+    """`load_cert_chain` only reads files: write the key re-encrypted under a one-time
+    password (never in clear on disk) plus the chain to a private temp file, load, delete."""
+    one_time = secrets.token_urlsafe(24)
+    key_pem = ks.key.private_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(one_time.encode()),
+    )
+    chain_pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in ks.chain)
+    fd, path = tempfile.mkstemp(prefix="yak-key-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(key_pem + chain_pem)
+        ctx.load_cert_chain(path, password=one_time)
+    finally:
+        os.unlink(path)
+
+
+# --------------------------------------------------------------------------- protocols, ciphers
+
+_PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_TLS13_SUITES = {"TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_GCM_SHA256"}
+_IANA_CIPHER = {
+    "AES_128_GCM": "AES128-GCM",
+    "AES_256_GCM": "AES256-GCM",
+    "AES_128_CBC": "AES128",
+    "AES_256_CBC": "AES256",
+    "CHACHA20_POLY1305": "CHACHA20-POLY1305",
+}
+_IANA_KX = {
+    "ECDHE_ECDSA": "ECDHE-ECDSA-",
+    "ECDHE_RSA": "ECDHE-RSA-",
+    "DHE_RSA": "DHE-RSA-",
+    "RSA": "",
+}
+
+
+def _openssl_cipher_name(name: str) -> str:
+    """Kafka users write IANA/Java names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); OpenSSL
+    wants ECDHE-RSA-AES128-GCM-SHA256. OpenSSL names pass through."""
+    m = re.fullmatch(r"TLS_([A-Z_]+?)_WITH_([A-Z0-9_]+?)_(SHA|SHA256|SHA384)", name)
+    if not m:
+        return name
+    kx, cipher, mac = m.groups()
+    if kx not in _IANA_KX or cipher not in _IANA_CIPHER:
+        return name
+    c = _IANA_CIPHER[cipher]
+    if cipher == "CHACHA20_POLY1305":
+        return _IANA_KX[kx] + c
+    if cipher.endswith("_GCM"):
+        return f"{_IANA_KX[kx]}{c}-{mac}"
+    return f"{_IANA_KX[kx]}{c}-{mac}"  # CBC: AES128-SHA, ECDHE-RSA-AES128-SHA256
+
+
+def _apply_protocols_and_ciphers(
+    ctx: ssl.SSLContext, settings: Mapping[str, str], listener: str | None
+) -> None:
+    pkey = _where(settings, "ssl.enabled.protocols", listener)
+    protos = get_setting(settings, "ssl.enabled.protocols", listener)
+    versions = []
+    for p in protos:
+        if p not in _PROTOCOLS:
+            raise ConfigError(
+                f"invalid value {','.join(protos)!r} for {pkey}: {p} is not supported "
+                "(TLSv1.2, TLSv1.3)"
+            )
+        versions.append(_PROTOCOLS[p])
+    if not versions:
+        raise ConfigError(f"invalid value for {pkey}: no protocol enabled")
+    ctx.minimum_version = min(versions)
+    ctx.maximum_version = max(versions)
+    proto = get_setting(settings, "ssl.protocol", listener)
+    if proto not in ("TLS", "TLSv1.2", "TLSv1.3"):
+        raise ConfigError(
+            f"invalid value {proto!r} for {_where(settings, 'ssl.protocol', listener)}: "
+            "expected TLS, TLSv1.2 or TLSv1.3"
+        )
+    ckey = _where(settings, "ssl.cipher.suites", listener)
+    suites = get_setting(settings, "ssl.cipher.suites", listener)
+    if not suites:
+        return
+    tls13 = {s for s in suites if s in _TLS13_SUITES}
+    if tls13 and tls13 != _TLS13_SUITES and ssl.TLSVersion.TLSv1_3 in versions:
+        raise ConfigError(
+            f"invalid value for {ckey}: Python's ssl module cannot restrict TLS 1.3 suites; "
+            "list all three or none, or disable TLSv1.3 in ssl.enabled.protocols"
+        )
+    legacy = [_openssl_cipher_name(s) for s in suites if s not in _TLS13_SUITES]
+    if not legacy:
+        if ssl.TLSVersion.TLSv1_2 in versions and ssl.TLSVersion.TLSv1_3 not in versions:
+            raise ConfigError(f"invalid value for {ckey}: no TLS 1.2 cipher suite listed")
+        return
+    known = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).get_ciphers()}
+    for orig, name in zip([s for s in suites if s not in _TLS13_SUITES], legacy, strict=True):
+        if name not in known:
+            raise ConfigError(f"invalid value for {ckey}: unknown or disabled cipher suite {orig}")
+    ctx.set_ciphers(":".join(legacy))
+
+
+# --------------------------------------------------------------------------- contexts
+
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+
+
+def build_server_context(
+    settings: Mapping[str, str], listener: str | None = None
+) -> ssl.SSLContext:
+    """The SSLContext for an SSL or SASL_SSL listener (ConfigError for anything unusable)."""
+    ks = _load_keystore(settings, listener)
+    if ks is None:
+        raise ConfigError(
+            f"listener {listener or ''} uses TLS but has no key: set ssl.keystore.location "
+            "(ssl.keystore.type=PEM) or ssl.keystore.key and ssl.keystore.certificate.chain"
+        )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.options |= ssl.OP_NO_COMPRESSION
+    _apply_protocols_and_ciphers(ctx, settings, listener)
+    _load_into(ctx, ks)
+    auth = get_setting(settings, "ssl.client.auth", listener)
+    trust = _truststore_pem(settings, listener)
+    if auth != "none":
+        if trust is None:
+            raise ConfigError(
+                f"{_where(settings, 'ssl.client.auth', listener)}={auth} needs the CAs of client "
+                "certificates: set ssl.truststore.location (ssl.truststore.type=PEM) or "
+                "ssl.truststore.certificates"
+            )
+        ctx.load_verify_locations(cadata=trust)
+    ctx.verify_mode = _CLIENT_AUTH[auth]
+    # Kafka: ssl.principal.mapping.rules must parse at start-up, not at the first login.
+    SslPrincipalMapper.from_rules(get_setting(settings, "ssl.principal.mapping.rules", listener))
+    return ctx
+
+
+def build_client_context(
+    settings: Mapping[str, str], listener: str | None = None
+) -> ssl.SSLContext:
+    """A client SSLContext from the same settings (inter-broker, tools): verifies the broker
+    against the truststore (system CAs if none), its host name unless
+    `ssl.endpoint.identification.algorithm` is empty, and presents the keystore if any."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _apply_protocols_and_ciphers(ctx, settings, listener)
+    trust = _truststore_pem(settings, listener)
+    if trust is None:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    else:
+        ctx.load_verify_locations(cadata=trust)
+    algo = get_setting(settings, "ssl.endpoint.identification.algorithm", listener)
+    if algo not in ("", "https", "HTTPS"):
+        raise ConfigError(
+            f"invalid value {algo!r} for ssl.endpoint.identification.algorithm: expected "
+            "https or empty"
+        )
+    ctx.check_hostname = bool(algo)
+    ks = _load_keystore(settings, listener)
+    if ks is not None:
+        _load_into(ctx, ks)
+    return ctx
+
+
+# --------------------------------------------------------------------------- principals
+
+_KEYWORDS = {
+    "2.5.4.3": "CN",
+    "2.5.4.6": "C",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.9": "STREET",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "0.9.2342.19200300.100.1.25": "DC",
+    "0.9.2342.19200300.100.1.1": "UID",
+}
+_STRING_TAGS = {
+    0x0C: "utf-8",
+    0x13: "ascii",
+    0x16: "ascii",
+    0x14: "latin-1",
+    0x1E: "utf-16-be",
+    0x1C: "utf-32-be",
+}
+
+
+def _tlv(buf: bytes, pos: int) -> tuple[int, int, int, int]:
+    """(tag, start of value, end of value, end of TLV) of the DER element at `pos`."""
+    if pos + 2 > len(buf):
+        raise ValueError("truncated DER")
+    tag = buf[pos]
+    length = buf[pos + 1]
+    p = pos + 2
+    if length & 0x80:
+        n = length & 0x7F
+        if n == 0 or n > 4 or p + n > len(buf):
+            raise ValueError("bad DER length")
+        length = int.from_bytes(buf[p : p + n], "big")
+        p += n
+    end = p + length
+    if end > len(buf):
+        raise ValueError("truncated DER")
+    return tag, p, end, end
+
+
+def _oid(der: bytes) -> str:
+    nums: list[int] = []
+    v = 0
+    for b in der:
+        v = (v << 7) | (b & 0x7F)
+        if not b & 0x80:
+            nums.append(v)
+            v = 0
+    first = nums[0]
+    head = [min(first // 40, 2), first - 40 * min(first // 40, 2)]
+    return ".".join(str(n) for n in head + nums[1:])
+
+
+def _escape(value: str) -> str:
+    out = []
+    for i, ch in enumerate(value):
+        if ch in ',+"\\<>;' or (i == 0 and ch in "# ") or (i == len(value) - 1 and ch == " "):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):02X}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def rfc2253_name(name_der: bytes) -> str:
+    """An X.501 Name (DER) as Java's `X500Principal.getName()` (RFC 2253) writes it."""
+    tag, p, end, _ = _tlv(name_der, 0)
+    if tag != 0x30:
+        raise ValueError("not a Name")
+    rdns: list[str] = []
+    while p < end:
+        stag, sp, send, p = _tlv(name_der, p)
+        if stag != 0x31:
+            raise ValueError("bad RDN")
+        avas: list[str] = []
+        while sp < send:
+            _, ap, aend, sp = _tlv(name_der, sp)
+            otag, op, oend, vpos = _tlv(name_der, ap)
+            if otag != 0x06:
+                raise ValueError("bad attribute type")
+            oid = _oid(name_der[op:oend])
+            vtag, vp, vend, vnext = _tlv(name_der, vpos)
+            keyword = _KEYWORDS.get(oid)
+            enc = _STRING_TAGS.get(vtag)
+            if keyword is not None and enc is not None:
+                avas.append(f"{keyword}={_escape(name_der[vp:vend].decode(enc))}")
+            else:
+                avas.append(f"{keyword or oid}=#{name_der[vpos:vnext].hex()}")
+        rdns.append("+".join(avas))
+    return ",".join(reversed(rdns))
+
+
+class NoMatchingRule(ValueError):
+    pass
+
+
+class SslPrincipalMapper:
+    """`ssl.principal.mapping.rules`: comma-separated `RULE:pattern/replacement/[LU]` and
+    `DEFAULT`, tried in order; the first whose (Java) regex matches the whole DN gives the
+    name (`$n` back-references, /L lower-case, /U upper-case). No rule matches: login fails."""
+
+    _RULE = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?).*?|(.*?)"
+    _SPLIT = re.compile(r"\s*(" + _RULE + r")\s*(?:,\s*|$)")
+    _PARSE = re.compile(_RULE)
+
+    def __init__(self, rules: list[tuple[re.Pattern[str], str, str] | None]) -> None:
+        self.rules = rules  # None = DEFAULT
+
+    @classmethod
+    def from_rules(cls, text: str | None) -> SslPrincipalMapper:
+        text = "DEFAULT" if text is None else text
+        rules: list[tuple[re.Pattern[str], str, str] | None] = []
+        for m in cls._SPLIT.finditer(text.strip()):
+            rule = m.group(1)
+            if not rule:
+                continue  # empty rules are ignored (Kafka)
+            pm = cls._PARSE.match(rule)
+            if pm is None or pm.end() != len(rule):
+                raise ConfigError(
+                    f"invalid value for ssl.principal.mapping.rules: Invalid rule: {rule}"
+                )
+            if pm.group(1):
+                rules.append(None)
+            elif pm.group(2) is not None:
+                try:
+                    pattern = re.compile(pm.group(2))
+                except re.error as e:
+                    raise ConfigError(
+                        f"invalid value for ssl.principal.mapping.rules: bad pattern in {rule}: {e}"
+                    ) from None
+                rules.append((pattern, pm.group(3), pm.group(4)))
+            elif pm.group(5):
+                raise ConfigError(
+                    f"invalid value for ssl.principal.mapping.rules: Invalid rule: {rule}"
+                )
+        return cls(rules)
+
+    def name(self, dn: str) -> str:
+        for rule in self.rules:
+            if rule is None:
+                return dn
+            pattern, replacement, case = rule
+            if pattern.fullmatch(dn) is None:
+                continue
+            result = pattern.sub(_java_replacement(replacement, pattern.groups), dn)
+            if case == "L":
+                result = result.lower()
+            elif case == "U":
+                result = result.upper()
+            return result
+        raise NoMatchingRule(f"No rules apply to {dn}")
+
+
+def _java_replacement(template: str, groups: int):  # noqa: ANN202
+    """Java's `Matcher.replaceAll` template: `$n` (the longest group number that exists),
+    `\\x` a literal x; a `$n` beyond the groups is literal text (Kafka's escaping)."""
+
+    def repl(m: re.Match[str]) -> str:
+        out: list[str] = []
+        i = 0
+        while i < len(template):
+            c = template[i]
+            if c == "\\" and i + 1 < len(template):
+                out.append(template[i + 1])
+                i += 2
+            elif c == "$" and i + 1 < len(template) and template[i + 1].isdigit():
+                j = i + 1
+                ref = int(template[j])
+                if ref > groups:
+                    out.append("$")
+                    i += 1
+                    continue
+                j += 1
+                while (
+                    j < len(template)
+                    and template[j].isdigit()
+                    and ref * 10 + int(template[j]) <= groups
+                ):
+                    ref = ref * 10 + int(template[j])
+                    j += 1
+                out.append(m.group(ref) or "")
+                i = j
+            else:
+                out.append(c)
+                i += 1
+        return "".join(out)
+
+    return repl
+
+
+def ssl_principal(cert_der: bytes | None, mapper: SslPrincipalMapper) -> KafkaPrincipal:
+    """The principal of a TLS connection from the peer certificate (DER, as
+    `SSLObject.getpeercert(binary_form=True)` gives it); None -> User:ANONYMOUS."""
+    if not cert_der:
+        return ANONYMOUS
+    cert = x509.load_der_x509_certificate(cert_der)
+    return KafkaPrincipal(USER_TYPE, mapper.name(rfc2253_name(cert.subject.public_bytes())))
