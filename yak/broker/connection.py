@@ -5,10 +5,11 @@ Yak serves one connection's requests one at a time (as Kafka does, which mutes a
 channel while a request is in flight), while different connections run concurrently on
 the event loop. Memory per connection is bounded on both sides:
 
-- reading: a frame's 4-byte length is checked against `socket.request.max.bytes` before
-  anything is allocated (negative or oversized: close); a frame is only ever as big in
-  memory as the bytes that actually arrived; and reading pauses once
-  `MAX_QUEUED_REQUESTS` frames or `MAX_QUEUED_BYTES` are waiting to be handled;
+- reading: the sans-IO `yak.protocol.framing.FrameDecoder` checks a frame's 4-byte
+  length against `socket.request.max.bytes` before anything is kept (negative or
+  oversized: close); a frame is only ever as big in memory as the bytes that actually
+  arrived; and reading pauses once `MAX_QUEUED_REQUESTS` frames or `MAX_QUEUED_BYTES`
+  are waiting to be handled;
 - writing: when the transport's write buffer is above its high-water mark (a slow
   consumer), this connection stops handling requests until it drains. Other
   connections, producers included, keep running.
@@ -32,6 +33,12 @@ from yak.broker import metrics as broker_metrics
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
 from yak.protocol import guard, kio_compat
+from yak.protocol.framing import (
+    FrameDecoder,
+    HeaderError,
+    parse_request_header,
+    skip_header_tagged_fields,
+)
 from yak.protocol.kio_compat import ErrorCode
 
 if TYPE_CHECKING:
@@ -46,8 +53,6 @@ WRITE_LOW_WATER = 1024 * 1024
 
 API_VERSIONS_KEY = 18
 
-_SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _RESP_HEADER = struct.Struct(">ii")
 
 
@@ -61,12 +66,7 @@ class KafkaConnection(asyncio.Protocol):
         self.max_request = int(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] | None = None
-        # framing state
-        self._head = b""  # partial 4-byte size
-        # A frame spanning reads is collected as the received chunks and joined once complete,
-        # so memory follows the bytes actually received, never the size a peer announces.
-        self._parts: list[memoryview] | None = None
-        self._missing = 0
+        self._frames = FrameDecoder(self.max_request)
         # handled-in-order queue
         self._queue: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
@@ -102,50 +102,14 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
 
     def data_received(self, data: bytes) -> None:
-        try:
-            self._frame(data)
-        except ProtocolViolation as e:
-            log.info("closing connection from %s: %s", self.peer, e)
+        if self._closed:
+            return
+        decoder = self._frames
+        for frame in decoder.feed(data):
+            self._enqueue(frame)
+        if decoder.error is not None:
+            log.info("closing connection from %s: %s", self.peer, decoder.error)
             self.close()
-
-    # ------------------------------------------------------------ framing
-
-    def _frame(self, data: bytes) -> None:
-        mv = memoryview(data)
-        pos = 0
-        end = len(data)
-        while pos < end and not self._closed:
-            parts = self._parts
-            if parts is not None:
-                n = min(self._missing, end - pos)
-                parts.append(mv[pos : pos + n])
-                self._missing -= n
-                pos += n
-                if not self._missing:
-                    self._parts = None
-                    self._enqueue(memoryview(b"".join(parts)))
-                continue
-            if self._head or end - pos < 4:
-                need = 4 - len(self._head)
-                self._head += bytes(mv[pos : pos + need])
-                pos += min(need, end - pos)
-                if len(self._head) < 4:
-                    return
-                (size,) = _SIZE.unpack(self._head)
-                self._head = b""
-            else:
-                (size,) = _SIZE.unpack_from(data, pos)
-                pos += 4
-            if size < 8 or size > self.max_request:
-                # Checked before allocating: a hostile length costs nothing.
-                raise ProtocolViolation(f"frame size {size} outside [8, {self.max_request}]")
-            if end - pos >= size:
-                # Whole frame in this chunk: zero-copy slice of the received bytes.
-                self._enqueue(mv[pos : pos + size])
-                pos += size
-            else:
-                self._parts = []
-                self._missing = size
 
     def _enqueue(self, frame: memoryview) -> None:
         self._queue.append(frame)
@@ -203,16 +167,10 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
 
     async def _handle_frame(self, frame: memoryview) -> None:
-        if len(frame) < 10:
-            raise ProtocolViolation("request header truncated")
-        api_key, api_version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
-        pos = 10
-        client_id: str | None = None
-        if cid_len >= 0:
-            if pos + cid_len > len(frame):
-                raise ProtocolViolation("client id overruns the frame")
-            client_id = bytes(frame[pos : pos + cid_len]).decode("utf-8", "replace")
-            pos += cid_len
+        try:
+            api_key, api_version, correlation_id, client_id, pos = parse_request_header(frame)
+        except HeaderError as e:
+            raise ProtocolViolation(str(e)) from None
         spec = handlers.get(api_key)
         if spec is None or not spec.supports(api_version):
             if api_key == API_VERSIONS_KEY:
@@ -220,11 +178,11 @@ class KafkaConnection(asyncio.Protocol):
                 self._write_response(correlation_id, self._unsupported_api_versions())
                 return
             raise ProtocolViolation(f"unsupported API key {api_key} version {api_version}")
-        try:
-            if kio_compat.request_header_version(api_key, api_version) >= 2:
-                pos = kio_compat.skip_tagged_fields(frame, pos)
-        except (ValueError, IndexError) as e:
-            raise ProtocolViolation(f"bad request header: {e}") from None
+        if kio_compat.request_header_version(api_key, api_version) >= 2:
+            try:
+                pos = skip_header_tagged_fields(frame, pos)
+            except HeaderError as e:
+                raise ProtocolViolation(f"bad request header: {e}") from None
         ctx = RequestContext(
             broker=self.broker,
             api_key=api_key,

@@ -1,0 +1,153 @@
+"""Kafka's framing and request header, sans-IO: bytes in, frames and headers out.
+
+Every Kafka message is a 4-byte big-endian size followed by that many bytes. The
+`FrameDecoder` is fed whatever the socket delivered and hands back the complete frames,
+so the asyncio connection owns the socket and the ordering while this module owns the
+byte arithmetic, and tests can split a stream at every position without a socket.
+
+Memory follows the bytes that actually arrived, never the size a peer announces:
+
+- the size is checked (at least 8 bytes, the fixed part of a request header; at most
+  `socket.request.max.bytes`) before anything is kept for the frame; a bad one is
+  reported as a `FrameError` value and the decoder stops, the connection then closes;
+- a frame wholly inside one fed chunk is a zero-copy `memoryview` slice of it (the
+  common case: uvloop reads up to 256 KiB at a time);
+- a frame spanning chunks keeps views of the received pieces and is joined into one
+  buffer of exactly the frame's size when its last byte arrives. Allocating that buffer
+  at the announced size up front would let a peer that sends 4 bytes claim 100 MiB
+  (tests/broker/test_hostile.py::test_announced_but_unsent_frames_cost_nothing), and
+  lazily-committed `mmap` memory costs 20-30x more CPU per MiB than the join (page
+  faults on fresh memory; docs/benchmarks/protocol.md).
+
+The caller must not modify a chunk after feeding it (uvloop hands each read over as a
+new `bytes`): frames are views of it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from yak.protocol.primitives import skip_tagged_fields
+
+__all__ = ["MIN_FRAME_SIZE", "FrameDecoder", "FrameError", "RequestHeader", "HeaderError",
+           "parse_request_header", "skip_header_tagged_fields"]
+
+MIN_FRAME_SIZE = 8
+"""api_key (2) + api_version (2) + correlation_id (4): nothing shorter is a request."""
+
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+
+
+@dataclass(frozen=True, slots=True)
+class FrameError:
+    """A frame size the decoder refuses; the connection closes without answering."""
+
+    size: int
+    max_size: int
+
+    def __str__(self) -> str:
+        return f"frame size {self.size} outside [{MIN_FRAME_SIZE}, {self.max_size}]"
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (without their 4-byte size prefix)."""
+
+    __slots__ = ("max_size", "error", "_head", "_parts", "_missing")
+
+    def __init__(self, max_size: int) -> None:
+        if max_size < MIN_FRAME_SIZE:
+            raise ValueError(f"max frame size {max_size} below {MIN_FRAME_SIZE}")
+        self.max_size = max_size
+        self.error: FrameError | None = None
+        """Set once a bad size was seen; the decoder then ignores further input."""
+        self._head = b""  # partial 4-byte size
+        self._parts: list[memoryview] | None = None  # pieces of a frame spanning chunks
+        self._missing = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame (size prefix included)."""
+        held = len(self._head)
+        if self._parts is not None:
+            held += 4 + sum(len(p) for p in self._parts)
+        return held
+
+    def feed(self, data: bytes | memoryview) -> list[memoryview]:
+        """The frames `data` completes, in order. On a bad size, the frames before it are
+        returned and `error` is set."""
+        frames: list[memoryview] = []
+        if self.error is not None:
+            return frames
+        mv = data if isinstance(data, memoryview) else memoryview(data)
+        pos = 0
+        end = len(mv)
+        while pos < end:
+            parts = self._parts
+            if parts is not None:
+                n = min(self._missing, end - pos)
+                parts.append(mv[pos : pos + n])
+                self._missing -= n
+                pos += n
+                if not self._missing:
+                    self._parts = None
+                    frames.append(memoryview(b"".join(parts)))
+                continue
+            if self._head or end - pos < 4:
+                need = 4 - len(self._head)
+                self._head += bytes(mv[pos : pos + need])
+                pos += min(need, end - pos)
+                if len(self._head) < 4:
+                    break
+                (size,) = _SIZE.unpack(self._head)
+                self._head = b""
+            else:
+                (size,) = _SIZE.unpack_from(mv, pos)
+                pos += 4
+            if size < MIN_FRAME_SIZE or size > self.max_size:
+                self.error = FrameError(size, self.max_size)
+                break
+            if end - pos >= size:
+                frames.append(mv[pos : pos + size])  # zero-copy: wholly inside this chunk
+                pos += size
+            else:
+                self._parts = []
+                self._missing = size
+        return frames
+
+
+class HeaderError(ValueError):
+    """A request header that cannot be parsed: the connection closes."""
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int
+    """Bytes of the header v1 part (up to and including client_id). A flexible request
+    (header v2) continues with tagged fields: see `skip_header_tagged_fields`."""
+
+
+def parse_request_header(frame: memoryview) -> RequestHeader:
+    """Request header v1 fields. Whether tagged fields follow depends on the API and
+    version (the registry knows), so the caller skips them once it has looked those up."""
+    if len(frame) < 10:
+        raise HeaderError("request header truncated")
+    api_key, api_version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
+    if cid_len < 0:
+        return RequestHeader(api_key, api_version, correlation_id, None, 10)
+    end = 10 + cid_len
+    if end > len(frame):
+        raise HeaderError("client id overruns the frame")
+    # Kafka decodes client ids leniently too: a bad byte must not cost the connection.
+    return RequestHeader(api_key, api_version, correlation_id,
+                         str(frame[10:end], "utf-8", "replace"), end)
+
+
+def skip_header_tagged_fields(frame: memoryview, pos: int) -> int:
+    """Position after a request header v2's tagged fields (bounded: see primitives)."""
+    return skip_tagged_fields(frame, pos, len(frame), HeaderError)
