@@ -1,7 +1,9 @@
-"""`yak gateway`: the REST/WebSocket/console/metrics gateway on its own, for any cluster.
+"""`yak gateway`: the gateway on its own, for any Kafka-compatible cluster.
 
-It is the same app `yak serve --http` embeds; here it reaches the cluster given by
-`--bootstrap` over the Kafka protocol and runs until SIGTERM/SIGINT.
+HTTP (REST Proxy v2, /ws, console, /metrics; the same app `yak serve --http` embeds)
+and/or gRPC (`yak.v1.Gateway`, `--grpc`), sharing one gateway core: one producer, one
+admin client. It reaches the cluster given by `--bootstrap` over the Kafka protocol and
+runs until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+OFF = ("", "none", "off")
 
 
 def gateway(
@@ -20,8 +24,12 @@ def gateway(
         str, typer.Option("--bootstrap", help="HOST:PORT[,...] of the Kafka cluster.")
     ] = "127.0.0.1:9092",
     http: Annotated[
-        str, typer.Option("--http", help="HOST:PORT to serve HTTP and WebSocket on.")
+        str, typer.Option("--http", help="HOST:PORT to serve HTTP and WebSocket on; 'none' = off.")
     ] = "127.0.0.1:8080",
+    grpc: Annotated[
+        str, typer.Option("--grpc", help="HOST:PORT to serve gRPC (yak.v1.Gateway) on; "
+                                         "'none' = off.")
+    ] = "none",
     consumer_timeout_s: Annotated[
         float,
         typer.Option("--consumer-timeout", help="Seconds before an idle REST consumer expires."),
@@ -33,10 +41,15 @@ def gateway(
         int, typer.Option("--max-body-bytes", help="Largest HTTP request body accepted.")
     ] = 8 * 1024 * 1024,
 ) -> None:
-    """Run the HTTP gateway (REST Proxy v2, /ws, console, /metrics) against a cluster."""
-    from yak.gateway.embed import start_http
+    """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
     from yak.gateway.settings import GatewaySettings
 
+    http_listen = None if http.lower() in OFF else http
+    grpc_listen = None if grpc.lower() in OFF else grpc
+    if http_listen is None and grpc_listen is None:
+        print("yak: error: nothing to serve: --http and --grpc are both 'none'",
+              file=sys.stderr, flush=True)
+        raise typer.Exit(2)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -45,20 +58,41 @@ def gateway(
                                request_timeout_s=request_timeout_s)
 
     async def run() -> None:
+        from yak.gateway.core import GatewayCore
+        from yak.gateway.embed import start_http
+
+        core = GatewayCore(settings)
+        servers: list[Any] = []
+        where = []
         try:
-            server = await start_http(http, settings)
-        except (OSError, ValueError) as e:
-            print(f"yak: error: cannot serve HTTP on {http}: {e}", file=sys.stderr, flush=True)
-            raise typer.Exit(1) from None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        host = http.rpartition(":")[0] or "127.0.0.1"
-        print(f"Yak gateway ready on http://{host}:{server.port}/ (cluster {bootstrap})",
-              flush=True)
-        await stop.wait()
-        await server.stop()
+            if http_listen is not None:
+                try:
+                    server = await start_http(http_listen, settings, core)
+                except (OSError, ValueError) as e:
+                    _fail(f"cannot serve HTTP on {http_listen}: {e}")
+                servers.append(server)
+                host = http_listen.rpartition(":")[0] or "127.0.0.1"
+                where.append(f"http://{host}:{server.port}/")
+            if grpc_listen is not None:
+                from yak.gateway.grpc_api.server import start_grpc
+
+                try:
+                    gserver = await start_grpc(grpc_listen, core)
+                except (OSError, ValueError) as e:
+                    _fail(f"cannot serve gRPC on {grpc_listen}: {e}")
+                servers.append(gserver)
+                host = grpc_listen.rpartition(":")[0] or "127.0.0.1"
+                where.append(f"grpc {host}:{gserver.port}")
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            print(f"Yak gateway ready on {', '.join(where)} (cluster {bootstrap})", flush=True)
+            await stop.wait()
+        finally:
+            for s in reversed(servers):
+                await s.stop()
+            await core.close()
 
     try:
         import uvloop
@@ -66,3 +100,8 @@ def gateway(
         uvloop.run(run())
     except ImportError:  # pragma: no cover - uvloop is a dependency
         asyncio.run(run())
+
+
+def _fail(message: str) -> None:
+    print(f"yak: error: {message}", file=sys.stderr, flush=True)
+    raise typer.Exit(1)

@@ -36,15 +36,16 @@ class LazyApp:
     CPU to import, which a broker nobody browses should not pay at start-up.
     """
 
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, core: Any = None) -> None:
         self.settings = settings
+        self.core = core  # a GatewayCore shared with the gRPC gateway, or None: the app's own
         self.app: Any = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.app is None:
             from yak.gateway.app import create_app
 
-            self.app = create_app(self.settings)
+            self.app = create_app(self.settings, self.core)
         await self.app(scope, receive, send)
 
     async def close(self) -> None:
@@ -79,7 +80,7 @@ class HttpServer:
             await self.app.close()
 
 
-async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
+async def start_http(listen: str, settings: GatewaySettings, core: Any = None) -> HttpServer:
     """Start serving on `listen`; raises OSError if the port cannot be bound.
 
     The socket is bound here, not by uvicorn: uvicorn answers a bind failure with
@@ -96,7 +97,7 @@ async def start_http(listen: str, settings: GatewaySettings) -> HttpServer:
     except OSError:
         sock.close()
         raise
-    app = LazyApp(settings)
+    app = LazyApp(settings, core)
     # No lifespan: the gateway starts nothing until used, and LazyApp.close() stops it.
     config = uvicorn.Config(
         app, loop="none", lifespan="off", log_level="warning",
