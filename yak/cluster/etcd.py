@@ -371,6 +371,12 @@ class EtcdClient:
 
     # -- transport
 
+    def _avoid(self, idx: int) -> None:
+        """Later calls start at the next endpoint: one that failed (down, paused, cut off
+        from its leader) should not cost every following call its timeout."""
+        if idx == self._current:
+            self._current = (idx + 1) % len(self.endpoints)
+
     def _order(self) -> list[int]:
         n = len(self.endpoints)
         return [(self._current + i) % n for i in range(n)]
@@ -380,20 +386,26 @@ class EtcdClient:
         budget = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         failures: list[str] = []
-        for idx in self._order():
+        order = self._order()
+        for n, idx in enumerate(order):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            # A request that may be retried gets its share of what is left, so one member
+            # that accepts connections but never answers (paused, stuck) cannot use it all.
+            attempt = left / (len(order) - n) if idempotent else left
             url = self.endpoints[idx] + path
             try:
                 resp = await self._http.post(
                     url, json=body,
-                    timeout=httpx.Timeout(left, connect=min(self.connect_timeout, left)))
+                    timeout=httpx.Timeout(attempt, connect=min(self.connect_timeout, attempt)))
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 failures.append(f"{self.endpoints[idx]}: {type(e).__name__}")
+                self._avoid(idx)
                 continue
             except (httpx.TransportError, httpx.TimeoutException) as e:
                 failures.append(f"{self.endpoints[idx]}: {type(e).__name__}")
+                self._avoid(idx)
                 if idempotent:
                     continue
                 raise EtcdUnavailable(
@@ -408,9 +420,11 @@ class EtcdClient:
                     self._raise_for(path, data)
                 except _NotSent:
                     failures.append(f"{self.endpoints[idx]}: {data.get('message')}")
+                    self._avoid(idx)
                     continue
                 except EtcdUnavailable as e:
                     failures.append(f"{self.endpoints[idx]}: {e}")
+                    self._avoid(idx)
                     if idempotent:
                         continue
                     raise

@@ -184,9 +184,11 @@ class ManagedProcess:
 
     def owns_pid(self) -> bool:
         """The recorded pid still runs *this* command (guards against pid reuse)."""
+        if self._proc is not None:
+            return self._proc.poll() is None  # also reaps it once it has exited
         if not self.pid or not _pid_alive(self.pid):
             return False
-        return self._proc is not None or _cmdline(self.pid) == self.argv
+        return _cmdline(self.pid) == self.argv
 
     def is_alive(self) -> bool:
         if self._proc is not None:
