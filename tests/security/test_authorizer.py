@@ -405,7 +405,7 @@ def _reference(bindings, principal, host, op, rt, name, allow_everyone) -> bool:
     return allow_everyone if not on_resource else False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     bindings=st.lists(ACLS, max_size=12, unique=True),
     principal=st.sampled_from(["alice", "bob", "carol"]),
@@ -423,7 +423,7 @@ def test_property_index_agrees_with_the_rules(
     assert got == _reference(bindings, f"User:{principal}", host, op, rt, name, allow_everyone)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     bindings=st.lists(ACLS, max_size=10, unique=True),
     deny=ACLS.filter(lambda b: b.entry.permission_type == DENY),
@@ -450,7 +450,7 @@ def test_property_an_applying_deny_always_wins(
         assert got == before.authorize(p, host, op, T, name)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(bindings=st.lists(ACLS, max_size=12, unique=True), name=NAMES, rt=st.sampled_from([T, G]))
 def test_property_match_filter_is_what_applies_to_the_name(bindings, name, rt):
     """DescribeAcls with pattern type MATCH returns exactly the ACLs whose resource pattern
