@@ -286,3 +286,89 @@ def test_state_survives_a_restart_and_ids_are_never_reused(fresh: Served) -> Non
     new = sr.register_schema("s3-value", Schema(json.dumps(
         {"type": "record", "name": "R3", "fields": []}), "AVRO"))
     assert new == max(ids) + 1, (new, ids)
+
+
+def test_rest_proxy_avro_produce_is_read_back_by_confluent_kafka(served: Served) -> None:
+    c = httpx.Client(base_url=served.url, timeout=30)
+    avro_ct = {"content-type": "application/vnd.kafka.avro.v2+json"}
+    httpx.post(served.url + "/api/topics", json={"name": "rest-avro", "partitions": 1},
+               timeout=30)
+    schema = {"type": "record", "name": "Reading", "namespace": "acme",
+              "fields": [{"name": "sensor", "type": "string"},
+                         {"name": "value", "type": ["null", "double"], "default": None}]}
+    r = c.post("/topics/rest-avro", headers=avro_ct, json={
+        "value_schema": json.dumps(schema),
+        "records": [{"value": {"sensor": "a", "value": {"double": 1.5}}},
+                    {"value": {"sensor": "b", "value": None}}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    sid = body["value_schema_id"]
+    assert [o["offset"] for o in body["offsets"]] == [0, 1]
+    # By id, in a second request.
+    r = c.post("/topics/rest-avro", headers=avro_ct, json={
+        "value_schema_id": sid, "records": [{"value": {"sensor": "c", "value": {"double": 2}}}]})
+    assert r.status_code == 200 and r.json()["value_schema_id"] == sid
+    msgs = _consume(served.bootstrap, "rest-avro", 3)
+    for m in msgs:
+        assert m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == sid
+    de = AvroDeserializer(served.sr())
+    ctx = SerializationContext("rest-avro", MessageField.VALUE)
+    assert [de(m.value(), ctx) for m in msgs] == [
+        {"sensor": "a", "value": 1.5}, {"sensor": "b", "value": None},
+        {"sensor": "c", "value": 2.0}]
+    assert served.sr().get_latest_version("rest-avro-value").schema_id == sid
+    # A value that does not match the schema is refused, naming the record; nothing written.
+    r = c.post("/topics/rest-avro", headers=avro_ct, json={
+        "value_schema_id": sid, "records": [{"value": {"sensor": 5}}]})
+    assert r.status_code == 422 and "record 0" in r.json()["message"]
+    r = c.post("/topics/rest-avro", headers=avro_ct, json={"records": [{"value": {"a": 1}}]})
+    assert r.status_code == 422 and "value_schema" in r.json()["message"]
+    r = c.post("/topics/rest-avro", headers=avro_ct, json={"value_schema_id": 999999,
+                                                           "records": [{"value": {"a": 1}}]})
+    assert r.status_code == 422 and "999999" in r.json()["message"]
+    # A REST consumer with format avro reads the values back in Avro's JSON encoding.
+    v2 = {"content-type": "application/vnd.kafka.v2+json"}
+    r = c.post("/consumers/rest-avro-g", headers=v2,
+               json={"name": "c1", "format": "avro", "auto.offset.reset": "earliest"})
+    assert r.status_code == 200, r.text
+    base = "/consumers/rest-avro-g/instances/c1"
+    assert c.post(base + "/subscription", headers=v2,
+                  json={"topics": ["rest-avro"]}).status_code == 204
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        r = c.get(base + "/records?timeout=1000",
+                  headers={"accept": "application/vnd.kafka.avro.v2+json"})
+        assert r.status_code == 200, r.text
+        got += r.json()
+    assert [g["value"] for g in got] == [
+        {"sensor": "a", "value": {"double": 1.5}}, {"sensor": "b", "value": None},
+        {"sensor": "c", "value": {"double": 2.0}}]
+    c.delete(base, headers=v2)
+
+
+def test_rest_proxy_jsonschema_and_protobuf_formats(served: Served) -> None:
+    c = httpx.Client(base_url=served.url, timeout=30)
+    for t in ("rest-js", "rest-pb"):
+        httpx.post(served.url + "/api/topics", json={"name": t, "partitions": 1}, timeout=30)
+    js = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    r = c.post("/topics/rest-js", headers={"content-type":
+                                           "application/vnd.kafka.jsonschema.v2+json"},
+               json={"value_schema": json.dumps(js), "records": [{"value": {"n": 1}}]})
+    assert r.status_code == 200, r.text
+    r = c.post("/topics/rest-js", headers={"content-type":
+                                           "application/vnd.kafka.jsonschema.v2+json"},
+               json={"value_schema": json.dumps(js), "records": [{"value": {"n": "x"}}]})
+    assert r.status_code == 422
+    proto = 'syntax = "proto3"; package t; message M { string s = 1; int32 n = 2; }'
+    r = c.post("/topics/rest-pb", headers={"content-type":
+                                           "application/vnd.kafka.protobuf.v2+json"},
+               json={"value_schema": proto, "records": [{"value": {"s": "hi", "n": 3}}]})
+    assert r.status_code == 200, r.text
+    sr = served.sr()
+    ctx = SerializationContext("rest-js", MessageField.VALUE)
+    m = _consume(served.bootstrap, "rest-js", 1)[0]
+    assert JSONDeserializer(None, schema_registry_client=sr)(m.value(), ctx) == {"n": 1}
+    m = _consume(served.bootstrap, "rest-pb", 1)[0]
+    assert m.value()[:1] == b"\0" and m.value()[5:6] == b"\0"  # id, then message index [0]
+    assert sr.get_latest_version("rest-pb-value").schema.schema_type == "PROTOBUF"

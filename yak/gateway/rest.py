@@ -96,7 +96,7 @@ class CreateConsumer(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
     name: str | None = Field(default=None, min_length=1, max_length=200,
                              pattern=r"^[A-Za-z0-9._-]+$")
-    format: Literal["binary", "json", "jsonschema"] = "binary"
+    format: Literal["binary", "json", "jsonschema", "avro", "protobuf"] = "binary"
     auto_offset_reset: Literal["earliest", "latest", "smallest", "largest", "none"] = Field(
         default="latest", alias="auto.offset.reset")
     auto_commit_enable: Literal["true", "false"] | StrictBool = Field(

@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yak.registry import compat
 from yak.registry.election import Identity
@@ -45,6 +46,12 @@ def install(app: FastAPI, bootstrap: str, timeout_s: float = 10.0) -> SchemaRegi
     registry = SchemaRegistry(bootstrap, timeout_s=timeout_s)
     app.state.registry = registry
     app.include_router(router)
+    app.add_middleware(_LearnAddress, registry=registry)
+    gateway = getattr(app.state, "gateway", None)
+    if gateway is not None and getattr(gateway, "core", None) is not None:
+        from yak.registry.formats import register_formats
+
+        register_formats(gateway.core, registry)
 
     @app.exception_handler(RegistryError)
     async def _registry_error(_: Request, e: RegistryError) -> JSONResponse:
@@ -53,14 +60,29 @@ def install(app: FastAPI, bootstrap: str, timeout_s: float = 10.0) -> SchemaRegi
     return registry
 
 
+class _LearnAddress:
+    """Tells the registry this gateway's own HTTP address (the local end of the first
+    request's socket): its identity in the leader election, where others forward writes."""
+
+    def __init__(self, app: ASGIApp, registry: SchemaRegistry) -> None:
+        self.app = app
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.registry.identity is None and scope["type"] in ("http", "websocket"):
+            server = scope.get("server")
+            if server and server[1]:
+                scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+                self.registry.identity = Identity(str(server[0]), int(server[1]), scheme)
+        await self.app(scope, receive, send)
+
+
 # ------------------------------------------------------------------ helpers
 
 
 async def _registry(request: Request) -> SchemaRegistry:
     reg: SchemaRegistry = request.app.state.registry
-    server = request.scope.get("server") or ("127.0.0.1", 0)
-    scheme = request.url.scheme if request.url.scheme in ("http", "https") else "http"
-    await reg.ensure_started(Identity(str(server[0]), int(server[1] or 0), scheme))
+    await reg.ensure_started()
     return reg
 
 

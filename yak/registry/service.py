@@ -90,12 +90,12 @@ class SchemaRegistry:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def ensure_started(self, identity: Identity | None = None) -> None:
+    async def ensure_started(self) -> None:
         """Start on first use (the gateway starts nothing until used); later calls just wait."""
         if self._started is None:
             self._started = asyncio.get_running_loop().create_future()
             try:
-                await self._start(identity)
+                await self._start()
             except BaseException as e:
                 fut, self._started = self._started, None
                 fut.set_exception(e)
@@ -116,7 +116,7 @@ class SchemaRegistry:
             return e
         return RegistryError(500, STORE_ERROR, f"the _schemas topic is not available: {e!r}")
 
-    async def _start(self, identity: Identity | None) -> None:
+    async def _start(self) -> None:
         from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
         await self._create_topic()
@@ -138,9 +138,13 @@ class SchemaRegistry:
         self._reader = asyncio.get_running_loop().create_task(self._read(tp),
                                                               name="registry-reader")
         await self.sync(START_TIMEOUT_S)
-        if identity is not None:
-            self.identity = identity
-            self.elector = LeaderElector(self.bootstrap, identity)
+        if self.identity is not None:
+            self._elect()
+
+    def _elect(self) -> None:
+        """Join the election once this gateway knows its own HTTP address (first request)."""
+        if self.elector is None and self.identity is not None and self._started is not None:
+            self.elector = LeaderElector(self.bootstrap, self.identity)
             self.elector.start()
 
     async def _create_topic(self) -> None:
@@ -259,7 +263,12 @@ class SchemaRegistry:
 
     async def leader(self) -> Identity:
         """The elected leader's identity (waits through a rebalance, bounded)."""
-        assert self.elector is not None
+        self._elect()
+        if self.elector is None:
+            from yak.registry.errors import UNKNOWN_LEADER
+
+            raise RegistryError(500, UNKNOWN_LEADER, "this gateway does not know its own "
+                                "HTTP address yet, so it cannot take part in the election")
         found = await self.elector.wait_for_leader(LEADER_WAIT_S)
         if found is None:
             from yak.registry.errors import UNKNOWN_LEADER
@@ -442,6 +451,34 @@ class SchemaRegistry:
                     return self.state.subjects[subject][version]
                 log.warning("id %d was taken by another writer; registering again", schema_id)
             raise RegistryError(500, STORE_ERROR, "could not assign a schema id (contention)")
+
+    async def register_via_leader(self, subject: str, schema_type: str, text: str,
+                                  refs: list[Reference] | None = None) -> SchemaVersion:
+        """Register here when this gateway leads, else through the leader's HTTP API."""
+        leader = await self.leader()
+        if leader == self.identity:
+            return await self.register(subject, schema_type, text, list(refs or ()))
+        from urllib.parse import quote
+
+        import httpx
+
+        body = {"schema": text, "schemaType": schema_type,
+                "references": [r.to_json() for r in refs or ()]}
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s + 5) as client:
+                resp = await client.post(f"{leader.url}/subjects/{quote(subject, safe='')}"
+                                         "/versions", json=body)
+        except httpx.HTTPError as e:
+            from yak.registry.errors import REQUEST_FORWARDING_FAILED
+
+            raise RegistryError(500, REQUEST_FORWARDING_FAILED,
+                                f"cannot reach the registry leader {leader.url}: {e!r}") from None
+        answer = resp.json()
+        if resp.status_code != 200:
+            raise RegistryError(resp.status_code, int(answer.get("error_code", 500)),
+                                str(answer.get("message")))
+        await self._wait_applied(await self._end_offset() - 1, self.timeout_s)
+        return self.by_id(int(answer["id"]))
 
     def _existing_version(self, subject: str, kind: str, parsed: Any, refs: list[Reference],
                           normalize: bool) -> SchemaVersion | None:
