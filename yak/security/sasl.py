@@ -436,6 +436,8 @@ class SaslAuthenticator:
 
     @property
     def authenticated(self) -> bool:
+        if self._state == _State.FAILED:
+            return False
         return self._state == _State.COMPLETE or (self._reauth and self.principal is not None)
 
     def gate(self, api_key: int, now_ms: int) -> GateAction:
