@@ -31,11 +31,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from yak.protocol.primitives import read_uvarint
+from yak.protocol.primitives import MAX_TAGGED_FIELDS, read_uvarint
 
 __all__ = ["GuardError", "check"]
-
-MAX_TAGGED_FIELDS = 1024
 
 _FIXED = {
     "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,

@@ -24,7 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from typing_extensions import Buffer
 
-from yak.protocol.primitives import read_uvarint
+from yak.protocol.primitives import skip_tagged_fields
 
 __all__ = [
     "ErrorCode",
@@ -209,31 +209,7 @@ def decode_response(api_key: int, version: int, frame: Buffer) -> tuple[int, Any
     (correlation_id,) = struct.unpack_from(">i", mv, 0)
     pos = 4
     if response_header_version(api_key, version) >= 1:
-        pos = _skip_tagged_fields(mv, pos)
+        pos = skip_tagged_fields(mv, pos)
     obj, _ = decode(response_class(api_key, version), mv, pos)
     return correlation_id, obj
 
-
-MAX_TAGGED_FIELDS = 1024
-"""Kafka defines a handful of tags per struct; thousands can only be an attack."""
-
-
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    """Skip a tagged-field section; every count is checked against the bytes left so an
-    inflated count costs nothing (each tag takes at least 2 bytes)."""
-    count, pos = read_uvarint(buf, pos)
-    end = len(buf)
-    if count > MAX_TAGGED_FIELDS:
-        raise ValueError(f"{count} tagged fields")
-    if count * 2 > end - pos:
-        raise ValueError(f"tagged field count {count} exceeds remaining {end - pos} bytes")
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        if size > end - pos:
-            raise ValueError("tagged field overruns the frame")
-        pos += size
-    return pos
-
-
-skip_tagged_fields = _skip_tagged_fields

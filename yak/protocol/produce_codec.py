@@ -16,7 +16,14 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from yak.protocol.primitives import read_uvarint
+from yak.protocol.primitives import (
+    read_array_len,
+    read_bytes,
+    read_string,
+    skip_tagged_fields,
+    write_length,
+    write_string,
+)
 
 __all__ = ["ProduceRequestData", "ProduceTopic", "decode_produce_request", "MIN_VERSION",
            "MAX_VERSION", "ProduceDecodeError", "ProducePartitionResult",
@@ -27,7 +34,6 @@ MAX_VERSION = 13
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
@@ -51,63 +57,6 @@ class ProduceRequestData:
     topics: list[ProduceTopic]
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    return read_uvarint(buf, pos, None, ProduceDecodeError)
-
-
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    if count == 0:
-        return pos
-    end = len(buf)
-    if count * 2 > end - pos:
-        raise ProduceDecodeError(f"tagged field count {count} exceeds the frame")
-    for _ in range(count):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        if size > end - pos:
-            raise ProduceDecodeError("tagged field overruns the frame")
-        pos += size
-    return pos
-
-
-def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
-    else:
-        if pos + 2 > len(buf):
-            raise ProduceDecodeError("truncated string length")
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
-    if n < 0:
-        if n == -1 and nullable:
-            return None, pos
-        raise ProduceDecodeError("null string where one is required")
-    if pos + n > len(buf):
-        raise ProduceDecodeError("string overruns the frame")
-    try:
-        return str(buf[pos : pos + n], "utf-8"), pos + n
-    except UnicodeDecodeError:
-        raise ProduceDecodeError("string is not UTF-8") from None
-
-
-def _array_len(buf: memoryview, pos: int, flexible: bool, min_item: int) -> tuple[int, int]:
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
-    else:
-        if pos + 4 > len(buf):
-            raise ProduceDecodeError("truncated array length")
-        (n,) = _I32.unpack_from(buf, pos)
-        pos += 4
-    if n < 0:
-        raise ProduceDecodeError("null array")
-    if n * min_item > len(buf) - pos:
-        raise ProduceDecodeError(f"array count {n} exceeds the frame")
-    return n, pos
-
-
 def decode_produce_request(version: int, body: memoryview) -> ProduceRequestData:
     """Decode a Produce request body (after the request header)."""
     if not MIN_VERSION <= version <= MAX_VERSION:
@@ -116,13 +65,14 @@ def decode_produce_request(version: int, body: memoryview) -> ProduceRequestData
     by_id = version >= FIRST_TOPIC_ID
     buf = body if isinstance(body, memoryview) else memoryview(body)
     end = len(buf)
-    txn_id, pos = _string(buf, 0, flexible, nullable=True)
+    err = ProduceDecodeError
+    txn_id, pos = read_string(buf, 0, end, flexible, err)
     if pos + 6 > end:
         raise ProduceDecodeError("truncated acks/timeout")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
     pos += 6
     # A topic is at least a 1-byte name/16-byte id plus a partition count.
-    n_topics, pos = _array_len(buf, pos, flexible, 2)
+    n_topics, pos = read_array_len(buf, pos, end, flexible, 2, err)
     topics: list[ProduceTopic] = []
     for _ in range(n_topics):
         name: str | None = None
@@ -133,38 +83,23 @@ def decode_produce_request(version: int, body: memoryview) -> ProduceRequestData
             topic_id = uuid.UUID(bytes=bytes(buf[pos : pos + 16]))
             pos += 16
         else:
-            name, pos = _string(buf, pos, flexible, nullable=False)
-        n_parts, pos = _array_len(buf, pos, flexible, 5)
+            name, pos = read_string(buf, pos, end, flexible, err, nullable=False)
+        # A partition is at least its index and a records length.
+        n_parts, pos = read_array_len(buf, pos, end, flexible, 5, err)
         parts: list[tuple[int, memoryview | None]] = []
         for _ in range(n_parts):
             if pos + 4 > end:
                 raise ProduceDecodeError("truncated partition index")
             (index,) = _I32.unpack_from(buf, pos)
-            pos += 4
+            records, pos = read_bytes(buf, pos + 4, end, flexible, err)
             if flexible:
-                size, pos = _uvarint(buf, pos)
-                size -= 1
-            else:
-                if pos + 4 > end:
-                    raise ProduceDecodeError("truncated records length")
-                (size,) = _I32.unpack_from(buf, pos)
-                pos += 4
-            records: memoryview | None
-            if size < 0:
-                records = None
-            else:
-                if size > end - pos:
-                    raise ProduceDecodeError("records overrun the frame")
-                records = buf[pos : pos + size]
-                pos += size
-            if flexible:
-                pos = _skip_tags(buf, pos)
+                pos = skip_tagged_fields(buf, pos, end, err)
             parts.append((index, records))
         if flexible:
-            pos = _skip_tags(buf, pos)
+            pos = skip_tagged_fields(buf, pos, end, err)
         topics.append(ProduceTopic(name, topic_id, parts))
     if flexible:
-        pos = _skip_tags(buf, pos)
+        pos = skip_tagged_fields(buf, pos, end, err)
     if pos != end:
         raise ProduceDecodeError(f"{end - pos} trailing bytes after Produce request")
     return ProduceRequestData(txn_id, acks, timeout_ms, topics)
@@ -187,28 +122,6 @@ class ProducePartitionResult:
     error_message: str | None = None
 
 
-def _w_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _w_nullable_string(out: bytearray, s: str | None, flexible: bool) -> None:
-    if s is None:
-        if flexible:
-            out.append(0)
-        else:
-            out += _I16.pack(-1)
-        return
-    b = s.encode()
-    if flexible:
-        _w_uvarint(out, len(b) + 1)
-    else:
-        out += _I16.pack(len(b))
-    out += b
-
-
 def encode_produce_response(
     version: int,
     topics: list[tuple[str | None, uuid.UUID | None, list[ProducePartitionResult]]],
@@ -222,24 +135,13 @@ def encode_produce_response(
     flexible = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_TOPIC_ID
     out = bytearray()
-    if flexible:
-        _w_uvarint(out, len(topics) + 1)
-    else:
-        out += _I32.pack(len(topics))
+    write_length(out, len(topics), flexible)
     for name, topic_id, parts in topics:
         if by_id:
             out += (topic_id or uuid.UUID(int=0)).bytes
         else:
-            b = (name or "").encode()
-            if flexible:
-                _w_uvarint(out, len(b) + 1)
-            else:
-                out += _I16.pack(len(b))
-            out += b
-        if flexible:
-            _w_uvarint(out, len(parts) + 1)
-        else:
-            out += _I32.pack(len(parts))
+            write_string(out, name or "", flexible)
+        write_length(out, len(parts), flexible)
         for p in parts:
             if version >= 5:
                 out += _PART_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
@@ -248,11 +150,8 @@ def encode_produce_response(
                 out += _PART_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
                 # record_errors: always empty (a batch fails or succeeds as a whole)
-                if flexible:
-                    out.append(1)
-                else:
-                    out += _I32.pack(0)
-                _w_nullable_string(out, p.error_message, flexible)
+                write_length(out, 0, flexible)
+                write_string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)
         if flexible:

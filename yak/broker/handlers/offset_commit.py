@@ -7,13 +7,13 @@ metadata size). v10 (topic ids) is not offered: clients fall back to v9.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
 from yak.broker.handlers._group import coordinator, topic_partition_error
 from yak.group.coordinator import OffsetToCommit
 from yak.protocol.kio_compat import ErrorCode
+from yak.protocol.offset_commit_codec import FIRST_FLEXIBLE, encode_offset_commit_response
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -53,52 +53,6 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
     for topic, partition, err in slots:
         by_topic.setdefault(topic, []).append((partition, err if err is not None else next(it)))
-    return encode_response(ctx.api_version, by_topic)
+    body = encode_offset_commit_response(ctx.api_version, by_topic)
+    return RawResponse([body], len(body), flexible_header=ctx.api_version >= FIRST_FLEXIBLE)
 
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_PART = struct.Struct(">ih")
-
-
-_SMALL = [bytes((n,)) for n in range(0x80)]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def encode_response(version: int, by_topic: dict[str, list[tuple[int, ErrorCode]]]) -> RawResponse:
-    """OffsetCommitResponse v2-v9 by hand: the commit path's hottest step was kio's
-    pure-Python encoder (about 40% of the broker's CPU per commit); the layout is
-    tiny and fixed (throttle, topics of (partition, error)), and tests check every
-    version against kio's own encoding."""
-    flexible = version >= 8
-    out = bytearray()
-    if version >= 3:
-        out += _I32.pack(0)  # throttle_time_ms
-    if flexible:
-        out += _uvarint(len(by_topic) + 1)
-    else:
-        out += _I32.pack(len(by_topic))
-    for topic, parts in by_topic.items():
-        name = topic.encode()
-        if flexible:
-            out += _uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1)
-            for p, code in parts:
-                out += _PART.pack(p, code.value) + b"\x00"
-            out += b"\x00"
-        else:
-            out += _I16.pack(len(name)) + name + _I32.pack(len(parts))
-            for p, code in parts:
-                out += _PART.pack(p, code.value)
-    if flexible:
-        out += b"\x00"
-    return RawResponse([bytes(out)], len(out), flexible_header=flexible)
