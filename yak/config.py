@@ -213,6 +213,7 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = _d("offset.metadata.max.bytes")
     offsets_topic_num_partitions: int = _d("offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = _d("offsets.topic.segment.bytes")
+    offsets_commit_timeout_ms: int = _d("offsets.commit.timeout.ms")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were

@@ -393,7 +393,8 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("offsets.topic.segment.bytes", "int", "104857600", "group",
            "offsets_topic_segment_bytes", lo=14),
         _b("offsets.topic.replication.factor", "short", "3", "group", effect=ACCEPTED, lo=1),
-        _b("offsets.commit.timeout.ms", "int", "5000", "group", effect=ACCEPTED, lo=1),
+        _b("offsets.commit.timeout.ms", "int", "5000", "group", "offsets_commit_timeout_ms",
+           lo=1, doc="how long an offset commit waits for its append"),
         # --- transactions (issue 12 acts on these)
         _b("transaction.state.log.num.partitions", "int", "50", "txn", effect=ACCEPTED, lo=1),
         _b("transaction.state.log.replication.factor", "short", "3", "txn", effect=ACCEPTED,

@@ -1,4 +1,4 @@
-"""TopicManager with real storage: metadata and partition logs stay in step."""
+"""TopicManager with real storage and partition layer: metadata and partitions stay in step."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from yak.broker.topics import TopicManager
-from yak.cluster.metadata import MetadataStore
+from yak.cluster.metadata import LocalMetadataStore
+from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
 from yak.errors import (
     InvalidConfigurationError,
@@ -15,14 +15,28 @@ from yak.errors import (
     InvalidReplicationFactorError,
     KafkaStorageError,
 )
-from yak.storage import LogManager
+from yak.partition import ReplicaManager
+from yak.storage import LogManager, PartitionLog
 
 
-def open_manager(data_dir: Path, **settings: str) -> TopicManager:
+class Topics(TopicManager):
+    """The manager plus what a test looks at: the logs behind its partitions."""
+
+    def __init__(self, data_dir: Path, config: BrokerConfig, logs: LogManager) -> None:
+        self.logs = logs
+        super().__init__(LocalMetadataStore(data_dir, config.node_id),
+                         ReplicaManager(config.node_id, logs), config)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        p = self.replicas.get_partition(topic, partition)
+        return None if p is None else p.log
+
+
+def open_manager(data_dir: Path, **settings: str) -> Topics:
     config = BrokerConfig.from_settings({"log.dirs": str(data_dir), **settings})
     logs = LogManager(str(data_dir), config.log_defaults, start_cleaner=False)
-    logs.startup()
-    topics = TopicManager(MetadataStore(data_dir / "__yak_metadata.json"), logs, config)
+    topics = Topics(data_dir, config, logs)
+    logs.startup(topics.log_configs())
     topics.startup()
     return topics
 
@@ -76,7 +90,7 @@ def test_startup_reconciles_crash_leftovers(tmp_path: Path) -> None:
     tm.logs.shutdown()
     # A crash between the metadata write and the log changes: a deleted topic's log
     # remains, and a created topic's log is missing.
-    meta = MetadataStore(tmp_path / "__yak_metadata.json")
+    meta = LocalMetadataStore(tmp_path / "__yak_metadata.json")
     meta.delete_topic("gone")
     meta.create_topic("new", 2)
     tm2 = open_manager(tmp_path)
@@ -115,10 +129,10 @@ def test_failed_log_creation_leaves_no_half_topic(tmp_path: Path) -> None:
     config = BrokerConfig.from_settings({"log.dirs": str(tmp_path)})
     logs = _FailingLogManager(str(tmp_path), config.log_defaults, start_cleaner=False)
     logs.startup()
-    tm = TopicManager(MetadataStore(tmp_path / "__yak_metadata.json"), logs, config)
+    tm = Topics(tmp_path, config, logs)
     with pytest.raises(KafkaStorageError, match="No space"):
         tm.create("t", 4)
     assert tm.get("t") is None
     assert logs.get("t", 0) is None and logs.get("t", 1) is None
-    assert MetadataStore(tmp_path / "__yak_metadata.json").get("t") is None
+    assert LocalMetadataStore(tmp_path / "__yak_metadata.json").get("t") is None
     logs.shutdown()

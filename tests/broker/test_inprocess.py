@@ -38,7 +38,8 @@ def test_failed_fsync_is_not_acknowledged(tmp_path: Path) -> None:
             def broken_sync(offset: int) -> None:
                 raise OSError(5, "Input/output error")
 
-            topics.partition_log("sick", 0).sync = broken_sync
+            # Fault injection under the partition layer: the storage fsync fails.
+            running.broker.replica_manager.get_partition("sick", 0).log.sync = broken_sync
             mod = kio_compat.schema_module("produce", 9, "request")
             req = mod.ProduceRequest(
                 transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),

@@ -1,8 +1,8 @@
-"""The `__consumer_offsets` adapter on real partition logs: write, compact, restart, replay.
+"""The `__consumer_offsets` adapter on real partitions: write, compact, restart, replay.
 
-No broker: the storage layer and topic manager are real, so this checks exactly what
-the coordinator relies on at start-up (Kafka's loader semantics, including transactional
-offset commits that must only count once their commit marker is in the log).
+No broker: storage, the partition layer and the topic manager are real, so this checks
+exactly what the coordinator relies on at start-up (Kafka's loader semantics, including
+transactional offset commits that must only count once their commit marker is in the log).
 """
 
 from __future__ import annotations
@@ -11,33 +11,35 @@ import asyncio
 import struct
 from pathlib import Path
 
-from yak.broker.topics import TopicManager
-from yak.cluster.metadata import MetadataStore
+from yak.cluster.metadata import LocalMetadataStore
+from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
 from yak.group import records as rec
-from yak.group.broker_plugin import OFFSETS_TOPIC, TopicOffsetsLog
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
+from yak.group.offsets_topic import OFFSETS_TOPIC, TopicOffsetsLog, offsets_topic_configs
+from yak.partition import ReplicaManager
 from yak.protocol import records as batches
 from yak.storage import LogManager
 
 
-class Notes:
-    """Stands in for the broker's Fetch purgatory: only records what was notified."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, int]] = []
-
-    def notify(self, topic: str, partition: int) -> None:
-        self.seen.append((topic, partition))
-
-
-def open_storage(data_dir: Path) -> tuple[LogManager, TopicManager]:
+def open_storage(data_dir: Path) -> tuple[LogManager, ReplicaManager, TopicManager]:
     cfg = BrokerConfig.load(data_dir=str(data_dir))
     logs = LogManager(str(data_dir), cfg.log_defaults, start_cleaner=False)
-    logs.startup()
-    topics = TopicManager(MetadataStore(data_dir / "__yak_metadata.json"), logs, cfg)
+    replicas = ReplicaManager(cfg.node_id, logs)
+    topics = TopicManager(LocalMetadataStore(data_dir, cfg.node_id), replicas, cfg)
+    logs.startup(topics.log_configs())
     topics.startup()
-    return logs, topics
+    return logs, replicas, topics
+
+
+def offsets_log(replicas: ReplicaManager, topics: TopicManager,
+                default_partitions: int) -> TopicOffsetsLog:
+    def partitions(name: str) -> int | None:
+        info = topics.get(name)
+        return None if info is None else info.partitions
+
+    return TopicOffsetsLog(replicas, partitions, topics.create, default_partitions,
+                           offsets_topic_configs(104857600))
 
 
 def control_batch(producer_id: int, commit: bool, base_offset: int) -> bytes:
@@ -67,9 +69,8 @@ def txn_offsets(producer_id: int, group: str, offset: int, base_offset: int) -> 
 
 def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path) -> None:
     async def write() -> int:
-        logs, topics = open_storage(tmp_path)
-        notes = Notes()
-        olog = TopicOffsetsLog(topics, notes, default_partitions=3)
+        logs, replicas, topics = open_storage(tmp_path)
+        olog = offsets_log(replicas, topics, default_partitions=3)
         coord = GroupCoordinator(olog, GroupConfig())
         coord.load()
         for i in range(200):  # many versions of the same keys: compaction fodder
@@ -83,8 +84,9 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
             assert set(codes) == {rec_none()}
         await coord.commit_offsets("gone", -1, "", None, [OffsetToCommit("t", 0, 5)])
         assert await coord.delete_groups(["gone"]) == [rec_none()]
-        part = coord.partition_for("txg")
-        plog = topics.partition_log(OFFSETS_TOPIC, part)
+        txg = replicas.get_partition(OFFSETS_TOPIC, coord.partition_for("txg"))
+        assert txg is not None
+        plog = txg.log
         assert topics.get(OFFSETS_TOPIC).configs["cleanup.policy"] == "compact"
         # An aborted and a committed transactional offset commit, as a txn coordinator
         # would leave them, and one still open at the "crash".
@@ -97,10 +99,13 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
             lambda o: control_batch(2000, True, o),
             lambda o: txn_offsets(3000, "open", 333, o),
         ):
-            r = plog.append_as_follower(make(plog.log_end_offset))
-            plog.update_high_watermark(r.last_offset + 1)
-        assert (OFFSETS_TOPIC, coord.partition_for("g")) in notes.seen
-        g_part = topics.partition_log(OFFSETS_TOPIC, coord.partition_for("g"))
+            plog.append_as_follower(make(plog.log_end_offset))
+            assert txg.maybe_increment_high_watermark()
+        g = replicas.get_partition(OFFSETS_TOPIC, coord.partition_for("g"))
+        assert g is not None
+        # Commits are appended with acks=all: committed (below the high watermark) at once.
+        assert g.high_watermark == g.log_end_offset > 0
+        g_part = g.log
         g_part.roll()
         assert logs.run_cleaner_once() >= 1, "the cleaner compacted __consumer_offsets"
         assert g_part.log_start_offset == 0
@@ -109,8 +114,8 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
 
     asyncio.run(write())
 
-    logs, topics = open_storage(tmp_path)
-    coord = GroupCoordinator(TopicOffsetsLog(topics, Notes(), default_partitions=99), GroupConfig())
+    logs, replicas, topics = open_storage(tmp_path)
+    coord = GroupCoordinator(offsets_log(replicas, topics, default_partitions=99), GroupConfig())
     coord.load()
     assert coord.log.num_partitions == 3  # the existing topic's count wins over the setting
     _, fetched = coord.fetch_offsets("g", None)

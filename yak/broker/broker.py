@@ -1,121 +1,114 @@
 """The broker object handlers reach everything through.
 
-It owns no protocol logic: it wires the layers together (config, partition logs,
-topic metadata, coordinators) and owns the few broker-wide services that handlers
-share: the Fetch purgatory, the thread pool used for `write.caching=false` fsyncs,
-and the periodic log maintenance task.
+It owns no protocol logic and builds nothing itself: `yak.broker.compose.build_broker`
+constructs every part by name and hands them here. Handlers use the parts below (never a
+`PartitionLog` or the metadata store directly); `start()` starts the parts in the order
+they were composed and `stop()` stops them in reverse.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from yak.broker.purgatory import Purgatory
 
 if TYPE_CHECKING:
     from yak.broker.connection import KafkaConnection
-    from yak.broker.topics import TopicManager
-    from yak.cluster.metadata import MetadataStore
+    from yak.broker.metrics import BrokerMetrics
+    from yak.cluster.producer_ids import ProducerIdManager
+    from yak.cluster.topics import TopicManager
     from yak.config import BrokerConfig
-    from yak.storage import LogManager
+    from yak.group.coordinator import GroupCoordinator
+    from yak.partition import ReplicaManager
+
+__all__ = ["Broker", "Part", "StartupError", "one_line"]
 
 log = logging.getLogger(__name__)
 
-MAINTENANCE_INTERVAL_S = 1.0
+
+class StartupError(Exception):
+    """A part could not be built or started. The message is one line naming the part (and,
+    for configuration, the key); `exit_code` is 2 for bad configuration, 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Part:
+    """One named part of the broker and how to start and stop it."""
+
+    name: str
+    start: Callable[[], Awaitable[None]] | None = None
+    stop: Callable[[], Awaitable[None]] | None = None
 
 
 class Broker:
     def __init__(
         self,
         config: BrokerConfig,
-        logs: LogManager,
-        metadata: MetadataStore,
+        *,
+        cluster_id: str,
         topics: TopicManager,
+        replica_manager: ReplicaManager,
+        producer_ids: ProducerIdManager,
+        group_coordinator: GroupCoordinator,
+        metrics: BrokerMetrics,
+        parts: list[Part],
+        txn_coordinator: Any = None,
     ) -> None:
         self.config = config
-        self.logs = logs
-        self.metadata = metadata
-        self.topics = topics
+        self.cluster_id = cluster_id
         self.node_id: int = config.node_id
         self.host: str = config.advertised_host
         self.port: int = config.advertised_port
-        self.group_coordinator: Any = None
-        self.txn_coordinator: Any = None
-        self.purgatory = Purgatory()
-        # Current epoch per idempotent producer id handed out since start (KIP-360 bumps).
-        self.producer_epochs: dict[int, int] = {}
+        self.topics = topics
+        self.replica_manager = replica_manager
+        self.producer_ids = producer_ids
+        self.group_coordinator = group_coordinator
+        # Issue 12 composes the transaction coordinator here; until then transactional
+        # InitProducerId/FindCoordinator answer COORDINATOR_NOT_AVAILABLE.
+        self.txn_coordinator = txn_coordinator
+        self.metrics = metrics
         self.connections: set[KafkaConnection] = set()
-        # fsync for write.caching=false runs here so the event loop never blocks on disk.
-        self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="yak-io")
-        # Maintenance (retention deletes, checkpoints) gets its own thread so a long pass
-        # never queues acks=all fsyncs behind it.
-        self._maintenance_pool = ThreadPoolExecutor(max_workers=1,
-                                                    thread_name_prefix="yak-maintenance")
-        # Coordinators and other services register (start, stop) coroutines here, so
-        # `start_broker` never needs to know about them.
-        self._services: list[tuple[str, Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]] = []
-        self._maintenance: asyncio.Task[None] | None = None
+        self._parts = parts
+        self._started: list[Part] = []
 
     @property
-    def cluster_id(self) -> str:
-        return self.metadata.cluster_id
+    def part_names(self) -> list[str]:
+        return [p.name for p in self._parts]
 
-    def add_service(
-        self,
-        name: str,
-        start: Callable[[], Awaitable[None]],
-        stop: Callable[[], Awaitable[None]],
-    ) -> None:
-        self._services.append((name, start, stop))
-
-    async def start_services(self) -> None:
-        for name, start, _ in self._services:
-            log.info("starting %s", name)
-            await start()
-        self._maintenance = asyncio.get_running_loop().create_task(self._maintenance_loop())
-
-    async def stop_services(self) -> None:
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            # A pass already running in its thread must finish before the logs shut down.
-            await asyncio.get_running_loop().run_in_executor(
-                None, self._maintenance_pool.shutdown, True
-            )
-        for name, _, stop in reversed(self._services):
+    async def start(self) -> None:
+        """Start every part in order; if one fails, stop those started and raise
+        StartupError naming it (the broker must not run without one of its parts)."""
+        for part in self._parts:
+            if part.start is None:
+                self._started.append(part)
+                continue
+            log.info("starting %s", part.name)
             try:
-                await stop()
-            except Exception:
-                log.exception("stopping %s failed", name)
-        self.purgatory.notify_all()
+                await part.start()
+            except Exception as e:
+                log.exception("starting %s failed", part.name)
+                await self.stop()
+                raise StartupError(f"cannot start {part.name}: {one_line(e)}") from e
+            self._started.append(part)
 
-    async def _maintenance_loop(self) -> None:
-        """Retention, time-based rolls, flush.ms and checkpoints, once a second.
-
-        Runs in a thread: a retention pass that deletes segments must not stall requests
-        on the event loop.
-        """
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(MAINTENANCE_INTERVAL_S)
+    async def stop(self) -> None:
+        """Stop the started parts in reverse order; one failing does not keep the others
+        (storage last of all) from shutting down cleanly."""
+        while self._started:
+            part = self._started.pop()
+            if part.stop is None:
+                continue
             try:
-                await loop.run_in_executor(
-                    self._maintenance_pool, self.logs.maintenance, int(time.time() * 1000)
-                )
+                await part.stop()
             except Exception:
-                log.exception("log maintenance failed")
+                log.exception("stopping %s failed", part.name)
 
-    async def sync(self, plog: Any, offset: int) -> None:
-        """fsync `plog` up to `offset` off the event loop (storage group-commits)."""
-        await asyncio.get_running_loop().run_in_executor(self.io_pool, plog.sync, offset)
 
-    def shutdown_io(self) -> None:
-        self._maintenance_pool.shutdown(wait=True)
-        self.io_pool.shutdown(wait=True)
+def one_line(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return " ".join(text.split())

@@ -29,7 +29,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
-from yak.broker import metrics as broker_metrics
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
 from yak.protocol import guard, kio_compat
@@ -220,6 +219,8 @@ class KafkaConnection(asyncio.Protocol):
             if response is None:
                 raise ProtocolViolation("handler failed") from None
         if response is None or self._closed:
+            # acks=0 produces have no response but were handled: they count too.
+            self.broker.metrics.record_request(api_key, started)
             return
         try:
             self._write_response(correlation_id, response)
@@ -232,7 +233,7 @@ class KafkaConnection(asyncio.Protocol):
             if fallback is None:
                 raise ProtocolViolation("unencodable response") from None
             self._write_response(correlation_id, fallback)
-        broker_metrics.record_request(api_key, started, request)
+        self.broker.metrics.record_request(api_key, started)
 
     def _write_response(self, correlation_id: int, response: Any) -> None:
         transport = self.transport

@@ -1,10 +1,15 @@
 """Broker-side Prometheus metrics: requests per API, bytes and messages in/out per topic.
 
-The connection and the Produce/Fetch paths call the `record_*` functions below, and
-nothing else: they only bump counters that live in this module's own registry, so a
-broker without an HTTP listener pays a few hundred nanoseconds per request and never
-imports the gateway. The gateway's `/metrics` (when embedded in `yak serve`) renders
-`REGISTRY` next to its own.
+`BrokerMetrics` is an object the broker owns (built by the composition, with its own
+`CollectorRegistry`), handed to whoever exports it: the gateway's `/metrics` when
+`yak serve` embeds it. Nothing here is a module global, so two brokers in one process
+(tests) never mix their counts, and the broker never imports an exporter.
+
+What is counted is what happened, not what was asked: messages in come from the
+partition layer's append results (a refused batch is not counted; acks=0 produces are),
+messages out from the batches a Fetch actually returns. Topic labels therefore only ever
+name topics that exist: a client-chosen unknown name never becomes a label, so label
+cardinality is bounded by the topics themselves.
 
 Label children are cached in dicts because `Counter.labels(...)` costs a lock and a
 tuple build per call, which on the Produce path would be as much as the counter itself.
@@ -12,14 +17,19 @@ tuple build per call, which on the Produce path would be as much as the counter 
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-REGISTRY = CollectorRegistry(auto_describe=True)
+from yak.protocol import kio_compat
+from yak.protocol.records import HEADER_SIZE, LOG_OVERHEAD, read_header
+
+if TYPE_CHECKING:
+    from yak.partition import PartitionAppendResult
+
+__all__ = ["BrokerMetrics", "count_records"]
 
 # Kafka's request latency spans 100 us (ApiVersions) to max.wait of a long-poll Fetch.
 _LATENCY_BUCKETS = (
@@ -27,139 +37,131 @@ _LATENCY_BUCKETS = (
     2.5, 5.0, 10.0, 30.0,
 )
 
-REQUESTS = Counter(
-    "yak_broker_requests", "Kafka requests handled, by API name.", ["api"], registry=REGISTRY
-)
-REQUEST_SECONDS = Histogram(
-    "yak_broker_request_latency_seconds",
-    "Time from a request's frame being taken to its response being written, by API.",
-    ["api"], buckets=_LATENCY_BUCKETS, registry=REGISTRY,
-)
-BYTES_IN = Counter(
-    "yak_broker_topic_bytes_in", "Record batch bytes received by Produce, by topic.",
-    ["topic"], registry=REGISTRY,
-)
-MESSAGES_IN = Counter(
-    "yak_broker_topic_messages_in", "Records received by Produce, by topic.",
-    ["topic"], registry=REGISTRY,
-)
-BYTES_OUT = Counter(
-    "yak_broker_topic_bytes_out", "Record batch bytes sent by Fetch, by topic.",
-    ["topic"], registry=REGISTRY,
-)
-MESSAGES_OUT = Counter(
-    "yak_broker_topic_messages_out",
-    "Records sent by Fetch, by topic (batches read from memory; file regions not counted).",
-    ["topic"], registry=REGISTRY,
-)
-CONNECTIONS = Gauge(
-    "yak_broker_connections", "Open Kafka client connections.", registry=REGISTRY
-)
-
-_API_NAMES: dict[int, str] = {}
-_req_children: dict[int, tuple[Any, Any]] = {}
-_topic_children: dict[tuple[str, str], Any] = {}
-
-# RecordBatch v2: base offset (8) + batch length (4) ... record count is the last int32
-# of the 61-byte header.
-_BATCH_LEN = struct.Struct(">i")
-_COUNT = struct.Struct(">i")
-_LEN_AT = 8
-_COUNT_AT = 57
-_HEADER = 61
-
-
-def _api_name(api_key: int) -> str:
-    name = _API_NAMES.get(api_key)
-    if name is None:
-        try:
-            from yak.protocol import kio_compat
-
-            name = kio_compat.api_name(api_key)
-        except Exception:
-            name = f"api_{api_key}"
-        _API_NAMES[api_key] = name
-    return name
-
-
-PRODUCE_KEY = 0
-
-
-def record_request(api_key: int, started: float, request: Any = None) -> None:
-    """Called by the connection after each response; `started` is a perf_counter().
-
-    A Produce request's records are counted here, from the decoded request, so the
-    Produce handler needs no hook of its own.
-    """
-    if api_key == PRODUCE_KEY and request is not None:
-        record_produce(getattr(request, "topics", ()))
-    children = _req_children.get(api_key)
-    if children is None:
-        name = _api_name(api_key)
-        children = (REQUESTS.labels(name), REQUEST_SECONDS.labels(name))
-        _req_children[api_key] = children
-    children[0].inc()
-    children[1].observe(time.perf_counter() - started)
-
-
-def _child(metric: Any, kind: str, topic: str) -> Any:
-    key = (kind, topic)
-    c = _topic_children.get(key)
-    if c is None:
-        c = metric.labels(topic)
-        _topic_children[key] = c
-    return c
-
 
 def count_records(buffers: Iterable[Any]) -> int:
-    """Records in concatenated whole batches, read from the headers only.
-
-    Buffers that are not in memory (file regions sent with sendfile) are skipped:
-    counting them would mean reading the disk on the Fetch path.
-    """
+    """Records in concatenated whole batches, read from the batch headers only."""
     total = 0
     for buf in buffers:
-        if not isinstance(buf, bytes | bytearray | memoryview):
-            continue
         pos = 0
         end = len(buf)
-        while pos + _HEADER <= end:
-            (length,) = _BATCH_LEN.unpack_from(buf, pos + _LEN_AT)
-            (count,) = _COUNT.unpack_from(buf, pos + _COUNT_AT)
-            total += max(count, 0)
-            pos += 12 + length
+        while pos + HEADER_SIZE <= end:
+            h = read_header(buf, pos)
+            if h.record_count > 0:
+                total += h.record_count
+            pos += LOG_OVERHEAD + h.batch_length
     return total
 
 
-def record_produce(topics: Sequence[Any]) -> None:
-    """Count a decoded Produce request (`yak.protocol.produce_codec.ProduceTopic` list)."""
-    for t in topics:
-        name = t.name or str(t.topic_id)
-        size = 0
-        msgs = 0
-        for _, records in t.partitions:
-            if records is not None:
-                size += len(records)
-                msgs += count_records((records,))
-        if size:
-            _child(BYTES_IN, "bi", name).inc(size)
-            _child(MESSAGES_IN, "mi", name).inc(msgs)
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "yak_broker_requests", "Kafka requests handled, by API name.", ["api"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "yak_broker_request_latency_seconds",
+            "Time from a request's frame being taken to its response being written, by API.",
+            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.bytes_in = Counter(
+            "yak_broker_topic_bytes_in", "Record batch bytes appended by Produce, by topic.",
+            ["topic"], registry=r,
+        )
+        self.messages_in = Counter(
+            "yak_broker_topic_messages_in", "Records appended by Produce, by topic.",
+            ["topic"], registry=r,
+        )
+        self.bytes_out = Counter(
+            "yak_broker_topic_bytes_out", "Record batch bytes sent by Fetch, by topic.",
+            ["topic"], registry=r,
+        )
+        self.messages_out = Counter(
+            "yak_broker_topic_messages_out", "Records sent by Fetch, by topic.",
+            ["topic"], registry=r,
+        )
+        self.connections = Gauge(
+            "yak_broker_connections", "Open Kafka client connections.", registry=r
+        )
+        self._req_children: dict[int, tuple[Any, Any]] = {}
+        self._in_children: dict[str, tuple[Any, Any]] = {}
+        self._out_children: dict[str, tuple[Any, Any]] = {}
 
+    # ------------------------------------------------------------------ recording
 
-def record_fetch(results: Sequence[Any]) -> None:
-    """Count a Fetch response's `FetchTopicResult`s before they are encoded."""
-    for t in results:
-        size = 0
-        msgs = 0
-        for p in t.partitions:
-            if p.records_size:
-                size += p.records_size
-                msgs += count_records(p.records or ())
-        if size:
-            _child(BYTES_OUT, "bo", t.name).inc(size)
-            _child(MESSAGES_OUT, "mo", t.name).inc(msgs)
+    def record_request(self, api_key: int, started: float) -> None:
+        """Called by the connection once per request (responses or not, e.g. acks=0);
+        `started` is a perf_counter()."""
+        children = self._req_children.get(api_key)
+        if children is None:
+            name = kio_compat.api_name(api_key)
+            children = (self.requests.labels(name), self.request_seconds.labels(name))
+            self._req_children[api_key] = children
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
 
+    def record_appended(self, results: Sequence[PartitionAppendResult]) -> None:
+        """Count what a Produce appended (per topic), from the partition layer's results."""
+        last_topic = None
+        msgs = size = 0
+        for r in results:
+            info = r.info
+            if info is None or not info.record_count:
+                continue
+            if r.topic != last_topic:
+                if last_topic is not None:
+                    self._count_in(last_topic, msgs, size)
+                last_topic, msgs, size = r.topic, 0, 0
+            msgs += info.record_count
+            size += info.size
+        if last_topic is not None:
+            self._count_in(last_topic, msgs, size)
 
-def bind_connections(count: Callable[[], int]) -> None:
-    """Let the gauge read the live connection count at scrape time (no per-connect hook)."""
-    CONNECTIONS.set_function(count)
+    def _count_in(self, topic: str, msgs: int, size: int) -> None:
+        c = self._in_children.get(topic)
+        if c is None:
+            c = (self.messages_in.labels(topic), self.bytes_in.labels(topic))
+            self._in_children[topic] = c
+        c[0].inc(msgs)
+        c[1].inc(size)
+
+    def record_fetched(self, topic: str, buffers: Sequence[Any], size: int) -> None:
+        """Count one topic's batches a Fetch returns (`size` bytes in `buffers`)."""
+        if not size:
+            return
+        c = self._out_children.get(topic)
+        if c is None:
+            c = (self.messages_out.labels(topic), self.bytes_out.labels(topic))
+            self._out_children[topic] = c
+        c[0].inc(count_records(buffers))
+        c[1].inc(size)
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's series go away with it."""
+        for children, metrics in (
+            (self._in_children, (self.messages_in, self.bytes_in)),
+            (self._out_children, (self.messages_out, self.bytes_out)),
+        ):
+            if children.pop(topic, None) is not None:
+                for m in metrics:
+                    m.remove(topic)
+
+    def bind_connections(self, count: Callable[[], int]) -> None:
+        """Let the gauge read the live connection count at scrape time (no per-connect hook)."""
+        self.connections.set_function(count)
+
+    # ------------------------------------------------------------------ reading
+
+    def totals(self) -> dict[str, float]:
+        """Bytes/messages in and out summed over topics (the console's broker tile)."""
+        out: dict[str, float] = {}
+        for key, metric in (("bytes_in", self.bytes_in), ("bytes_out", self.bytes_out),
+                            ("messages_in", self.messages_in),
+                            ("messages_out", self.messages_out)):
+            total = 0.0
+            for fam in metric.collect():
+                for s in fam.samples:
+                    if s.name.endswith("_total"):
+                        total += s.value
+            out[key] = total
+        return out

@@ -1,8 +1,11 @@
 """Start and run one broker: `serve(...)` for the CLI, `start_broker(config)` in-process.
 
-`serve` blocks until SIGTERM/SIGINT, then stops accepting, closes client connections,
-stops coordinators and shuts the logs down cleanly (flush, checkpoints, clean-shutdown
-marker) so the next start skips recovery.
+`serve` loads the settings, builds the broker from its parts (`yak.broker.compose`), starts
+them, opens the Kafka listener and blocks until SIGTERM/SIGINT; then it stops accepting,
+closes client connections and stops the parts in reverse (storage last: flush, checkpoints,
+clean-shutdown marker, so the next start skips recovery). Whatever runs beside the broker
+(the CLI's HTTP gateway) is handed in as a companion: this module imports nothing above
+the broker.
 
 Also runnable as `python -m yak.broker.server --data-dir D --listen HOST:PORT`.
 """
@@ -15,14 +18,22 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from yak.broker.broker import Broker
+from yak.broker.broker import Broker, StartupError
+from yak.broker.compose import build_broker
 from yak.broker.connection import KafkaConnection
 from yak.config import BrokerConfig, ConfigError
 
+__all__ = ["Companion", "RunningBroker", "configure", "main", "serve", "start_broker"]
+
 log = logging.getLogger(__name__)
+
+# Something that runs beside a broker: started once the broker listens, it returns the
+# coroutine function that stops it (or None if it chose not to run).
+Companion = Callable[["RunningBroker"], Awaitable[Callable[[], Awaitable[None]] | None]]
 
 
 @dataclass
@@ -44,72 +55,59 @@ class RunningBroker:
             conn.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.server.wait_closed(), 2)
-        await self.broker.stop_services()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.broker.logs.shutdown)
-        self.broker.shutdown_io()
+        await self.broker.stop()
 
 
-def _attach_optional_services(broker: Broker) -> None:
-    """Let coordinators attach themselves without this module importing them by name.
+def configure(
+    data_dir: str | Path | None = None,
+    listen: str | None = None,
+    advertised_listener: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> Broker:
+    """Settings -> a built (not started) broker; StartupError with the one line to print.
 
-    Any `yak.<pkg>.broker_plugin` module exporting `attach(broker)` is called: the group
-    and transaction coordinators register their services and set
-    `broker.group_coordinator` / `broker.txn_coordinator` there.
+    This is everything `yak serve` does before it touches the network, so a bad value for
+    any setting of any part stops here, with exit code 2.
     """
-    import importlib
-
-    for pkg in ("yak.group", "yak.txn", "yak.cluster", "yak.security"):
-        try:
-            mod = importlib.import_module(f"{pkg}.broker_plugin")
-        except ModuleNotFoundError as e:
-            if e.name and e.name.startswith(pkg):
-                continue
-            log.exception("%s.broker_plugin failed to import", pkg)
-            continue
-        except Exception:
-            log.exception("%s.broker_plugin failed to import", pkg)
-            continue
-        try:
-            mod.attach(broker)
-        except Exception:
-            log.exception("%s.broker_plugin.attach failed", pkg)
+    try:
+        config = BrokerConfig.load(
+            data_dir=data_dir,
+            listen=listen,
+            advertised_listener=advertised_listener,
+            config_file=config_file,
+            overrides=tuple(overrides),
+        )
+    except ConfigError as e:
+        raise StartupError(str(e), exit_code=2) from e
+    return build_broker(config)
 
 
-async def start_broker(config: BrokerConfig) -> RunningBroker:
+async def start_broker(config: BrokerConfig | Broker) -> RunningBroker:
+    """Start a broker's parts, then its Kafka listener (`listen_port` 0 picks a free port)."""
+    broker = config if isinstance(config, Broker) else build_broker(config)
     from yak.broker.handlers import registry
-    from yak.broker.topics import TopicManager
-    from yak.cluster.metadata import MetadataStore
-    from yak.storage import LogManager
 
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    loop = asyncio.get_running_loop()
-    logs = LogManager(str(config.data_dir), config.log_defaults)
-    metadata = MetadataStore(config.data_dir / "__yak_metadata.json")
-    topics = TopicManager(metadata, logs, config)
-    # Topic configs live in the metadata, so storage needs them to load the logs.
-    configs = {info.name: topics.log_config(info) for info in topics.topics()}
-    await loop.run_in_executor(None, logs.startup, configs)
-    await loop.run_in_executor(None, topics.startup)
-    for plog in logs.logs():
-        # One broker: the leader is the whole ISR, so everything recovered is committed.
-        plog.update_high_watermark()
-    broker = Broker(config, logs, metadata, topics)
-    registry()  # import handlers now, not on the first request
-    _attach_optional_services(broker)
-    await broker.start_services()
-    server = await loop.create_server(
-        lambda: KafkaConnection(broker),
-        host=config.listen_host,
-        port=config.listen_port,
-        reuse_address=True,
-        backlog=1024,
-    )
+    registry()  # import the handlers now, not on the first request
+    await broker.start()
+    cfg = broker.config
+    try:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(broker),
+            host=cfg.listen_host,
+            port=cfg.listen_port,
+            reuse_address=True,
+            backlog=1024,
+        )
+    except OSError:
+        await broker.stop()
+        raise
     bound = server.sockets[0].getsockname()[1]
-    if not config.listen_port:
-        config.listen_port = bound
+    if not cfg.listen_port:
+        cfg.listen_port = bound
     if not broker.port:
         broker.port = bound
+    broker.metrics.bind_connections(lambda: len(broker.connections))
     return RunningBroker(broker, server)
 
 
@@ -121,22 +119,25 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _run(config: BrokerConfig, http: str | None = None) -> int:
-    running = await start_broker(config)
+async def _run(broker: Broker, companions: Sequence[Companion]) -> int:
+    running = await start_broker(broker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"Yak broker ready on {running.bootstrap}", flush=True)
-    http_server = None
-    if http:  # the gateway (REST, WebSocket, console, /metrics) on this loop: yak.gateway
-        from yak.gateway.embed import start_embedded
-
-        http_server = await start_embedded(http, running.broker)
+    stoppers = []
+    for companion in companions:
+        stopper = await companion(running)
+        if stopper is not None:
+            stoppers.append(stopper)
     await stop.wait()
     log.info("shutting down")
-    if http_server is not None:
-        await http_server.stop()
+    for stopper in reversed(stoppers):
+        try:
+            await stopper()
+        except Exception:
+            log.exception("stopping a companion failed")
     await running.stop()
     return 0
 
@@ -147,28 +148,29 @@ def serve(
     advertised_listener: str | None = None,
     config_file: str | None = None,
     overrides: Iterable[str] = (),
-    http: str | None = None,
+    companions: Sequence[Companion] = (),
 ) -> int:
-    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
-    try:
-        config = BrokerConfig.load(
-            data_dir=data_dir,
-            listen=listen,
-            advertised_listener=advertised_listener,
-            config_file=config_file,
-            overrides=tuple(overrides),
-        )
-    except ConfigError as e:
-        print(f"yak: {e}", file=sys.stderr, flush=True)
-        return 2
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code.
+
+    A bad setting, or a part that cannot be built or started, prints one line and
+    returns 2 (configuration) or 1.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.INFO, stream=sys.stderr,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    try:
+        broker = configure(data_dir, listen, advertised_listener, config_file, overrides)
+    except StartupError as e:
+        print(f"yak: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
     _install_uvloop()
     try:
-        return asyncio.run(_run(config, http))
+        return asyncio.run(_run(broker, companions))
+    except StartupError as e:
+        print(f"yak: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
     except OSError as e:
         print(f"yak: cannot start broker: {e}", file=sys.stderr, flush=True)
         return 1
@@ -181,10 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--advertised-listener")
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[], dest="overrides")
-    p.add_argument("--http", default="none", help="HOST:PORT for the embedded gateway")
     a = p.parse_args(argv)
-    http = None if a.http.lower() in ("", "none", "off") else a.http
-    return serve(a.data_dir, a.listen, a.advertised_listener, a.config, a.overrides, http)
+    return serve(a.data_dir, a.listen, a.advertised_listener, a.config, a.overrides)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
-"""`yak serve`: run one broker in the foreground (`yak.broker.server.serve`)."""
+"""`yak serve`: run one broker in the foreground, with the HTTP gateway beside it.
+
+This is where the broker and the gateway are composed: the broker (`yak.broker.server`)
+knows nothing of HTTP, and the gateway reaches the broker over its Kafka listener like any
+client, plus the broker's metrics object, handed over here for `/metrics`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -37,10 +42,17 @@ def serve(
         str,
         typer.Option("--http", help="HOST:PORT for REST, WebSocket, console, /metrics; 'none' = off."),
     ] = "127.0.0.1:8080",
+    grpc: Annotated[
+        str,
+        typer.Option("--grpc", help="HOST:PORT for the gRPC gateway (yak.v1.Gateway); "
+                                    "'none' = off."),
+    ] = "none",
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
 
+    http_listen = None if http.lower() in ("", "none", "off") else http
+    grpc_listen = None if grpc.lower() in ("", "none", "off") else grpc
     # Left unset, a flag does not override the config file; BrokerConfig has the defaults.
     code = run(
         data_dir=data_dir,
@@ -48,7 +60,21 @@ def serve(
         advertised_listener=advertised_listener,
         config_file=config,
         overrides=tuple(set_ or ()),
-        http=None if http.lower() in ("", "none", "off") else http,
+        companions=[_gateway(http_listen, grpc_listen)] if http_listen or grpc_listen else [],
     )
     if code:  # serve() already printed the one-line reason
         raise typer.Exit(code)
+
+
+def _gateway(listen: str | None, grpc: str | None = None) -> Any:
+    """The embedded gateway as a companion of the broker: started once the broker listens,
+    stopped before it (REST, WebSocket, console and `/metrics` on `listen`; gRPC on `grpc`)."""
+
+    async def start(running: Any) -> Any:
+        from yak.gateway.embed import start_embedded
+
+        server = await start_embedded(listen, running.bootstrap, running.broker.metrics,
+                                      grpc=grpc)
+        return None if server is None else server.stop
+
+    return start

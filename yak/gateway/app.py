@@ -42,7 +42,7 @@ class Gateway:
         self.core = core if core is not None else GatewayCore(settings)
         self.cluster: ClusterClient = self.core.cluster
         self.metrics = MetricsService(self.cluster, settings.metrics_interval_s,
-                                      include_broker=settings.embedded)
+                                      broker_metrics=settings.broker_metrics)
         self.registry: Any = None  # the schema registry (yak.registry), set by create_app
 
     async def start(self) -> None:

@@ -89,10 +89,8 @@ async def overview(request: Request) -> Any:
         "time": time.time(),
         "embedded": gw.embedded,
     }
-    if gw.embedded:
-        from yak.gateway.metrics import broker_totals
-
-        out["broker"] = broker_totals()
+    if gw.settings.broker_metrics is not None:
+        out["broker"] = gw.settings.broker_metrics.totals()
     return out
 
 

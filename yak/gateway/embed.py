@@ -124,20 +124,62 @@ async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
         raise RuntimeError(f"uvicorn exited with {e.code}") from None
 
 
-async def start_embedded(listen: str, broker: Any) -> HttpServer | None:
-    """The gateway inside `yak serve`; a port that cannot be bound only costs a warning.
+class EmbeddedGateway:
+    """The gateway's servers inside `yak serve`: HTTP and/or gRPC sharing one core."""
 
-    The broker must keep serving Kafka clients even if, say, another process holds 8080.
+    def __init__(self, http: HttpServer | None, grpc: Any, core: Any) -> None:
+        self.http = http
+        self.grpc = grpc
+        self.core = core  # shared by both when gRPC is on; else the HTTP app owns its own
+
+    async def stop(self) -> None:
+        if self.grpc is not None:
+            with contextlib.suppress(Exception):
+                await self.grpc.stop()
+        if self.http is not None:
+            await self.http.stop()
+        if self.core is not None:
+            with contextlib.suppress(Exception):
+                await self.core.close()
+
+
+async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any = None,
+                         grpc: str | None = None) -> EmbeddedGateway | None:
+    """The gateway inside `yak serve`: HTTP on `listen`, gRPC on `grpc` (None: off).
+
+    A port that cannot be bound only costs a warning: the broker must keep serving Kafka
+    clients even if, say, another process holds 8080. `broker_metrics` is the broker's
+    metrics object, rendered on `/metrics`.
     """
-    from yak.broker import metrics as broker_metrics
+    settings = GatewaySettings(bootstrap=bootstrap, embedded=True,
+                               broker_metrics=broker_metrics)
+    core = None
+    if grpc is not None:  # gRPC is opt-in, so its imports are paid only when asked for
+        from yak.gateway.core import GatewayCore
 
-    broker_metrics.bind_connections(lambda: len(broker.connections))
-    settings = GatewaySettings(bootstrap=f"{broker.host}:{broker.port}", embedded=True)
-    try:
-        server = await start_http(listen, settings)
-    except (OSError, ValueError) as e:
-        log.warning("HTTP gateway not started on %s: %s", listen, e)
+        core = GatewayCore(settings)
+    http_server = None
+    if listen is not None:
+        try:
+            http_server = await start_http(listen, settings, core)
+        except (OSError, ValueError) as e:
+            log.warning("HTTP gateway not started on %s: %s", listen, e)
+        else:
+            host, _ = parse_hostport(listen)
+            print(f"Yak HTTP gateway on http://{host}:{http_server.port}/", flush=True)
+    grpc_server = None
+    if grpc is not None:
+        from yak.gateway.grpc_api.server import start_grpc
+
+        try:
+            grpc_server = await start_grpc(grpc, core)
+        except (OSError, ValueError) as e:
+            log.warning("gRPC gateway not started on %s: %s", grpc, e)
+        else:
+            host, _ = parse_hostport(grpc)
+            print(f"Yak gRPC gateway on {host}:{grpc_server.port}", flush=True)
+    if http_server is None and grpc_server is None:
+        if core is not None:
+            await core.close()
         return None
-    host, _ = parse_hostport(listen)
-    print(f"Yak HTTP gateway on http://{host}:{server.port}/", flush=True)
-    return server
+    return EmbeddedGateway(http_server, grpc_server, core)

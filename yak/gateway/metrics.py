@@ -3,8 +3,9 @@
 Cluster state (partition sizes and offsets, consumer lag per group) is learned over the
 Kafka protocol when a scrape finds the cached snapshot older than `interval_s`: ten
 scrapers cost the cluster no more than one, and nobody scraping costs nothing.
-When the gateway runs inside `yak serve`, the broker's own registry (requests and
-latency per API, bytes and messages in/out per topic, connections) is rendered too.
+When the gateway runs inside `yak serve`, the broker's own metrics object (requests and
+latency per API, bytes and messages in/out per topic, connections) is handed to it and its
+registry is rendered too.
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ class MetricsService:
     """
 
     def __init__(self, cluster: ClusterClient, interval_s: float = 5.0,
-                 include_broker: bool = False) -> None:
+                 broker_metrics: Any = None) -> None:
         self.cluster = cluster
         self.interval_s = interval_s
-        self.include_broker = include_broker
+        self.broker_metrics = broker_metrics
         self.collector = ClusterCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
@@ -151,24 +152,7 @@ class MetricsService:
     async def render(self) -> bytes:
         await self.fresh()
         parts = [generate_latest(GATEWAY_REGISTRY), generate_latest(self.registry)]
-        if self.include_broker:
-            from yak.broker.metrics import REGISTRY as BROKER_REGISTRY
-
-            parts.append(generate_latest(BROKER_REGISTRY))
+        if self.broker_metrics is not None:
+            parts.append(generate_latest(self.broker_metrics.registry))
         return b"".join(parts)
 
-
-def broker_totals() -> dict[str, Any]:
-    """Bytes/messages in and out summed over topics, from the embedded broker's counters."""
-    from yak.broker import metrics as bm
-
-    out: dict[str, Any] = {}
-    for key, metric in (("bytes_in", bm.BYTES_IN), ("bytes_out", bm.BYTES_OUT),
-                        ("messages_in", bm.MESSAGES_IN), ("messages_out", bm.MESSAGES_OUT)):
-        total = 0.0
-        for fam in metric.collect():
-            for s in fam.samples:
-                if s.name.endswith("_total"):
-                    total += s.value
-        out[key] = total
-    return out

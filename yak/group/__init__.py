@@ -6,7 +6,8 @@
   assignment), owned by the coordinator.
 - `state`: a classic group's data and its state machine; `timers`: every deadline;
   `records`: Kafka's `__consumer_offsets` record formats; `offsets_log`: the only
-  interface to the log; `broker_plugin`: attaches all of this to a running broker.
+  interface to the log; `offsets_topic`: that interface on `__consumer_offsets` through
+  the partition layer (the broker's composition builds it and the coordinator).
 
 This package never imports `yak.broker`.
 """

@@ -31,6 +31,7 @@ from yak.group.consumer_protocol import subscribed_topics
 from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import CommittedOffset, Group, GroupState, Member
 from yak.group.timers import Clock, SystemClock, TimerQueue
+from yak.settings import BROKER_SETTINGS, ConfigError
 
 __all__ = [
     "GroupConfig",
@@ -48,19 +49,39 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+def _default(name: str) -> int:
+    return int(BROKER_SETTINGS[name].parse_default())
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
-    """Broker settings that shape group behaviour (Kafka's names in the comments)."""
+    """Broker settings that shape group behaviour (Kafka's names in the comments; the
+    defaults are the settings table's)."""
 
-    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
-    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-    max_group_size: int = 2**31 - 1  # group.max.size
-    offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes
-    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
-    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
-    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
+    min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
+    max_group_size: int = _default("group.max.size")
+    offsets_retention_ms: int = _default("offsets.retention.minutes") * 60_000
+    offsets_retention_check_interval_ms: int = _default("offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
+    consumer_session_timeout_ms: int = _default("group.consumer.session.timeout.ms")
+    consumer_heartbeat_interval_ms: int = _default("group.consumer.heartbeat.interval.ms")
+
+    def validate(self) -> None:
+        """What no single setting can check: the coordinator refuses to start on these
+        (Kafka's GroupCoordinatorConfig requirements), with one line naming the key."""
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ConfigError(
+                f"invalid value {self.min_session_timeout_ms} for group.min.session.timeout.ms:"
+                f" greater than group.max.session.timeout.ms ({self.max_session_timeout_ms})"
+            )
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ConfigError(
+                f"invalid value {self.consumer_heartbeat_interval_ms} for"
+                " group.consumer.heartbeat.interval.ms: must be less than"
+                f" group.consumer.session.timeout.ms ({self.consumer_session_timeout_ms})"
+            )
 
 
 @dataclass(slots=True)
@@ -159,6 +180,7 @@ class GroupCoordinator:
     ) -> None:
         self.log = offsets_log
         self.config = config or GroupConfig()
+        self.config.validate()
         self.clock = clock or SystemClock()
         self.timers = TimerQueue(self.clock)
         self.groups: dict[str, Group] = {}

@@ -1,7 +1,7 @@
 """The coordinator's only window onto `__consumer_offsets`.
 
 `yak.group` must not import the broker, so the broker hands the coordinator this
-small interface (`yak/group/broker_plugin.py` implements it on a real partition log).
+small interface (`yak/group/offsets_topic.py` implements it on `__consumer_offsets`).
 One `append` is one RecordBatch: an OffsetCommit that touches ten partitions is
 written atomically, as in Kafka, and survives or disappears as a whole.
 """

@@ -25,7 +25,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
-    return getattr(ctx.broker, "group_coordinator", None)
+    return ctx.broker.group_coordinator
 
 
 def client_host(ctx: RequestContext) -> str:

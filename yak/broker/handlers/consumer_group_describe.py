@@ -24,7 +24,7 @@ MAX_VERSION = 1
 def _assignment(ctx: RequestContext, mod: Any, assignment: dict[Any, set[int]]) -> Any:
     parts = []
     for topic_id, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
-        info = ctx.broker.metadata.by_id(topic_id)
+        info = ctx.broker.topics.by_id(topic_id)
         name = info.name if info is not None else ""
         parts.append(
             build(

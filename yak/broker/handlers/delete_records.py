@@ -2,8 +2,8 @@
 
 Offset -1 means "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK);
 beyond the high watermark is OFFSET_OUT_OF_RANGE, since deleting records that are not
-yet committed would hide them from consumers that have not read them. The answer carries
-the new low watermark (log start offset).
+yet committed would hide them from consumers that have not read them (the partition
+layer's rule). The answer carries the new low watermark (log start offset).
 """
 
 from __future__ import annotations
@@ -12,43 +12,23 @@ from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE, outcome
-from yak.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from yak.protocol.kio_compat import build, schema_module
 
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-HIGH_WATERMARK = -1
-
-
-def delete_records(plog: Any, offset: int) -> int:
-    """Delete records below `offset`; returns the low watermark after the change."""
-    hw = plog.high_watermark
-    target = hw if offset == HIGH_WATERMARK else offset
-    if target < 0 or target > hw:
-        raise OffsetOutOfRangeError(
-            f"Cannot delete records below offset {offset}: the high watermark is {hw}"
-        )
-    if target > plog.log_start_offset:
-        plog.delete_records(target)
-    return int(plog.log_start_offset)
-
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = schema_module("delete_records", ctx.api_version, "response")
+    replicas = ctx.broker.replica_manager
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             low = -1
             try:
-                plog = ctx.broker.topics.partition_log(topic.name, p.partition_index)
-                if plog is None:
-                    raise UnknownTopicOrPartitionError(
-                        f"{topic.name}-{p.partition_index} does not exist"
-                    )
-                low = delete_records(plog, p.offset)
+                low = replicas.delete_records(topic.name, p.partition_index, p.offset)
                 err = None
             except Exception as exc:
                 err = exc

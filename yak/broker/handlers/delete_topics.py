@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     targets = _targets(request, ctx.api_version)
     dup = duplicates([n for n, _ in targets if n is not None])
-    deletion_enabled = broker.config.raw.get("delete.topic.enable", "true").lower() == "true"
+    deletion_enabled = broker.config.delete_topic_enable
     results = []
     for name, topic_id in targets:
         resolved_name, resolved_id = name, topic_id
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if name is not None and name in dup:
                 raise InvalidRequestError("Duplicate topic name in the request.")
             if topic_id is not None:
-                info = broker.metadata.by_id(topic_id)
+                info = broker.topics.by_id(topic_id)
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
                 resolved_name = info.name

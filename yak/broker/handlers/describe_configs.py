@@ -31,7 +31,7 @@ def check_broker_resource(ctx: RequestContext, name: str) -> None:
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     keys = resource.configuration_keys or None
     if resource.resource_type == ResourceType.TOPIC:
-        info = ctx.broker.metadata.get(resource.resource_name)
+        info = ctx.broker.topics.get(resource.resource_name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
         return topic_entries(info.configs, ctx.broker.config, keys)

@@ -23,12 +23,12 @@ _GROUP, _TRANSACTION = 0, 1
 def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     broker = ctx.broker
     if key_type == _GROUP:
-        coord = getattr(broker, "group_coordinator", None)
+        coord = broker.group_coordinator
         if coord is None:
             return ErrorCode.coordinator_not_available
         return ErrorCode.none if coord.loaded else ErrorCode.coordinator_load_in_progress
     if key_type == _TRANSACTION:
-        ok = getattr(broker, "txn_coordinator", None) is not None
+        ok = broker.txn_coordinator is not None
         return ErrorCode.none if ok else ErrorCode.coordinator_not_available
     return ErrorCode.invalid_request
 

@@ -60,7 +60,7 @@ def apply_ops(
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     check_topic_resource(ctx, resource)
-    info = ctx.broker.metadata.get(resource.resource_name)
+    info = ctx.broker.topics.get(resource.resource_name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
     effective = {e.name: e.value for e in topic_entries(info.configs, ctx.broker.config)}

@@ -1,7 +1,8 @@
 """Metadata: brokers, topics, partitions and their leaders.
 
-On a single broker every partition is led by this node with replicas = ISR = [this
-node]. Unknown topics are auto-created when both the broker (`auto.create.topics.enable`)
+Each partition's leader, leader epoch, replicas and ISR are its partition state: as the
+partition layer hosts it, or as the metadata records it for a partition not hosted
+here. On a single broker that is this node leading every partition. Unknown topics are auto-created when both the broker (`auto.create.topics.enable`)
 and the request (`allow_auto_topic_creation`, v4+) allow it; creation is synchronous here,
 so the same response already describes the new topic instead of answering
 LEADER_NOT_AVAILABLE and making the client ask again.
@@ -16,6 +17,7 @@ from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.errors import KafkaError
+from yak.partition import INTERNAL_TOPICS, NO_LEADER
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
 
@@ -27,7 +29,6 @@ log = logging.getLogger(__name__)
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         info = None
         if name is None:
             if topic_id is not None and topic_id != _NO_ID:
-                info = broker.metadata.by_id(topic_id)
+                info = topics_mgr.by_id(topic_id)
             if info is None:
                 # The response's name is nullable only from v12.
                 out.append(_topic_error(mod, None if v >= 12 else "", topic_id,
@@ -73,7 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 out.append(_topic_error(mod, name, None, ErrorCode.unknown_topic_or_partition))
                 continue
-        out.append(_topic(mod, broker.node_id, info))
+        out.append(_topic(mod, broker, info))
 
     brokers = (
         kio_compat.build(
@@ -103,25 +104,28 @@ def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: E
     )
 
 
-def _topic(mod: Any, node_id: int, info: Any) -> Any:
-    parts = tuple(
-        kio_compat.build(
+def _topic(mod: Any, broker: Any, info: Any) -> Any:
+    replicas = broker.replica_manager
+    recorded = broker.topics.partition_states(info.name)
+    parts = []
+    for p, fallback in enumerate(recorded):
+        state = replicas.partition_state(info.name, p) or fallback
+        parts.append(kio_compat.build(
             mod.MetadataResponsePartition,
-            error_code=ErrorCode.none,
+            error_code=(ErrorCode.none if state.leader != NO_LEADER
+                        else ErrorCode.leader_not_available),
             partition_index=p,
-            leader_id=node_id,
-            leader_epoch=0,
-            replica_nodes=(node_id,),
-            isr_nodes=(node_id,),
+            leader_id=state.leader,
+            leader_epoch=state.leader_epoch,
+            replica_nodes=state.replicas,
+            isr_nodes=state.isr,
             offline_replicas=(),
-        )
-        for p in range(info.partitions)
-    )
+        ))
     return kio_compat.build(
         mod.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.name in INTERNAL_TOPICS,
-        partitions=parts,
+        partitions=tuple(parts),
     )

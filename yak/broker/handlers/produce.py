@@ -1,32 +1,29 @@
-"""Produce: validate each partition's batch, append it as leader, answer per partition.
+"""Produce: check each partition's batch, append it through the partition layer, answer.
 
 Partitions are independent: a bad CRC or an oversized batch fails that partition only
 (Kafka's per-partition error codes) while the others in the same request are appended.
 The request body is decoded by `yak.protocol.produce_codec` so the records reach
 storage as views of the received frame, never copied in Python.
 
-Validation here is what only the broker knows: v3+ requests carry exactly one batch per
-partition, clients may not write control batches, and a batch over the topic's
-`max.message.bytes` is refused before storage sees it. The CRC, producer-state
-(idempotence) and timestamp checks belong to storage, which raises `yak.errors`
-exceptions before writing a byte. A compressed batch is never decompressed on this
-path, so a compression bomb costs what its compressed size costs.
+What is checked here is what the request itself must satisfy: v3+ requests carry
+exactly one batch per partition, clients may not write control batches, and a batch
+over the topic's `max.message.bytes` is refused before storage sees it. Everything else
+is the ReplicaManager's (internal topics, leadership, `min.insync.replicas`, acks=all
+waiting for the high watermark and, on `write.caching=false` topics, the fsync) and
+storage's (CRC, producer state, timestamps). A compressed batch is never decompressed on
+this path, so a compression bomb costs what its compressed size costs.
 
-acks=0 gets no response; acks=-1 on a `write.caching=false` topic waits for the fsync
-(group-committed by storage, run in the broker's io pool) before answering. On one
-broker the ISR is just the leader, so acks=-1 otherwise equals acks=1.
+acks=0 gets no response (its appends are still counted in the metrics).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
-from yak.broker.handlers.metadata import INTERNAL_TOPICS
-from yak.errors import DuplicateSequenceError, KafkaError
+from yak.partition import AppendOrigin
 from yak.protocol import records
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.produce_codec import (
@@ -41,8 +38,6 @@ MIN_VERSION = 3
 MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
-
-LEADER_EPOCH = 0
 
 
 def decode_request(ctx: RequestContext, body: memoryview) -> ProduceRequestData:
@@ -86,87 +81,52 @@ class _Fail(Exception):
 
 async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     broker = ctx.broker
-    topics_mgr = broker.topics
-    purgatory = broker.purgatory
+    replicas = broker.replica_manager
     acks = request.acks
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
-    syncs: list[tuple[Any, int, ProducePartitionResult]] = []
-
-    if acks not in (0, 1, -1):
-        code = ErrorCode.invalid_required_acks
-        for t in request.topics:
-            results.append((t.name, t.topic_id,
-                            [ProducePartitionResult(i, code) for i, _ in t.partitions]))
-        return _response(ctx, results)
+    # Partitions to append, and the response slot each one's result fills.
+    entries: list[tuple[str, int, memoryview]] = []
+    slots: list[ProducePartitionResult] = []
 
     for t in request.topics:
         name = t.name
         if name is None and t.topic_id is not None:
-            info = broker.metadata.by_id(t.topic_id)
+            info = broker.topics.by_id(t.topic_id)
             name = info.name if info is not None else None
         parts: list[ProducePartitionResult] = []
+        results.append((t.name, t.topic_id, parts))
         if name is None:
-            parts = [ProducePartitionResult(i, ErrorCode.unknown_topic_id) for i, _ in t.partitions]
-            results.append((t.name, t.topic_id, parts))
-            continue
-        if name in INTERNAL_TOPICS:
-            # Coordinators write these through their own log interface; a client never may.
-            parts = [ProducePartitionResult(i, ErrorCode.invalid_topic_exception,
-                                            error_message=f"Cannot append to internal topic {name}")
-                     for i, _ in t.partitions]
-            results.append((t.name, t.topic_id, parts))
+            parts.extend(ProducePartitionResult(i, ErrorCode.unknown_topic_id)
+                         for i, _ in t.partitions)
             continue
         for index, data in t.partitions:
-            plog = topics_mgr.partition_log(name, index)
-            if plog is None:
-                parts.append(ProducePartitionResult(index, ErrorCode.unknown_topic_or_partition))
-                continue
-            if data is None:
-                parts.append(ProducePartitionResult(index, ErrorCode.invalid_record,
-                                                    error_message="null records"))
-                continue
-            try:
-                _check_batch(data, plog.config.max_message_bytes)
-                result = plog.append_as_leader(data, LEADER_EPOCH)
-            except _Fail as e:
-                parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
-                continue
-            except DuplicateSequenceError as e:
-                # A retry of a batch already in the log: success, with the original offset
-                # (and, like the original, only once it is durable if the topic asks for it).
-                res = ProducePartitionResult(index, ErrorCode.none, e.base_offset,
-                                             e.log_append_time, plog.log_start_offset)
-                parts.append(res)
-                if acks == -1 and not plog.config.write_caching:
-                    syncs.append((plog, e.last_offset + 1, res))
-                continue
-            except KafkaError as e:
-                parts.append(ProducePartitionResult(index, e.code, error_message=e.message))
-                continue
-            except Exception:
-                log.exception("append to %s-%d failed", name, index)
-                parts.append(ProducePartitionResult(index, ErrorCode.kafka_storage_error))
-                continue
-            # One broker: the ISR is the leader alone, so the high watermark follows the
-            # log end offset as soon as the append returns.
-            plog.update_high_watermark(result.last_offset + 1)
-            purgatory.notify(name, index)
-            res = ProducePartitionResult(index, ErrorCode.none, result.base_offset,
-                                         result.log_append_time, result.log_start_offset)
+            res = ProducePartitionResult(index)
             parts.append(res)
-            if acks == -1 and not plog.config.write_caching:
-                syncs.append((plog, result.last_offset + 1, res))
-        results.append((t.name, t.topic_id, parts))
+            if data is None:
+                res.error_code, res.error_message = ErrorCode.invalid_record, "null records"
+                continue
+            partition = replicas.get_partition(name, index)
+            if partition is not None:
+                try:
+                    _check_batch(data, partition.config.max_message_bytes)
+                except _Fail as e:
+                    res.error_code, res.error_message = e.code, e.message
+                    continue
+            entries.append((name, index, data))
+            slots.append(res)
 
-    if syncs:
-        outcomes = await asyncio.gather(
-            *(broker.sync(plog, offset) for plog, offset, _ in syncs), return_exceptions=True
-        )
-        for (plog, _, res), outcome in zip(syncs, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                # Written but not durable: the client must not take it as acknowledged.
-                log.error("fsync of %s-%d failed: %r", plog.topic, plog.partition, outcome)
-                res.error_code = ErrorCode.kafka_storage_error
+    appended = await replicas.append_records(
+        entries, acks, AppendOrigin.CLIENT, request.timeout_ms
+    )
+    for res, r in zip(slots, appended, strict=True):
+        if r.info is None:
+            res.error_code, res.error_message = r.error, r.error_message
+        else:
+            info = r.info
+            res.base_offset = info.base_offset
+            res.log_append_time = info.log_append_time
+            res.log_start_offset = info.log_start_offset
+    broker.metrics.record_appended(appended)
     if acks == 0:
         return None
     return _response(ctx, results)

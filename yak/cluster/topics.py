@@ -1,13 +1,21 @@
-"""Topic lifecycle: the one place that keeps topic metadata and partition logs in step.
+"""Topic lifecycle: the single broker's controller for topics and partition leadership.
 
-Every path that makes or changes a topic (CreateTopics, auto-creation in Metadata/Produce,
-internal topics such as `__consumer_offsets`) goes through `TopicManager`, so a topic
-never exists in the metadata without its logs, and topic configs are validated by the same
-`LogConfig.from_props` that the logs will run with.
+Every path that makes or changes a topic (CreateTopics, auto-creation in Metadata,
+internal topics such as `__consumer_offsets`) goes through `TopicManager`. It decides the
+replica assignment, records the decision in the metadata store (topics, configs, one
+`PartitionState` per partition) and hands each partition's state to the ReplicaManager,
+which creates the log and leads it. So a topic never exists in the metadata without its
+partitions, and topic configs are validated against the one settings table.
 
 Ordering is chosen for crash safety: creation writes the metadata first and then the logs
 (`startup()` creates any log a crash left missing); deletion removes the metadata first and
 then the logs (`startup()` deletes logs no topic owns any more).
+
+On one broker this broker is the controller: every partition's replicas and ISR are this
+broker, and if the data directory was written under another `node.id`, start-up moves
+leadership here with new epochs (what KRaft's controller does when a broker takes over).
+The cluster issue replaces these decisions with the etcd controller's; the metadata view
+(`get`, `by_id`, `partition_states`) stays what handlers read.
 """
 
 from __future__ import annotations
@@ -15,9 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from yak.cluster.metadata import MetadataStore, TopicInfo
-from yak.config import BrokerConfig
 from yak.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -26,103 +34,115 @@ from yak.errors import (
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
+from yak.partition.state import PartitionState
+from yak.settings import ACTED, DEPRECATED, TOPIC_CONFIGS, ConfigError
 
 if TYPE_CHECKING:
-    from yak.storage import LogConfig, LogManager, PartitionLog
+    from yak.config import BrokerConfig
+    from yak.partition import ReplicaManager
+    from yak.storage import LogConfig
 
-__all__ = ["TopicManager", "MAX_PARTITIONS"]
+__all__ = ["MAX_PARTITIONS", "TopicManager"]
 
 log = logging.getLogger(__name__)
-
-# Kafka topic configs that Yak accepts and reports but does not act on (tiered storage,
-# replication throttles, preallocation, per-codec levels, removed down-conversion).
-ACCEPTED_UNUSED_TOPIC_CONFIGS = frozenset(
-    {
-        "segment.jitter.ms",
-        "preallocate",
-        "message.downconversion.enable",
-        "message.timestamp.difference.max.ms",
-        "compression.gzip.level",
-        "compression.lz4.level",
-        "compression.zstd.level",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-        "local.retention.ms",
-        "local.retention.bytes",
-        "remote.storage.enable",
-    }
-)
 
 # A guard against typos like 100000: every partition is a directory with open files.
 MAX_PARTITIONS = 10_000
 
 
 class TopicManager:
-    def __init__(self, metadata: MetadataStore, logs: LogManager, config: BrokerConfig) -> None:
+    def __init__(
+        self, metadata: MetadataStore, replica_manager: ReplicaManager, config: BrokerConfig
+    ) -> None:
         self.metadata = metadata
-        self.logs = logs
+        self.replicas = replica_manager
         self.config = config
+        self.node_id = config.node_id
 
     # ------------------------------------------------------------------ startup
 
-    def startup(self) -> None:
-        """Reconcile logs with metadata after `LogManager.startup()`.
+    def log_configs(self) -> dict[str, LogConfig]:
+        """Every topic's LogConfig, for storage to load its logs with."""
+        return {info.name: self.log_config(info) for info in self.metadata.topics()}
 
-        Applies each topic's overrides to its loaded logs, creates logs a crash left
-        missing, and deletes logs of topics deleted just before a crash.
+    def startup(self) -> None:
+        """Host every partition of every topic, after storage loaded the logs.
+
+        Creates logs a crash left missing, applies each topic's configs, moves leadership
+        to this broker if the data was written under another node id, and deletes logs of
+        topics deleted just before a crash.
         """
-        for info in self.metadata.topics.values():
+        expected: set[tuple[str, int]] = set()
+        for info in self.metadata.topics():
             cfg = self.log_config(info)
-            for p in range(info.partitions):
-                plog = self.logs.get(info.name, p)
-                if plog is None:
+            states = self.metadata.partition_states(info.name)
+            for p, state in enumerate(states):
+                state = self._take_over(info.name, p, state)
+                if not self.replicas.has_local_log(info.name, p):
                     log.warning("creating missing log %s-%d", info.name, p)
-                    self.logs.create(info.name, p, cfg)
-                else:
-                    # Logs load with the broker defaults; topic overrides live here.
-                    plog.update_config(cfg)
-        for plog in list(self.logs.logs()):
-            topic, partition = _topic_partition(plog)
-            info = self.metadata.get(topic)
-            if info is None or partition >= info.partitions:
-                log.warning("deleting orphan log %s-%d", topic, partition)
-                self.logs.delete(topic, partition)
+                self.replicas.apply_partition_state(info.name, p, info.topic_id, state, cfg)
+                expected.add((info.name, p))
+        self.replicas.delete_stray_logs(expected)
+
+    def _take_over(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
+        """One broker: this node is the only replica and the leader, whatever was recorded."""
+        me = (self.node_id,)
+        if state.leader == self.node_id and state.replicas == me and state.isr == me:
+            return state
+        new = state.with_leader(self.node_id, isr=me, replicas=me)
+        log.warning("%s-%d: leadership moves to node %d (was %d), leader epoch %d",
+                    topic, partition, self.node_id, state.leader, new.leader_epoch)
+        self.metadata.set_partition_state(topic, partition, new, state.partition_epoch)
+        return new
 
     # ------------------------------------------------------------------ queries
 
     def get(self, name: str) -> TopicInfo | None:
         return self.metadata.get(name)
 
-    def topics(self) -> list[TopicInfo]:
-        return list(self.metadata.topics.values())
+    def by_id(self, topic_id: UUID) -> TopicInfo | None:
+        return self.metadata.by_id(topic_id)
 
-    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        info = self.metadata.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return None
-        return self.logs.get(topic, partition)
+    def topics(self) -> list[TopicInfo]:
+        return self.metadata.topics()
+
+    def partition_states(self, name: str) -> list[PartitionState]:
+        return self.metadata.partition_states(name)
 
     def log_config(self, info: TopicInfo) -> LogConfig:
-        return self.validate_configs(info.configs)
+        return self.validate_configs(info.configs, warn=False)
 
-    def validate_configs(self, configs: Mapping[str, str]) -> LogConfig:
+    def validate_configs(self, configs: Mapping[str, str], warn: bool = True) -> LogConfig:
         """The LogConfig for these topic overrides, or InvalidConfigurationError naming the key.
 
         Only topic config names are accepted (a broker name such as `log.retention.hours`
-        is a mistake at topic level, as in Kafka). Kafka topic configs Yak does not act on
-        are stored and reported, so tools that always send them keep working.
+        is a mistake at topic level, as in Kafka). Every value is checked against the
+        settings table; Kafka topic configs Yak does not act on are stored and reported,
+        so tools that always send them keep working, and deprecated ones (e.g.
+        `message.format.version`) are also logged, as Kafka 3.x does.
         """
-        from yak.storage import TOPIC_CONFIG_DEFAULTS, LogConfig
+        from yak.storage import LogConfig
 
         effective: dict[str, str] = {}
         for name, value in configs.items():
-            if name in TOPIC_CONFIG_DEFAULTS:
-                effective[name] = value
-            elif name not in ACCEPTED_UNUSED_TOPIC_CONFIGS:
+            spec = TOPIC_CONFIGS.get(name)
+            if spec is None:
                 raise InvalidConfigurationError(f"Unknown topic config name: {name}")
+            try:
+                spec.parse(value)
+            except ConfigError as e:
+                raise InvalidConfigurationError(str(e)) from None
+            if spec.effect == ACTED:
+                effective[name] = value
+            elif spec.effect == DEPRECATED and warn:
+                log.warning("topic config %s is deprecated and has no effect (as in Kafka 3.x;"
+                            " removed in Kafka 4.0)", name)
         return LogConfig.from_props(effective, base=self.config.log_defaults)
 
     # ------------------------------------------------------------------ changes
+
+    def _assignment(self, count: int) -> list[tuple[int, ...]]:
+        return [(self.node_id,)] * count
 
     def create(
         self,
@@ -161,13 +181,10 @@ class TopicManager:
         topic_configs = {k: str(v) for k, v in (configs or {}).items()}
         cfg = self.validate_configs(topic_configs)
         if validate_only:
-            from uuid import UUID
-
             return TopicInfo(name, UUID(int=0), n, topic_configs)
-        info = self.metadata.create_topic(name, n, topic_configs)
+        info = self.metadata.create_topic(name, n, topic_configs, self._assignment(n))
         try:
-            for p in range(n):
-                self.logs.create(name, p, cfg)
+            self._host(info, 0, cfg)
         except Exception as e:
             # Never leave a topic that clients see but cannot use (e.g. disk full).
             self._undo_create(name, n)
@@ -176,20 +193,24 @@ class TopicManager:
             raise KafkaStorageError(f"cannot create logs of topic {name!r}: {e}") from e
         return info
 
+    def _host(self, info: TopicInfo, first: int, cfg: LogConfig) -> None:
+        """Hand the partitions from `first` on to the ReplicaManager (creates their logs)."""
+        states = self.metadata.partition_states(info.name)
+        for p in range(first, info.partitions):
+            self.replicas.apply_partition_state(info.name, p, info.topic_id, states[p], cfg)
+
     def _undo_create(self, name: str, partitions: int) -> None:
         for p in range(partitions):
-            if self.logs.get(name, p) is not None:
-                try:
-                    self.logs.delete(name, p)
-                except Exception:
-                    log.exception("cleaning up %s-%d after a failed create", name, p)
+            try:
+                self.replicas.stop_partition(name, p, delete=True)
+            except Exception:
+                log.exception("cleaning up %s-%d after a failed create", name, p)
         self.metadata.delete_topic(name)
 
     def delete(self, name: str) -> TopicInfo:
         info = self.metadata.delete_topic(name)
         for p in range(info.partitions):
-            if self.logs.get(name, p) is not None:
-                self.logs.delete(name, p)
+            self.replicas.stop_partition(name, p, delete=True)
         return info
 
     def check_add_partitions(self, name: str, total: int) -> TopicInfo:
@@ -215,15 +236,14 @@ class TopicManager:
             return info
         old = info.partitions
         cfg = self.log_config(info)
-        info = self.metadata.add_partitions(name, total)
-        for p in range(old, total):
-            self.logs.create(name, p, cfg)
+        info = self.metadata.add_partitions(name, total, self._assignment(total - old))
+        self._host(info, old, cfg)
         return info
 
     def alter_configs(
         self, name: str, configs: Mapping[str, str], validate_only: bool = False
     ) -> TopicInfo:
-        """Replace the topic's overrides and apply them to its live logs at once."""
+        """Replace the topic's overrides and apply them to its live partitions at once."""
         info = self.metadata.get(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
@@ -232,17 +252,5 @@ class TopicManager:
         if validate_only:
             return info
         info = self.metadata.set_topic_configs(name, new_configs)
-        for p in range(info.partitions):
-            plog = self.logs.get(name, p)
-            if plog is not None:
-                plog.update_config(cfg)
+        self.replicas.update_config(name, cfg)
         return info
-
-
-def _topic_partition(plog: object) -> tuple[str, int]:
-    topic = getattr(plog, "topic", None)
-    partition = getattr(plog, "partition", None)
-    if topic is not None and partition is not None:
-        return str(topic), int(partition)
-    tp = plog.tp  # type: ignore[attr-defined]
-    return str(tp[0]), int(tp[1])

@@ -1,0 +1,163 @@
+"""The broker, built from its parts: the one place that knows what a broker is made of.
+
+`build_broker(config)` constructs each part by name, in dependency order, and returns a
+`Broker` that starts them in the same order (and stops them in reverse):
+
+    storage             LogManager: the partition logs in the data directory
+    metadata store      LocalMetadataStore (the etcd backend replaces it in a cluster)
+    replica manager     ReplicaManager: every hosted partition, purgatories, disk threads
+    topic manager       TopicManager: topic lifecycle; on one broker, the controller
+    producer ids        ProducerIdManager: id blocks from the metadata store
+    group coordinator   GroupCoordinator on `__consumer_offsets` (TopicOffsetsLog adapter)
+    metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
+
+Slots the later issues fill, in this order: the controller (issue 11: the etcd
+controller's watch drives `ReplicaManager.apply_partition_state`), the transaction
+coordinator (issue 12: composed like the group coordinator, on `__transaction_state`) and
+security (issue 13: the authorizer applied in request dispatch).
+
+Nothing is imported by a guessed name and nothing is optional: a part that cannot be
+built raises `StartupError` naming it (exit 2 and the key for bad configuration), and a
+part that cannot start stops the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from yak.broker.broker import Broker, Part, StartupError, one_line
+from yak.broker.metrics import BrokerMetrics
+from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore
+from yak.cluster.producer_ids import ProducerIdManager
+from yak.cluster.topics import TopicManager
+from yak.config import BrokerConfig
+from yak.group.coordinator import GroupConfig, GroupCoordinator
+from yak.group.offsets_topic import TopicOffsetsLog, offsets_topic_configs
+from yak.partition import ReplicaManager
+from yak.settings import ConfigError
+from yak.storage import LogManager
+
+__all__ = ["build_broker", "group_config"]
+
+T = TypeVar("T")
+
+
+def _construct(name: str, make: Callable[[], T]) -> T:
+    """Build one part; bad configuration is exit 2 with the key, anything else exit 1."""
+    try:
+        return make()
+    except ConfigError as e:
+        raise StartupError(f"{name}: {e}", exit_code=2) from e
+    except Exception as e:
+        raise StartupError(f"cannot build {name}: {one_line(e)}") from e
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    """The group coordinator's settings, from the broker's `group.*`/`offsets.*` settings."""
+    return GroupConfig(
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        max_group_size=config.group_max_size,
+        offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+    )
+
+
+def build_broker(config: BrokerConfig) -> Broker:
+    """Construct every part of a broker (nothing is started, no socket is opened)."""
+    loop_io = _in_thread
+
+    # storage
+    logs = _construct("storage", lambda: LogManager(str(config.data_dir), config.log_defaults))
+
+    # metadata store (issue 11: `--metadata etcd://...` selects the etcd backend here)
+    def make_metadata() -> LocalMetadataStore:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        return LocalMetadataStore(config.data_dir / METADATA_FILE, config.node_id)
+
+    metadata = _construct("metadata store", make_metadata)
+
+    # partition layer
+    replica_manager = _construct("replica manager",
+                                 lambda: ReplicaManager(config.node_id, logs))
+
+    # topics and leadership: on one broker, this broker is the controller
+    topics = _construct("topic manager", lambda: TopicManager(metadata, replica_manager, config))
+
+    # controller: issue 11 composes the etcd controller here.
+
+    producer_ids = _construct("producer id manager", lambda: ProducerIdManager(metadata))
+
+    # group coordinator, on __consumer_offsets through the partition layer
+    def topic_partitions(name: str) -> int | None:
+        info = topics.get(name)
+        return None if info is None else info.partitions
+
+    def make_group() -> GroupCoordinator:
+        offsets_log = TopicOffsetsLog(
+            replica_manager,
+            topic_partitions=topic_partitions,
+            create_topic=lambda name, n, configs: topics.create(name, n, configs),
+            default_partitions=config.offsets_topic_num_partitions,
+            topic_configs=offsets_topic_configs(config.offsets_topic_segment_bytes),
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
+        )
+
+        def resolve(name: str) -> tuple[object, int] | None:
+            info = topics.get(name)
+            return None if info is None else (info.topic_id, info.partitions)
+
+        return GroupCoordinator(
+            offsets_log,
+            group_config(config),
+            topic_resolver=resolve,
+            topic_lister=lambda: [t.name for t in topics.topics()],
+        )
+
+    group_coordinator = _construct("group coordinator", make_group)
+
+    # transaction coordinator: issue 12 composes it here, like the group coordinator.
+    # security: issue 13 composes the authorizer here, applied in request dispatch.
+
+    metrics = _construct("metrics", BrokerMetrics)
+
+    async def start_storage() -> None:
+        # Topic configs live in the metadata, so storage needs them to load the logs.
+        await loop_io(logs.startup, topics.log_configs())
+
+    async def stop_storage() -> None:
+        await loop_io(logs.shutdown)
+
+    async def start_topics() -> None:
+        await loop_io(topics.startup)
+
+    parts = [
+        Part("storage", start_storage, stop_storage),
+        Part("metadata store"),
+        Part("topic manager", start_topics),
+        Part("replica manager", replica_manager.start, replica_manager.stop),
+        Part("producer id manager"),
+        Part("group coordinator", group_coordinator.start, group_coordinator.stop),
+        Part("metrics"),
+    ]
+    return Broker(
+        config,
+        cluster_id=metadata.cluster_id,
+        topics=topics,
+        replica_manager=replica_manager,
+        producer_ids=producer_ids,
+        group_coordinator=group_coordinator,
+        metrics=metrics,
+        parts=parts,
+    )
+
+
+async def _in_thread(fn: Callable[..., object], *args: object) -> None:
+    """Disk-bound start-up and shutdown work runs in a thread, off the event loop."""
+    await asyncio.get_running_loop().run_in_executor(None, fn, *args)

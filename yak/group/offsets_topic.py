@@ -1,0 +1,128 @@
+"""`OffsetsLog` on the internal compacted topic `__consumer_offsets`, through the partition layer.
+
+The group coordinator only sees `OffsetsLog`; this adapter, built by the broker's
+composition (`yak.broker.compose`), implements it with the ReplicaManager: an append is one
+RecordBatch (built with the storage format's own builder) appended with acks=all on the
+coordinator's behalf, and a replay reads the partition back up to its log end. It never
+imports `yak.broker`; the one thing it needs from above, creating the topic, is handed in.
+
+The topic is created on first use, as Kafka does, so brokers that never see a consumer
+group do not list an internal topic. Its partition count is `offsets.topic.num.partitions`
+(Kafka's default of 50, which keeps the group -> partition mapping identical to Kafka's) or,
+if the topic already exists, whatever it was created with.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from yak.errors import error_for_code
+from yak.group.offsets_log import Record
+from yak.partition import AppendOrigin, FetchIsolation
+from yak.protocol import records as batches
+
+if TYPE_CHECKING:
+    from yak.partition import Partition, ReplicaManager
+
+__all__ = ["OFFSETS_TOPIC", "TopicOffsetsLog", "offsets_topic_configs"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+
+
+def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """Kafka's configs for `__consumer_offsets` (`offsets.topic.segment.bytes`)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(segment_bytes),
+    }
+
+
+class TopicOffsetsLog:
+    """`OffsetsLog` on the partitions of `__consumer_offsets`."""
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        topic_partitions: Callable[[str], int | None],
+        create_topic: Callable[[str, int, Mapping[str, str]], object],
+        default_partitions: int,
+        topic_configs: Mapping[str, str],
+        commit_timeout_ms: int = 5000,
+    ) -> None:
+        self._replicas = replicas
+        self._topic_partitions = topic_partitions
+        self._create_topic = create_topic
+        self._configs = dict(topic_configs)
+        self._timeout_ms = commit_timeout_ms
+        existing = topic_partitions(OFFSETS_TOPIC)
+        self._num_partitions = existing if existing is not None else default_partitions
+
+    @property
+    def num_partitions(self) -> int:
+        return self._num_partitions
+
+    def _ensure_topic(self) -> None:
+        if self._topic_partitions(OFFSETS_TOPIC) is None:
+            log.info("creating %s with %d partitions", OFFSETS_TOPIC, self._num_partitions)
+            self._create_topic(OFFSETS_TOPIC, self._num_partitions, self._configs)
+
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        self._ensure_topic()
+        batch = batches.build_batch([batches.Record(k, v) for k, v in records])
+        (result,) = await self._replicas.append_records(
+            [(OFFSETS_TOPIC, partition, memoryview(batch))],
+            required_acks=-1,
+            origin=AppendOrigin.COORDINATOR,
+            timeout_ms=self._timeout_ms,
+        )
+        if result.error:
+            raise error_for_code(result.error, result.error_message or "")
+
+    def replay(self, partition: int) -> Iterable[Record]:
+        p = self._replicas.get_partition(OFFSETS_TOPIC, partition)
+        if p is None:
+            return []
+        return _read_all(p)
+
+
+def _read_all(p: Partition) -> Iterator[Record]:
+    """Every committed record of the partition in order. Transactional offset commits are
+    held back until their commit marker and dropped on an abort marker, as Kafka's
+    loader does; those still open at the end belong to an unfinished transaction,
+    whose coordinator will write its marker again, so they are not applied."""
+    offset = p.log_start_offset
+    pending: dict[int, list[Record]] = {}
+    while offset < p.log_end_offset:
+        info = p.read(offset, _READ_CHUNK, FetchIsolation.LOG_END, True)
+        data = b"".join(bytes(b) for b in info.buffers)
+        if not data:
+            break
+        last_next = offset
+        for pos, h in batches.iter_batches(data):
+            last_next = h.next_offset
+            if h.next_offset <= offset:
+                continue
+            recs = batches.decode_records(batches.batch_bytes(data, pos, h))
+            if h.is_control:
+                for r in recs:
+                    committed = r.key is not None and struct.unpack_from(">hh", r.key)[1] == 1
+                    held = pending.pop(h.producer_id, [])
+                    if committed:
+                        yield from held
+                continue
+            pairs = [(r.key or b"", r.value) for r in recs if r.key is not None]
+            if h.is_transactional:
+                pending.setdefault(h.producer_id, []).extend(pairs)
+            else:
+                yield from pairs
+        if last_next <= offset:
+            break
+        offset = last_next
+

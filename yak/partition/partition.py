@@ -1,0 +1,368 @@
+"""Partition: one partition hosted on this broker, and everything the broker knows about it.
+
+A `Partition` owns the local log (`PartitionLog`) and the replica state the controller
+decided (`PartitionState`: replicas, ISR, leader, leader epoch, partition epoch), and it is
+the only code that moves the high watermark. Every request that names a partition comes
+through here, so the checks Kafka makes per partition are made in one place:
+
+- `current_leader_epoch` from the client (KIP-320): older than ours -> FENCED_LEADER_EPOCH,
+  newer -> UNKNOWN_LEADER_EPOCH (the client knows of a leader change we have not seen);
+- a request only a leader may serve, on a follower -> NOT_LEADER_OR_FOLLOWER;
+- acks=all while the ISR is smaller than `min.insync.replicas` -> NOT_ENOUGH_REPLICAS,
+  before anything is written.
+
+The high watermark is the smallest log end offset over the ISR (Kafka's
+`maybeIncrementLeaderHW`). Followers' log end offsets are tracked in `_replica_leo`, which
+replica fetches will fill (issue 11); on one broker the ISR is the leader alone, so the
+high watermark follows every append at once.
+
+Reads return storage's buffers untouched (the zero-copy Fetch path); nothing is decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from yak.errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from yak.partition.state import NO_LEADER, PartitionState
+
+if TYPE_CHECKING:
+    import uuid
+
+    from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
+    from yak.storage import LogConfig, PartitionLog
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchIsolation",
+    "LogAppendInfo",
+    "LogReadInfo",
+    "Partition",
+]
+
+log = logging.getLogger(__name__)
+
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+NO_EPOCH = -1
+
+
+class FetchIsolation(IntEnum):
+    """How far a read may go (Kafka's FetchIsolation)."""
+
+    LOG_END = 0  # a follower replicating: everything the leader has
+    HIGH_WATERMARK = 1  # read_uncommitted consumers: what every in-sync replica has
+    TXN_COMMITTED = 2  # read_committed consumers: below the last stable offset
+
+
+class LogAppendInfo:
+    """What an append wrote: offsets for the response, counts for metrics."""
+
+    __slots__ = ("base_offset", "last_offset", "log_append_time", "log_start_offset",
+                 "record_count", "size")
+
+    def __init__(self, base_offset: int, last_offset: int, log_append_time: int,
+                 log_start_offset: int, record_count: int, size: int) -> None:
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.record_count = record_count
+        self.size = size
+
+
+class LogReadInfo:
+    """One partition's read: whole batches as storage returned them, plus the offsets a
+    Fetch response carries."""
+
+    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "buffers", "size",
+                 "aborted_transactions")
+
+    def __init__(self, high_watermark: int, last_stable_offset: int, log_start_offset: int,
+                 buffers: list[Any], size: int,
+                 aborted_transactions: list[tuple[int, int]] | None) -> None:
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.buffers = buffers
+        self.size = size
+        self.aborted_transactions = aborted_transactions
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        node_id: int,
+        log: PartitionLog,
+        fetch_purgatory: FetchPurgatory,
+        produce_purgatory: ProducePurgatory,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.node_id = node_id
+        self.log = log
+        self._fetch_purgatory = fetch_purgatory
+        self._produce_purgatory = produce_purgatory
+        self.state = PartitionState((), (), NO_LEADER, NO_EPOCH, NO_EPOCH)
+        self.leader_epoch = NO_EPOCH
+        self.is_leader = False
+        # Log end offset of every other replica, as its fetches reported it (issue 11).
+        self._replica_leo: dict[int, int] = {}
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.index}, leader={self.state.leader}, "
+                f"epoch={self.leader_epoch}, isr={list(self.state.isr)})")
+
+    # ------------------------------------------------------------------ leadership
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Become (or stay) leader under `state`; False if `state` is older than ours.
+
+        Followers' fetch state starts over: a follower is only known to have what it
+        fetches from this leader epoch on.
+        """
+        if not self._is_newer(state):
+            return False
+        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
+        self.state = state
+        self.leader_epoch = state.leader_epoch
+        self.is_leader = True
+        if new_epoch:
+            self._replica_leo = {r: -1 for r in state.replicas if r != self.node_id}
+        self.maybe_increment_high_watermark()
+        return True
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow `state.leader`; False if `state` is older than ours. Waiting produces
+        cannot complete here any more, and waiting fetches must go and ask the leader."""
+        if not self._is_newer(state):
+            return False
+        was_leader = self.is_leader
+        self.state = state
+        self.leader_epoch = state.leader_epoch
+        self.is_leader = False
+        self._replica_leo = {}
+        if was_leader:
+            self._produce_purgatory.fail(self.topic, self.index)
+        self._fetch_purgatory.notify(self.topic, self.index)
+        return True
+
+    def _is_newer(self, state: PartitionState) -> bool:
+        if state.leader_epoch < self.leader_epoch:
+            return False
+        return not (state.leader_epoch == self.leader_epoch
+                    and state.partition_epoch < self.state.partition_epoch)
+
+    def check_epoch(self, current_leader_epoch: int, require_leader: bool = True) -> None:
+        """The per-request partition checks (Kafka's `localLogWithEpochOrThrow`).
+
+        `current_leader_epoch` -1 means the client did not say (old versions, tools).
+        """
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            if current_leader_epoch < self.leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is older"
+                    f" than the current {self.leader_epoch}"
+                )
+            raise UnknownLeaderEpochError(
+                f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer"
+                f" than the current {self.leader_epoch}"
+            )
+        if require_leader and not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"this broker does not lead {self.topic}-{self.index}"
+            )
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def config(self) -> LogConfig:
+        return self.log.config
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return min(self.log.last_stable_offset, self.log.high_watermark)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark to the smallest log end offset over the ISR.
+
+        It never moves back, and only a leader moves it. Returns True if it moved; then
+        waiting acks=all produces and fetches are re-checked.
+        """
+        if not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        for replica in self.state.isr:
+            if replica != self.node_id:
+                leo = self._replica_leo.get(replica, -1)
+                if leo < new_hw:
+                    new_hw = leo
+        log_ = self.log
+        if new_hw <= log_.high_watermark:
+            return False
+        log_.update_high_watermark(new_hw)
+        self._produce_purgatory.check(self.topic, self.index, log_.high_watermark)
+        self._fetch_purgatory.notify(self.topic, self.index)
+        return True
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records: memoryview, required_acks: int) -> LogAppendInfo:
+        """Validate and write one produce's records; raise a KafkaError to refuse them.
+
+        Kafka refuses acks=all before writing when the ISR is below min.insync.replicas,
+        so a write that could not be acknowledged never reaches the log.
+        """
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"this broker does not lead {self.topic}-{self.index}")
+        log_ = self.log
+        if required_acks == -1 and len(self.state.isr) < log_.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
+                f" fewer than min.insync.replicas={log_.config.min_insync_replicas}"
+            )
+        result = log_.append_as_leader(records, self.leader_epoch)
+        info = LogAppendInfo(result.base_offset, result.last_offset, result.log_append_time,
+                             result.log_start_offset,
+                             result.last_offset - result.base_offset + 1, len(records))
+        if not self.maybe_increment_high_watermark():
+            # The high watermark waits for followers; new data is still news to them.
+            self._fetch_purgatory.notify(self.topic, self.index)
+        return info
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> LogReadInfo:
+        """Whole batches from `fetch_offset`, below the isolation's bound.
+
+        A `fetch_offset` outside [log start, log end] raises OffsetOutOfRangeError; the
+        error response still reports this partition's offsets (the client resets from them).
+        """
+        log_ = self.log
+        hw = log_.high_watermark
+        lso = min(log_.last_stable_offset, hw)
+        log_start = log_.log_start_offset
+        if fetch_offset < log_start or fetch_offset > log_.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} outside [{log_start}, {log_.log_end_offset}] of"
+                f" {self.topic}-{self.index}"
+            )
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            upper = hw
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            upper = lso
+        else:
+            upper = log_.log_end_offset
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        if fetch_offset >= upper or (max_bytes <= 0 and not min_one_message):
+            return LogReadInfo(hw, lso, log_start, [], 0, [] if committed else None)
+        rr = log_.read(fetch_offset, max(max_bytes, 0), max_offset=upper,
+                       min_one_message=min_one_message)
+        # Aborted transactions come with the transaction index (issue 12); none until then.
+        return LogReadInfo(hw, lso, log_start, rr.buffers, rr.size, [] if committed else None)
+
+    # ------------------------------------------------------------------ list offsets
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, isolation: FetchIsolation
+    ) -> tuple[int, int, int]:
+        """(offset, timestamp, leader epoch) for ListOffsets; (-1, -1, -1) when no record
+        qualifies, as Kafka answers.
+
+        Latest is the high watermark (read_uncommitted) or the last stable offset
+        (read_committed), with the current leader epoch; earliest and by-time give the
+        epoch of the batch found, from the leader-epoch cache.
+        """
+        log_ = self.log
+        upper = self.last_stable_offset if isolation is FetchIsolation.TXN_COMMITTED \
+            else log_.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return upper, -1, self.leader_epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = log_.log_start_offset
+            return start, -1, self._epoch_for_offset(start)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # nothing is tiered
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:
+            raise InvalidRequestError(f"invalid ListOffsets timestamp {timestamp}")
+        found = log_.offset_for_timestamp(timestamp)
+        if found is None:
+            return -1, -1, -1
+        offset, found_ts = int(found[0]), int(found[1])
+        if offset >= upper:
+            return -1, -1, -1
+        return offset, found_ts, self._epoch_for_offset(offset)
+
+    def _epoch_for_offset(self, offset: int) -> int:
+        epoch = NO_EPOCH
+        for e, start in self.log.leader_epoch_cache.entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch if epoch >= 0 else self.leader_epoch
+
+    # ------------------------------------------------------------------ delete records
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` (-1: the high watermark).
+
+        Only committed records may go: beyond the high watermark is OFFSET_OUT_OF_RANGE,
+        since deleting what consumers cannot read yet would hide it from them forever.
+        Returns the new low watermark.
+        """
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"this broker does not lead {self.topic}-{self.index}")
+        log_ = self.log
+        hw = log_.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise OffsetOutOfRangeError(
+                f"Cannot delete records below offset {offset}: the high watermark is {hw}"
+            )
+        if target > log_.log_start_offset:
+            log_.delete_records(target)
+        return int(log_.log_start_offset)

@@ -1,0 +1,124 @@
+"""Delayed operations: Fetch long-polls and acks=all produces waiting on the high watermark.
+
+Kafka parks requests that cannot complete yet in "purgatories" keyed by partition and
+re-checks them when that partition changes. Yak has the same two:
+
+- `FetchPurgatory`: a consumer's Fetch that found less than `min_bytes` parks one future
+  under every partition it reads; new data on a partition wakes exactly the fetches that
+  read it. With nobody waiting, `notify` is one dict lookup, so appends pay almost nothing.
+- `ProducePurgatory`: an acks=all produce waits until the partition's high watermark
+  passes its last offset (every in-sync replica has it). On one broker the leader is the
+  whole ISR, the high watermark moves with the append and nothing ever waits here; with
+  followers (issue 11) it is what holds the response until replication catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+__all__ = ["FetchPurgatory", "ProducePurgatory", "TopicPartition"]
+
+TopicPartition = tuple[str, int]
+
+
+class FetchPurgatory:
+    def __init__(self) -> None:
+        self._waiters: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
+
+    def notify(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(True)
+
+    def notify_all(self) -> None:
+        """Wake every waiter (shutdown, or a change that affects all partitions)."""
+        waiters, self._waiters = self._waiters, {}
+        for group in waiters.values():
+            for fut in group:
+                if not fut.done():
+                    fut.set_result(True)
+
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """Wait until one of `partitions` gets new data or `timeout_s` passes.
+
+        Returns True if woken by new data. Callers re-read the logs either way: a wake-up
+        is a hint, not a promise that enough bytes arrived.
+        """
+        if timeout_s <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        keys = list(partitions)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        handle = loop.call_later(timeout_s, _expire, fut)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
+            for key in keys:
+                group = self._waiters.get(key)
+                if group is not None:
+                    group.discard(fut)
+                    if not group:
+                        del self._waiters[key]
+
+    def waiting(self) -> int:
+        """Number of (partition, fetch) registrations; for metrics and tests."""
+        return sum(len(g) for g in self._waiters.values())
+
+
+class ProducePurgatory:
+    """acks=all appends waiting for the high watermark to reach an offset."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
+
+    def watch(self, topic: str, partition: int, required_offset: int) -> asyncio.Future[bool]:
+        """A future that becomes True once the high watermark is >= `required_offset`,
+        or False if the partition stops being led here (`fail`)."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault((topic, partition), []).append((required_offset, fut))
+        return fut
+
+    def check(self, topic: str, partition: int, high_watermark: int) -> None:
+        """The high watermark moved: complete the waiters it satisfies."""
+        waiters = self._waiters.get((topic, partition))
+        if not waiters:
+            return
+        keep = []
+        for required, fut in waiters:
+            if fut.done():
+                continue
+            if high_watermark >= required:
+                fut.set_result(True)
+            else:
+                keep.append((required, fut))
+        if keep:
+            self._waiters[(topic, partition)] = keep
+        else:
+            del self._waiters[(topic, partition)]
+
+    def fail(self, topic: str, partition: int) -> None:
+        """Leadership moved away (or the partition was deleted): nobody waits any more."""
+        for _, fut in self._waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(False)
+
+    def fail_all(self) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for group in waiters.values():
+            for _, fut in group:
+                if not fut.done():
+                    fut.set_result(False)
+
+    def waiting(self) -> int:
+        return sum(len(g) for g in self._waiters.values())
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)

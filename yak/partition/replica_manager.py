@@ -1,0 +1,443 @@
+"""ReplicaManager: every partition hosted on this broker, and the operations on them.
+
+Handlers and coordinators never touch a `PartitionLog`: they ask the ReplicaManager to
+append (with the producer's acks, on behalf of a client, a coordinator or replication),
+to read (with an isolation level and byte limits, long-polling when there is too little),
+to list offsets, to delete records or to describe the log directory. It owns the
+delayed-operation purgatories (Fetch long-polls, acks=all produces waiting on the high
+watermark), the threads that do disk work off the event loop (fsync for
+`write.caching=false`, log maintenance), and the `Partition` objects.
+
+Which partitions exist and who leads them is not decided here: the controller does, and
+hands each decision to `apply_partition_state` (Kafka's `applyDelta`/`makeLeaders`). On one
+broker that is the local metadata store's controller at start-up and on every topic
+change; in a cluster it will be the etcd controller's watch (issue 11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from yak.errors import (
+    DuplicateSequenceError,
+    ErrorCode,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from yak.partition.partition import FetchIsolation, LogAppendInfo, Partition
+from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
+from yak.partition.state import INTERNAL_TOPICS, PartitionState
+
+if TYPE_CHECKING:
+    import uuid
+
+    from yak.storage import LogConfig, LogManager
+
+__all__ = [
+    "AppendOrigin",
+    "FetchParams",
+    "FetchPartition",
+    "LogDirDescription",
+    "PartitionAppendResult",
+    "PartitionReadResult",
+    "ReplicaManager",
+]
+
+log = logging.getLogger(__name__)
+
+MAINTENANCE_INTERVAL_S = 1.0
+_NONE = int(ErrorCode.none)
+_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+_UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
+_STORAGE = int(ErrorCode.kafka_storage_error)
+_TIMED_OUT = int(ErrorCode.request_timed_out)
+_NOT_LEADER = int(ErrorCode.not_leader_or_follower)
+
+
+class AppendOrigin(IntEnum):
+    """Who is appending (Kafka's AppendOrigin): clients may not write internal topics."""
+
+    CLIENT = 0
+    COORDINATOR = 1
+    REPLICATION = 2
+
+
+class PartitionAppendResult:
+    """One partition's answer to an append: an error code, or where the records went."""
+
+    __slots__ = ("topic", "partition", "error", "error_message", "info")
+
+    def __init__(self, topic: str, partition: int, error: int = _NONE,
+                 error_message: str | None = None, info: LogAppendInfo | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.error = error
+        self.error_message = error_message
+        self.info = info
+
+
+class PartitionReadResult:
+    """One partition's answer to a fetch. Offsets are -1 where the partition is unknown."""
+
+    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "buffers", "size", "aborted_transactions")
+
+    def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
+                 log_start_offset: int = -1, buffers: list[Any] | None = None, size: int = 0,
+                 aborted_transactions: list[tuple[int, int]] | None = None) -> None:
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.buffers = buffers if buffers is not None else []
+        self.size = size
+        self.aborted_transactions = aborted_transactions
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition a Fetch asks for."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchParams:
+    """The request-wide part of a Fetch (Kafka's FetchParams)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+    replica_id: int = -1  # -1: a consumer; a broker id: a follower (issue 11)
+
+
+@dataclass
+class LogDirDescription:
+    """DescribeLogDirs for the one log directory: partition sizes and disk space."""
+
+    path: str
+    total_bytes: int
+    usable_bytes: int
+    topics: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self.fetch_purgatory = FetchPurgatory()
+        self.produce_purgatory = ProducePurgatory()
+        # fsync for write.caching=false runs here so the event loop never blocks on disk.
+        self.io_pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="yak-io")
+        # Maintenance (retention deletes, checkpoints) gets its own thread so a long pass
+        # never queues acks=all fsyncs behind it.
+        self._maintenance_pool = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="yak-maintenance")
+        self._maintenance: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        self._maintenance = asyncio.get_running_loop().create_task(
+            self._maintenance_loop(), name="log-maintenance"
+        )
+
+    async def stop(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        # A pass already running in its thread must finish before the logs shut down.
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._maintenance_pool.shutdown, True)
+        await loop.run_in_executor(None, self.io_pool.shutdown, True)
+        self.produce_purgatory.fail_all()
+        self.fetch_purgatory.notify_all()
+
+    async def _maintenance_loop(self) -> None:
+        """Retention, time-based rolls, flush.ms and checkpoints, once a second, in a
+        thread: a retention pass that deletes segments must not stall requests."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(MAINTENANCE_INTERVAL_S)
+            try:
+                await loop.run_in_executor(
+                    self._maintenance_pool, self.logs.maintenance, int(time.time() * 1000)
+                )
+            except Exception:
+                log.exception("log maintenance failed")
+
+    # ------------------------------------------------------------------ partitions
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def partition_or_error(self, topic: str, partition: int) -> Partition:
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+        return p
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def has_local_log(self, topic: str, partition: int) -> bool:
+        return self.logs.get(topic, partition) is not None
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        p = self._partitions.get((topic, partition))
+        return None if p is None else p.state
+
+    def apply_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        state: PartitionState,
+        config: LogConfig,
+    ) -> Partition:
+        """Host `topic-partition` under the controller's `state`: create its log if this
+        broker has none, then become its leader or a follower. A state older than the one
+        applied is ignored (a late watch event must not undo a newer decision)."""
+        key = (topic, partition)
+        p = self._partitions.get(key)
+        if p is None:
+            plog = self.logs.create(topic, partition, config)
+            p = Partition(topic, partition, topic_id, self.node_id, plog,
+                          self.fetch_purgatory, self.produce_purgatory)
+            self._partitions[key] = p
+        elif p.log.config != config:
+            p.log.update_config(config)
+        if state.leader == self.node_id:
+            if p.make_leader(state):
+                log.debug("leading %s-%d at epoch %d", topic, partition, state.leader_epoch)
+        elif p.make_follower(state):
+            log.debug("following %s-%d at epoch %d", topic, partition, state.leader_epoch)
+        return p
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's configs changed: every hosted partition of it runs with them now."""
+        for (t, _), p in list(self._partitions.items()):
+            if t == topic:
+                p.log.update_config(config)
+
+    def stop_partition(self, topic: str, partition: int, delete: bool) -> None:
+        """Stop hosting a partition (topic deleted, or moved away); `delete` removes its log."""
+        p = self._partitions.pop((topic, partition), None)
+        self.produce_purgatory.fail(topic, partition)
+        self.fetch_purgatory.notify(topic, partition)
+        if delete and (p is not None or self.logs.get(topic, partition) is not None):
+            self.logs.delete(topic, partition)
+
+    def delete_stray_logs(self, expected: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Delete local logs of partitions no topic has any more (a topic deleted just
+        before a crash): Kafka's stray-replica clean-up. Returns what was deleted."""
+        stray = [(p.topic, p.partition) for p in self.logs.logs()
+                 if (p.topic, p.partition) not in expected]
+        for topic, partition in stray:
+            log.warning("deleting stray log %s-%d", topic, partition)
+            self.stop_partition(topic, partition, delete=True)
+        return stray
+
+    # ------------------------------------------------------------------ append
+
+    def append_local(
+        self, topic: str, partition: int, records: memoryview, required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> PartitionAppendResult:
+        """Write one partition's records on the leader; never raises (the error is in the
+        result, so one bad partition never fails the others of a request)."""
+        try:
+            if origin is AppendOrigin.CLIENT and topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+            p = self._partitions.get((topic, partition))
+            if p is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+            info = p.append_as_leader(records, required_acks)
+        except DuplicateSequenceError as e:
+            # A retry of a batch already in the log: success with the original offsets;
+            # nothing was appended, so nothing is counted.
+            p = self._partitions[(topic, partition)]
+            info = LogAppendInfo(e.base_offset, e.last_offset, e.log_append_time,
+                                 p.log_start_offset, 0, 0)
+        except KafkaError as e:
+            return PartitionAppendResult(topic, partition, int(e.code), e.message)
+        except Exception:
+            log.exception("append to %s-%d failed", topic, partition)
+            return PartitionAppendResult(topic, partition, _STORAGE)
+        return PartitionAppendResult(topic, partition, _NONE, None, info)
+
+    async def append_records(
+        self,
+        entries: Iterable[tuple[str, int, memoryview]],
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        timeout_ms: int = 30_000,
+    ) -> list[PartitionAppendResult]:
+        """Append each (topic, partition, records) and wait as `required_acks` asks.
+
+        acks=0/1 return once the leader wrote. acks=-1 (all) waits until every in-sync
+        replica has the records (the high watermark passes them: at once on one broker)
+        and, on a `write.caching=false` topic, until they are fsynced; whatever is not done
+        within `timeout_ms` is answered REQUEST_TIMED_OUT.
+        """
+        if required_acks not in (0, 1, -1):
+            code = int(InvalidRequiredAcksError.code)
+            return [PartitionAppendResult(t, p, code) for t, p, _ in entries]
+        results = [self.append_local(t, p, r, required_acks, origin) for t, p, r in entries]
+        if required_acks == -1:
+            await self.wait_for_acks(results, timeout_ms)
+        return results
+
+    async def wait_for_acks(self, results: Sequence[PartitionAppendResult],
+                            timeout_ms: int) -> None:
+        """The delayed-produce step of acks=all: replication, then durability if asked."""
+        waits: list[tuple[PartitionAppendResult, Any]] = []
+        for r in results:
+            info = r.info
+            if r.error or info is None:
+                continue
+            p = self._partitions.get((r.topic, r.partition))
+            if p is None:
+                r.error, r.info = _NOT_LEADER, None
+                continue
+            required = info.last_offset + 1
+            if p.high_watermark < required:
+                waits.append((r, self.produce_purgatory.watch(r.topic, r.partition, required)))
+            if not p.config.write_caching:
+                waits.append((r, self._sync(p, required)))
+        if not waits:
+            return
+        done, pending = await asyncio.wait([w for _, w in waits], timeout=timeout_ms / 1000)
+        for r, w in waits:
+            if w in pending:
+                w.cancel()
+                r.error, r.info = _TIMED_OUT, None
+            elif w.exception() is not None:
+                # Written but not durable: the client must not take it as acknowledged.
+                log.error("fsync of %s-%d failed: %r", r.topic, r.partition, w.exception())
+                r.error, r.info = _STORAGE, None
+            elif w.result() is False:  # leadership moved away while waiting
+                r.error, r.info = _NOT_LEADER, None
+
+    def _sync(self, p: Partition, offset: int) -> asyncio.Future[None]:
+        """fsync `p` up to `offset` off the event loop (storage group-commits fsyncs)."""
+        return asyncio.get_running_loop().run_in_executor(self.io_pool, p.log.sync, offset)
+
+    # ------------------------------------------------------------------ fetch
+
+    async def fetch_messages(
+        self, params: FetchParams, wanted: Sequence[FetchPartition]
+    ) -> list[PartitionReadResult]:
+        """Read every wanted partition; if together they have fewer than `min_bytes` and
+        no error, park in the fetch purgatory until new data or `max_wait_ms`, then read
+        again (Kafka's DelayedFetch). Results are in the order of `wanted`."""
+        resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
+        results, total, errors = self._read_all(params, wanted, resolved)
+        if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
+            return results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000
+        keys = [(w.topic, w.partition) for w in wanted]
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return results
+            woken = await self.fetch_purgatory.wait(keys, remaining)
+            resolved = [self._partitions.get(k) for k in keys]
+            results, total, errors = self._read_all(params, wanted, resolved)
+            if not woken or total >= params.min_bytes or errors:
+                return results
+
+    def _read_all(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None],
+    ) -> tuple[list[PartitionReadResult], int, bool]:
+        """Kafka's byte limits: each partition at most its `max_bytes`, the response at
+        most `params.max_bytes`, except that the first partition with data returns at
+        least one whole batch, so a batch bigger than the limits can still be consumed."""
+        total = 0
+        errors = False
+        out: list[PartitionReadResult] = []
+        isolation = params.isolation
+        max_bytes = params.max_bytes
+        for w, p in zip(wanted, resolved, strict=True):
+            if p is None:
+                out.append(PartitionReadResult(_UNKNOWN_TP))
+                errors = True
+                continue
+            try:
+                p.check_epoch(w.current_leader_epoch)
+                info = p.read(w.fetch_offset, min(w.max_bytes, max_bytes - total), isolation,
+                              total == 0)
+            except OffsetOutOfRangeError:
+                out.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
+                                               p.last_stable_offset, p.log_start_offset))
+                errors = True
+                continue
+            except KafkaError as e:
+                out.append(PartitionReadResult(int(e.code)))
+                errors = True
+                continue
+            total += info.size
+            out.append(PartitionReadResult(_NONE, info.high_watermark, info.last_stable_offset,
+                                           info.log_start_offset, info.buffers, info.size,
+                                           info.aborted_transactions))
+        return out, total, errors
+
+    # ------------------------------------------------------------------ offsets, deletes
+
+    def fetch_offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int, isolation: FetchIsolation,
+        current_leader_epoch: int = -1,
+    ) -> tuple[int, int, int]:
+        """ListOffsets on the leader: (offset, timestamp, leader epoch); raises KafkaError."""
+        p = self.partition_or_error(topic, partition)
+        p.check_epoch(current_leader_epoch)
+        return p.fetch_offset_for_timestamp(timestamp, isolation)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords on the leader; returns the new low watermark; raises KafkaError."""
+        return self.partition_or_error(topic, partition).delete_records_on_leader(offset)
+
+    def describe_log_dirs(
+        self, wanted: Mapping[str, Iterable[int]] | None
+    ) -> LogDirDescription:
+        """Sizes of the hosted partitions asked for (None: all of them) and the disk space
+        of the log directory. Partitions not hosted here are left out, as Kafka does."""
+        if wanted is None:
+            chosen = sorted(self._partitions.values(), key=lambda p: (p.topic, p.index))
+        else:
+            chosen = [p for t, parts in sorted(wanted.items()) for i in parts
+                      if (p := self._partitions.get((t, i))) is not None]
+        path = os.path.realpath(self.logs.data_dir)
+        usage = shutil.disk_usage(path)
+        desc = LogDirDescription(path, usage.total, usage.free)
+        for p in chosen:
+            try:
+                size = p.size_in_bytes
+            except (OSError, KafkaStorageError):  # a segment deleted by retention meanwhile
+                size = 0
+            desc.topics.setdefault(p.topic, []).append((p.index, size))
+        return desc
