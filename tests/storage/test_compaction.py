@@ -111,7 +111,8 @@ def test_tombstones_kept_within_delete_retention(manager):
 def test_dirty_ratio_and_compaction_lag(manager):
     cfg = LogConfig(segment_bytes=1024, cleanup_policy="compact", min_cleanable_dirty_ratio=0.9,
                     min_compaction_lag_ms=0)
-    log = manager(cfg).create("c", 0)
+    m = manager(cfg)
+    log = m.create("c", 0)
     now = int(time.time() * 1000)
     fill(log, 50, 1000, seed=2, now=now)  # all unique keys: cleaning would gain nothing
     log.update_high_watermark()
@@ -119,7 +120,7 @@ def test_dirty_ratio_and_compaction_lag(manager):
     assert clean_log(log, now) is None  # nothing new: ratio 0 < 0.9
     lagged = LogConfig(segment_bytes=1024, cleanup_policy="compact",
                        min_compaction_lag_ms=3_600_000)
-    log2 = manager(lagged).create("c2", 0)
+    log2 = m.create("c2", 0, lagged)  # one manager per data dir (its flusher checkpoints)
     fill(log2, 50, 3, seed=3, now=now)
     log2.update_high_watermark()
     assert clean_log(log2, now) is None  # too recent to compact

@@ -2,10 +2,12 @@
 
 `.index`: 8-byte entries (offset relative to the segment base int32, file position int32);
 `.timeindex`: 12-byte entries (timestamp int64, relative offset int32); all big-endian.
-Entries live in memory (`array`, searched with `bisect`) and are appended to the file lazily,
-at flush/roll/close: a crash may lose recent entries, but recovery rebuilds every index after
-the recovery point, and nothing before it is unflushed. Unlike Kafka the files are not
-pre-allocated, so there is nothing to trim and no mmap to SIGBUS on truncation.
+Both files exist from the moment the segment does (created empty, before its `.log`). Entries
+live in memory (`array`, searched with `bisect`) and are appended to the file lazily, at
+flush/roll/close: a crash may lose recent entries, but recovery rebuilds every index from the
+recovery point on, and the recovery point only passes a segment once its indexes are fsynced.
+Unlike Kafka the files are not pre-allocated, so there is nothing to trim and no mmap to
+SIGBUS on truncation.
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ class OffsetIndex:
             _truncate_file(self.path, i * self.ENTRY_SIZE)
 
     def reset(self) -> None:
+        """Empty the index, in memory and on disk (the file exists afterwards)."""
         del self.rel_offsets[:]
         del self.positions[:]
         self._written = 0
-        _truncate_file(self.path, 0)
+        _create_empty(self.path)
 
     def load(self) -> bool:
         """Read the file; False if it is missing or fails the sanity check (rebuild it)."""
@@ -96,14 +99,21 @@ class OffsetIndex:
         return True
 
     def flush(self, sync: bool) -> None:
+        """Append the entries not yet in the file; `sync`: fdatasync it too."""
         n = len(self.rel_offsets)
-        if self._written == n and not sync:
-            return
-        data = b"".join(
-            _OFF_ENTRY.pack(self.rel_offsets[i], self.positions[i]) for i in range(self._written, n)
-        )
-        _write_at(self.path, self._written * self.ENTRY_SIZE, data, sync)
-        self._written = n
+        w = self._written
+        if w < n:
+            # Interleave (relative offset, position) big-endian at C speed: a rolled 1 GiB
+            # segment has ~260k entries.
+            both = array("i", bytes(8 * (n - w)))
+            both[0::2] = self.rel_offsets[w:n]
+            both[1::2] = self.positions[w:n]
+            if sys.byteorder == "little":
+                both.byteswap()
+            _write_at(self.path, w * self.ENTRY_SIZE, both.tobytes())
+            self._written = n
+        if sync:
+            sync_file(self.path)
 
 
 class TimeIndex:
@@ -153,10 +163,11 @@ class TimeIndex:
             _truncate_file(self.path, i * self.ENTRY_SIZE)
 
     def reset(self) -> None:
+        """Empty the index, in memory and on disk (the file exists afterwards)."""
         del self.timestamps[:]
         del self.rel_offsets[:]
         self._written = 0
-        _truncate_file(self.path, 0)
+        _create_empty(self.path)
 
     def load(self) -> bool:
         try:
@@ -178,27 +189,41 @@ class TimeIndex:
         return True
 
     def flush(self, sync: bool) -> None:
+        """Append the entries not yet in the file; `sync`: fdatasync it too."""
         n = len(self.timestamps)
-        if self._written == n and not sync:
-            return
-        data = b"".join(
-            _TIME_ENTRY.pack(self.timestamps[i], self.rel_offsets[i])
-            for i in range(self._written, n)
-        )
-        _write_at(self.path, self._written * self.ENTRY_SIZE, data, sync)
-        self._written = n
+        w = self._written
+        if w < n:
+            data = b"".join(map(_TIME_ENTRY.pack, self.timestamps[w:n], self.rel_offsets[w:n]))
+            _write_at(self.path, w * self.ENTRY_SIZE, data)
+            self._written = n
+        if sync:
+            sync_file(self.path)
 
 
-def _write_at(path: str, position: int, data: bytes, sync: bool) -> None:
+def _write_at(path: str, position: int, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.ftruncate(fd, position)
-        if data:
-            os.pwrite(fd, data, position)
-        if sync:
-            os.fdatasync(fd)
+        os.pwrite(fd, data, position)
     finally:
         os.close(fd)
+
+
+def sync_file(path: str) -> None:
+    """fdatasync a file by path (writes nothing, so it is safe outside the log lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:  # renamed or removed by retention/truncation meanwhile
+        return
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create_empty(path: str) -> None:
+    """Create or empty the file: Kafka's segments have both index files from the start."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
 
 
 def _truncate_file(path: str, size: int) -> None:

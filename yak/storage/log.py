@@ -10,6 +10,7 @@ that started on it finishes correctly.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ from yak.storage.epoch_cache import LeaderEpochCache
 from yak.storage.producer_state import ProducerStateManager
 from yak.storage.segment import INT32_MAX, LogSegment
 
+log = logging.getLogger(__name__)
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -84,6 +87,25 @@ class ReadResult:
 
 
 @dataclass(slots=True)
+class RecoveryStats:
+    """What loading a log did: which segments were validated batch by batch.
+
+    After a clean shutdown nothing is scanned. After a crash, Kafka's LogLoader.recoverLog:
+    only the segments from the one holding the recovery point on (`scanned`, base offsets),
+    so the work is bounded by what was written since the last flush (at the latest, the
+    last roll), not by the size of the log.
+    """
+
+    clean: bool
+    recovery_point: int  # from the checkpoint
+    segments: int  # segments found on disk
+    scanned: list[int] = field(default_factory=list)  # base offsets of validated segments
+    bytes_scanned: int = 0
+    bytes_truncated: int = 0
+    segments_deleted: int = 0  # after a cut: everything later is untrusted
+
+
+@dataclass(slots=True)
 class _View:
     segments: tuple[LogSegment, ...]
     bases: tuple[int, ...]
@@ -102,14 +124,30 @@ class PartitionLog:
         high_watermark: int = 0,
         clean: bool = False,
         on_retire: Callable[[LogSegment], None] | None = None,
+        on_roll: Callable[[PartitionLog, int], None] | None = None,
+        on_truncate: Callable[[PartitionLog], None] | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
         self.config = config
         self.lock = threading.RLock()
-        self._sync_lock = threading.Lock()
+        # Held for the whole of a flush (fsyncs included), so flushes never overlap and the
+        # recovery point never passes data another flush is still syncing. Lock order: the
+        # flush lock before `lock`; nothing waits for it while holding `lock`.
+        self._flush_lock = threading.RLock()
+        # Bumped by every truncation: a flush that raced with one must not advance the
+        # recovery point (the segments it synced may be gone, new ones not synced).
+        self._generation = 0
+        self._dir_dirty = False  # a segment file was created since the last directory fsync
         self._on_retire = on_retire
+        # Called with (log, new segment base) after a roll: the LogManager's flusher fsyncs
+        # the rolled segment off the append path (None: `maintenance` does it later).
+        self._on_roll = on_roll
+        # Called after a truncation, outside the lock: the recovery point went down, and a
+        # stale checkpoint above it would let recovery skip rewritten data (Kafka's
+        # LogManager.truncateTo checkpoints at once too).
+        self._on_truncate = on_truncate
         self._retired: list[tuple[float, LogSegment]] = []
         self.producer_state = ProducerStateManager(directory)
         self.leader_epoch_cache = LeaderEpochCache(
@@ -150,6 +188,7 @@ class PartitionLog:
         if not segments:
             segments = [self._new_segment(max(log_start, 0))]
         self._view = _View(tuple(segments), tuple(s.base_offset for s in segments))
+        self.recovery_stats = RecoveryStats(clean, recovery_point, len(segments))
         if clean:
             self.recovery_point = 0
             self._active.load_tail()
@@ -172,12 +211,15 @@ class PartitionLog:
         self._rebuild_producer_state()
 
     def _recover(self, recovery_point: int) -> None:
-        """Kafka's LogLoader: scan every segment that may hold unflushed data, cut the log at
-        the first invalid byte and drop everything after it."""
+        """Kafka's LogLoader.recoverLog: scan only the segments that may hold unflushed data
+        (from the one holding the recovery point on), cut the log at the first invalid byte
+        and drop everything after it. Segments below the recovery point were fsynced with
+        their indexes before the point passed them, so they are trusted as they are."""
+        stats = self.recovery_stats
         segs = list(self._view.segments)
         start_idx = max(bisect_right([s.base_offset for s in segs], recovery_point) - 1, 0)
         keep = segs[:start_idx]
-        recovered: set[int] = set()
+        recovered: list[LogSegment] = []
         for i in range(start_idx, len(segs)):
             seg = segs[i]
             # Epochs of recovered batches: their checkpoint may not have reached the disk.
@@ -186,26 +228,51 @@ class PartitionLog:
                     h.partition_leader_epoch, h.base_offset
                 )
             )
+            stats.scanned.append(seg.base_offset)
+            stats.bytes_scanned += seg.size + cut
+            stats.bytes_truncated += cut
             keep.append(seg)
-            recovered.add(id(seg))
+            recovered.append(seg)
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
             # Cut short, or overlapping its successor: nothing after it can be trusted.
             if nxt is not None and (cut or seg.next_offset > nxt):
                 for later in segs[i + 1 :]:
                     later.delete_files()
+                    stats.segments_deleted += 1
                 break
         # Empty trailing segments (a roll just before the crash, or cut to nothing) go,
         # except the first one, which carries the log's base offset.
         while len(keep) > 1 and keep[-1].size == 0:
             keep.pop().delete_files()
         active = keep[-1]
-        if id(active) not in recovered:
+        if active not in recovered:
             active.load_tail()
         if active.size == 0:
             active.next_offset = active.base_offset
+        for seg in recovered:
+            if not seg.closed:
+                # Rebuilt indexes reach their files now; the segment counts as unflushed, so
+                # the recovery point passes it only after an fsync of it and its indexes.
+                seg.flush_indexes(sync=False)
+                seg.unflushed = True
         self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
         self.log_end_offset = active.next_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        log.info(
+            "recovered %s-%d after an unclean shutdown: scanned %d of %d segments from "
+            "recovery point %d (base offsets %s), %d bytes; truncated %d bytes, deleted %d "
+            "later segments; log end offset %d",
+            self.topic,
+            self.partition,
+            len(stats.scanned),
+            stats.segments,
+            recovery_point,
+            f"{stats.scanned[0]}..{stats.scanned[-1]}" if stats.scanned else "none",
+            stats.bytes_scanned,
+            stats.bytes_truncated,
+            stats.segments_deleted,
+            self.log_end_offset,
+        )
 
     def _complete_interrupted_swaps(self) -> None:
         """`.cleaned` files are from an unfinished cleaning: drop them. A `.swap` means the
@@ -449,6 +516,8 @@ class PartitionLog:
         return AppendResult(first, meta[-1][1], -1, self.log_start_offset)
 
     def _replace_empty_active(self, base: int) -> None:
+        self._generation += 1
+        self._dir_dirty = True
         old = self._active
         new = self._new_segment(base)
         segs = self._view.segments[:-1] + (new,)
@@ -483,7 +552,10 @@ class PartitionLog:
         self.log_end_offset = meta[-1][1] + 1
 
     def _roll(self, base: int, now: int) -> LogSegment:
-        """Start a new active segment at `base`; the old one is flushed later (maintenance)."""
+        """Start a new active segment at `base`. The old one's indexes get their final
+        entry and reach their files; its fsync, the snapshot's and the recovery point's
+        advance happen off the append path (`on_roll` -> `flush_upto`, Kafka's Log.roll
+        scheduling flushUptoOffsetExclusive)."""
         with self.lock:
             old = self._active
             if old.size == 0:
@@ -493,7 +565,10 @@ class PartitionLog:
             new.first_append_ms = -1
             segs = self._view.segments + (new,)
             self._view = _View(segs, tuple(s.base_offset for s in segs))
+            self._dir_dirty = True
             self.producer_state.take_snapshot(base)
+            if self._on_roll is not None:
+                self._on_roll(self, base)
             return new
 
     def roll(self, now: int | None = None) -> None:
@@ -504,39 +579,109 @@ class PartitionLog:
 
     def flush(self) -> int:
         """fsync everything appended so far; advances the recovery point. Returns it."""
-        with self.lock:
-            target = self.log_end_offset
-            active = self._active
-            dirty = [s for s in self._view.segments if s.unflushed]
+        with self._flush_lock:
+            with self.lock:
+                target = self.log_end_offset
+                generation = self._generation
+                active = self._active
+                dirty = [s for s in self._view.segments if s.unflushed]
+                for seg in dirty:
+                    seg.unflushed = False
+                    # Index entries reach the files under the lock (appends extend them).
+                    # The active segment's indexes are not fsynced: recovery always rescans
+                    # the segment holding the recovery point, so they are rebuilt after a
+                    # crash.
+                    seg.flush_indexes(sync=False)
+                self.unflushed_messages = 0
+                self.last_flush_ms = now_ms()
+                sync_dir, self._dir_dirty = self._dir_dirty, False
+            self._sync_segments(dirty, active, sync_dir)
+            with self.lock:
+                if generation == self._generation:
+                    target = min(target, self.log_end_offset)
+                    if target > self.recovery_point:
+                        self.recovery_point = target
+                    if target > self._durable_end:
+                        self._durable_end = target
+            return self.recovery_point
+
+    def flush_upto(self, offset: int) -> int:
+        """fsync every segment wholly below `offset` with its indexes, the producer snapshot
+        taken at `offset` and the epoch checkpoint, then advance the recovery point to
+        `offset` (Kafka's flushUptoOffsetExclusive, scheduled by a roll with the new
+        segment's base offset). The active segment is not synced. Returns the recovery
+        point. Thread-safe; runs on the LogManager's flusher thread."""
+        with self._flush_lock:
+            with self.lock:
+                if self.deleted or offset <= self.recovery_point:
+                    return self.recovery_point
+                generation = self._generation
+                segs = self._view.segments
+                dirty = []
+                bound = self.recovery_point
+                for i in range(len(segs) - 1):
+                    if segs[i + 1].base_offset > offset:
+                        break
+                    if segs[i].unflushed:
+                        segs[i].unflushed = False
+                        segs[i].flush_indexes(sync=False)
+                        dirty.append(segs[i])
+                    bound = segs[i + 1].base_offset
+                sync_dir, self._dir_dirty = self._dir_dirty, False
+            self._sync_segments(dirty, None, sync_dir, snapshot=bound)
+            with self.lock:
+                if generation == self._generation:
+                    bound = min(bound, self.log_end_offset)
+                    if bound > self.recovery_point:
+                        self.recovery_point = bound
+                    if bound > self._durable_end:
+                        self._durable_end = bound
+            return self.recovery_point
+
+    def _sync_segments(
+        self,
+        dirty: list[LogSegment],
+        active: LogSegment | None,
+        sync_dir: bool,
+        snapshot: int | None = None,
+    ) -> None:
+        """The fsyncs of a flush, outside the log lock (appends go on meanwhile). On failure
+        the segments not synced are marked dirty again and KafkaStorageError is raised."""
+        done = 0
+        try:
             for seg in dirty:
-                seg.unflushed = False
-                # Index entries reach the file under the lock (appends extend them). The
-                # active segment's indexes are not fsynced: recovery always rescans the
-                # segment holding the recovery point, so they are rebuilt after a crash.
-                seg.flush_indexes(sync=False)
-            self.unflushed_messages = 0
-            self.last_flush_ms = now_ms()
-        for seg in dirty:
-            if not seg.closed:
-                seg.flush(sync_indexes=seg is not active)
-        self.leader_epoch_cache.flush()
+                if not seg.closed:
+                    seg.flush(sync_indexes=seg is not active)
+                done += 1
+            self.leader_epoch_cache.flush()
+            if snapshot is not None:
+                self.producer_state.flush_snapshot(snapshot)
+            if sync_dir:
+                checkpoint.fsync_dir(self.directory)
+        except OSError as e:
+            self._mark_dirty(dirty[done:], sync_dir)
+            raise KafkaStorageError(f"flush of {self.topic}-{self.partition}: {e}") from e
+        except KafkaStorageError:
+            self._mark_dirty(dirty[done:], sync_dir)
+            raise
+
+    def _mark_dirty(self, segs: list[LogSegment], dir_dirty: bool) -> None:
         with self.lock:
-            if target > self.recovery_point:
-                self.recovery_point = min(target, self.log_end_offset)
-            if target > self._durable_end:
-                self._durable_end = target
-        return self.recovery_point
+            for seg in segs:
+                seg.unflushed = True
+            self._dir_dirty = self._dir_dirty or dir_dirty
 
     def sync(self, offset: int) -> None:
         """Block until every record below `offset` is on disk (pass `last_offset + 1`).
 
-        Group commit: callers queue on one lock; whoever holds it fsyncs everything appended
-        so far, so the others usually find their offset already durable and return at once.
-        Thread-safe: the broker calls it from a thread pool for `write.caching=false`.
+        Group commit: callers queue on the flush lock; whoever holds it fsyncs everything
+        appended so far, so the others usually find their offset already durable and return
+        at once. Thread-safe: the broker calls it from a thread pool for
+        `write.caching=false`.
         """
         if self._durable_end >= offset:
             return
-        with self._sync_lock:
+        with self._flush_lock:
             if self._durable_end >= offset:
                 return
             self.flush()
@@ -643,41 +788,54 @@ class PartitionLog:
             if offset >= self.log_end_offset:
                 return
             if offset <= self._view.bases[0] or offset < self.log_start_offset:
-                self.truncate_fully_and_start_at(offset)
-                return
-            segs = list(self._view.segments)
-            i = bisect_right(self._view.bases, offset) - 1
-            drop = segs[i + 1 :]
-            keep = segs[: i + 1]
-            self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
-            self._retire(drop)
-            new_end = keep[-1].truncate_to(offset)
-            self.log_end_offset = new_end
-            self.log_start_offset = min(self.log_start_offset, new_end)
-            self.high_watermark = min(self.high_watermark, new_end)
-            self.recovery_point = min(self.recovery_point, new_end)
-            self._durable_end = min(self._durable_end, new_end)
-            self.leader_epoch_cache.truncate_from_end(new_end)
-            self._rebuild_producer_state()
+                self._truncate_fully_locked(offset)
+            else:
+                self._truncate_to_locked(offset)
+        if self._on_truncate is not None:
+            self._on_truncate(self)
+
+    def _truncate_to_locked(self, offset: int) -> None:
+        self._generation += 1
+        segs = list(self._view.segments)
+        i = bisect_right(self._view.bases, offset) - 1
+        drop = segs[i + 1 :]
+        keep = segs[: i + 1]
+        self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
+        self._retire(drop)
+        new_end = keep[-1].truncate_to(offset)
+        self.log_end_offset = new_end
+        self.log_start_offset = min(self.log_start_offset, new_end)
+        self.high_watermark = min(self.high_watermark, new_end)
+        self.recovery_point = min(self.recovery_point, new_end)
+        self._durable_end = min(self._durable_end, new_end)
+        self.leader_epoch_cache.truncate_from_end(new_end)
+        self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (a follower far behind the leader)."""
         with self.lock:
-            # Retire (rename to .deleted) first: a segment with the same base offset must not
-            # share its files with the new one.
-            self._retire(list(self._view.segments))
-            new = self._new_segment(offset)
-            new.rebuild_indexes()
-            new.next_offset = offset
-            self._view = _View((new,), (offset,))
-            self.log_end_offset = offset
-            self.log_start_offset = offset
-            self.high_watermark = offset
-            self.recovery_point = offset
-            self._durable_end = offset
-            self.leader_epoch_cache.clear()
-            self.producer_state.clear()
-            self.producer_state.delete_snapshots_after(-1)
+            self._truncate_fully_locked(offset)
+        if self._on_truncate is not None:
+            self._on_truncate(self)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        # Retire (rename to .deleted) first: a segment with the same base offset must not
+        # share its files with the new one.
+        self._generation += 1
+        self._dir_dirty = True
+        self._retire(list(self._view.segments))
+        new = self._new_segment(offset)
+        new.rebuild_indexes()
+        new.next_offset = offset
+        self._view = _View((new,), (offset,))
+        self.log_end_offset = offset
+        self.log_start_offset = offset
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self._durable_end = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_after(-1)
 
     def delete_records(self, offset: int) -> int:
         """Advance the log start offset (DeleteRecords); whole segments below it go."""
@@ -766,17 +924,18 @@ class PartitionLog:
             return self.producer_state.remove_expired(now, expiration_ms)
 
     def flush_if_due(self, now: int) -> None:
-        """`flush.ms`, and rolled segments not yet fsynced (Kafka flushes them on roll, off
-        the append path)."""
-        rolled_dirty = any(s.unflushed for s in self._view.segments[:-1])
-        if (self.unflushed_messages and now - self.last_flush_ms >= self.config.flush_ms) or (
-            rolled_dirty
-        ):
+        """`flush.ms`; and inactive segments not yet fsynced (the roll's own flush failed or
+        had no flusher, or recovery rebuilt them): synced up to the active segment."""
+        if self.unflushed_messages and now - self.last_flush_ms >= self.config.flush_ms:
             self.flush()
+            return
+        segs = self._view.segments
+        if any(s.unflushed for s in segs[:-1]):
+            self.flush_upto(segs[-1].base_offset)
 
     def close(self) -> None:
         """Clean close: indexes written, producer snapshot at the log end offset."""
-        with self.lock:
+        with self._flush_lock, self.lock:
             self.flush()
             active = self._active
             active.on_become_inactive()

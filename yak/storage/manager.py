@@ -4,6 +4,11 @@ Start-up is where durability is decided: with the clean-shutdown marker present 
 scanned (start-up time does not grow with data size); without it, each log recovers from its
 recovery point (see PartitionLog._recover). The marker is removed as soon as the logs are
 loaded, so a crash at any later moment is detected as unclean.
+
+The recovery point moves when a segment rolls: the log hands the rolled segment to this
+manager's flusher thread (`RollFlusher`), which fsyncs it with its indexes off the append path
+and rewrites `recovery-point-offset-checkpoint`, so an unclean restart scans only what was
+written since the last roll.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -24,6 +30,80 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_MS = 5000
 CLEANER_BACKOFF_S = 1.0
+
+
+class RollFlusher:
+    """One thread that flushes rolled segments (Kafka's `flush-log` task scheduled by
+    Log.roll), then writes the checkpoints once for everything it flushed.
+
+    Rolls only enqueue (log, offset); several rolls of one log before the thread gets to it
+    coalesce into one `flush_upto` of the highest offset. Errors are logged and left for
+    `maintenance` to retry (the segments stay marked unflushed).
+    """
+
+    def __init__(self, after_batch: Callable[[], None]) -> None:
+        self._after_batch = after_batch
+        self._cond = threading.Condition()
+        self._pending: dict[PartitionLog, int] = {}
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="yak-log-flusher", daemon=True)
+        self._thread.start()
+
+    def submit(self, plog: PartitionLog, offset: int) -> None:
+        with self._cond:
+            if self._thread is None or self._stopping:
+                return  # not running: maintenance flushes rolled segments instead
+            if offset > self._pending.get(plog, -1):
+                self._pending[plog] = offset
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until every submitted flush is done (tests, benchmarks); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def stop(self) -> None:
+        """Drop what is queued (a crash would; a clean close flushes everything itself) and
+        wait for a flush in progress, so no fsync runs on a closed descriptor."""
+        with self._cond:
+            self._stopping = True
+            self._pending.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._stopping)
+                if self._stopping:
+                    self._cond.notify_all()
+                    return
+                work, self._pending = self._pending, {}
+                self._busy = True
+            try:
+                for plog, offset in work.items():
+                    try:
+                        plog.flush_upto(offset)
+                    except Exception as e:
+                        if plog.deleted:
+                            continue
+                        log.error("flush of rolled segments of %s-%d up to %d failed: %s",
+                                  plog.topic, plog.partition, offset, e)
+                try:
+                    self._after_batch()
+                except Exception:
+                    log.exception("writing checkpoints after a roll flush failed")
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
 
 def parse_log_dir_name(name: str) -> tuple[str, int] | None:
@@ -50,6 +130,8 @@ class LogManager:
         self._last_checkpoint_ms = 0
         self._last_expiry_ms = 0
         self._written_checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+        self._checkpoint_lock = threading.Lock()
+        self.flusher = RollFlusher(self.checkpoint)
         self._cleaner_stop = threading.Event()
         self._cleaner_thread: threading.Thread | None = None
         self.cleaner_stats: list = []  # recent CleanStats, newest last (bounded)
@@ -62,6 +144,7 @@ class LogManager:
         """Load every log. `configs` maps topic -> its config (topic configs live in the
         cluster metadata, not in the log directory)."""
         configs = configs or {}
+        t0 = time.monotonic()
         os.makedirs(self.data_dir, exist_ok=True)
         marker = os.path.join(self.data_dir, checkpoint.CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
@@ -90,13 +173,28 @@ class LogManager:
                 log_start_offset=ls.get(parsed, 0),
                 high_watermark=hw.get(parsed, 0),
                 clean=clean,
+                on_roll=self.flusher.submit,
+                on_truncate=self._after_truncation,
             )
             plog.first_dirty_offset = cl.get(parsed, -1)
             self._logs[parsed] = plog
         if clean:
             os.remove(marker)
             checkpoint.fsync_dir(self.data_dir)
+        elif self._logs:
+            stats = [p.recovery_stats for p in self._logs.values()]
+            log.info(
+                "unclean shutdown: recovered %d logs in %.2f s, scanned %d of %d segments "
+                "(%d bytes), truncated %d bytes",
+                len(stats),
+                time.monotonic() - t0,
+                sum(len(s.scanned) for s in stats),
+                sum(s.segments for s in stats),
+                sum(s.bytes_scanned for s in stats),
+                sum(s.bytes_truncated for s in stats),
+            )
         self.checkpoint()
+        self.flusher.start()
         self.started = True
         if self.start_cleaner:
             self._cleaner_stop.clear()
@@ -108,6 +206,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush, checkpoint, snapshot, then the clean-shutdown marker (last, after fsyncs)."""
         self._stop_cleaner()
+        self.flusher.stop()
         with self._lock:
             for plog in self._logs.values():
                 plog.close()
@@ -121,6 +220,7 @@ class LogManager:
     def crash(self) -> None:
         """For tests: stop like a SIGKILL would (no flush, no checkpoints, no marker)."""
         self._stop_cleaner()
+        self.flusher.stop()
         with self._lock:
             for plog in self._logs.values():
                 plog.close_without_flush()
@@ -152,7 +252,13 @@ class LogManager:
             path = os.path.join(self.data_dir, f"{topic}-{partition}")
             try:
                 plog = PartitionLog(
-                    path, topic, partition, config or self.default_config, clean=True
+                    path,
+                    topic,
+                    partition,
+                    config or self.default_config,
+                    clean=True,
+                    on_roll=self.flusher.submit,
+                    on_truncate=self._after_truncation,
                 )
             except OSError as e:
                 raise KafkaStorageError(f"cannot create log {path}: {e}") from e
@@ -207,8 +313,22 @@ class LogManager:
             self.checkpoint()
             self._last_checkpoint_ms = now
 
+    def _after_truncation(self, plog: PartitionLog) -> None:
+        """A truncation lowered the log's recovery point: checkpoint it before anything is
+        written again, or a crash would trust the stale, higher point."""
+        self.checkpoint()
+
+    def wait_for_flushes(self, timeout: float = 30.0) -> bool:
+        """Block until the flusher has synced every rolled segment handed to it so far."""
+        return self.flusher.wait_idle(timeout)
+
     def checkpoint(self) -> None:
-        """Rewrite the data dir's checkpoint files whose content changed (each write fsyncs)."""
+        """Rewrite the data dir's checkpoint files whose content changed (each write fsyncs).
+        Called by maintenance, the roll flusher and shutdown: serialized."""
+        with self._checkpoint_lock:
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
         logs = self.logs()
         files = {
             checkpoint.RECOVERY_POINT_FILE: {

@@ -190,6 +190,18 @@ class ProducerStateManager:
         crc = crc32c.crc32c(bytes(body))
         write_atomic(self._path(offset), struct.pack(">hI", 1, crc) + bytes(body), sync=False)
 
+    def flush_snapshot(self, offset: int) -> None:
+        """fsync the snapshot `take_snapshot` wrote without it at a roll (Kafka flushes it
+        with the rolled segment, off the append path). The caller fsyncs the directory."""
+        try:
+            fd = os.open(self._path(offset), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def load_snapshot(self, max_offset: int) -> int:
         """Load the newest valid snapshot at or below `max_offset`; returns its offset, or -1
         (then the caller replays the whole log)."""

@@ -23,7 +23,7 @@ from yak.protocol.records import (
     BatchHeader,
     read_header,
 )
-from yak.storage.index import OffsetIndex, TimeIndex
+from yak.storage.index import OffsetIndex, TimeIndex, sync_file
 
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 4 * 1024 * 1024
@@ -50,13 +50,23 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         name = os.path.join(directory, segment_name(base_offset))
         self.log_path = name + ".log" + suffix
+        self.index = OffsetIndex(name + ".index" + suffix, base_offset, index_bytes // 8)
+        self.time_index = TimeIndex(name + ".timeindex" + suffix, base_offset, index_bytes // 12)
+        created = False
         try:
-            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self.fd = os.open(self.log_path, os.O_RDWR)
+            except FileNotFoundError:
+                created = True
+                # A new segment. Its index files come first, as Kafka creates all three
+                # together: a crash at any moment leaves no `.log` without its indexes (an
+                # index without its `.log` is removed when the log loads).
+                self.index.reset()
+                self.time_index.reset()
+                self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self.fd).st_size
         except OSError as e:
             raise KafkaStorageError(f"cannot open {self.log_path}: {e}") from e
-        self.index = OffsetIndex(name + ".index" + suffix, base_offset, index_bytes // 8)
-        self.time_index = TimeIndex(name + ".timeindex" + suffix, base_offset, index_bytes // 12)
         self.next_offset = base_offset  # valid once `load_tail`/`recover` ran (active segment)
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -71,8 +81,9 @@ class LogSegment:
         self.closed = False
         if self.size == 0:
             # A new (or empty) segment: nothing to load; stale index files must not survive.
-            self.index.reset()
-            self.time_index.reset()
+            if not created:
+                self.index.reset()
+                self.time_index.reset()
             self._indexes_ready = True
 
     # --- loading ---------------------------------------------------------------------------
@@ -365,13 +376,16 @@ class LogSegment:
             self.time_index.flush(sync)
 
     def flush(self, sync_indexes: bool = True) -> None:
-        """fsync the log (and the indexes, once the segment is immutable). The caller clears
-        `unflushed` before calling, under the log lock, so an append racing with the fsync
-        marks the segment dirty again instead of being forgotten."""
+        """fsync the log and, once the segment is immutable, its index files. Index entries
+        are written to the files by the caller under the log lock (`flush_indexes`); this
+        only syncs, so it runs outside the lock. The caller also clears `unflushed` under
+        the lock before calling, so an append racing with the fsync marks the segment dirty
+        again instead of being forgotten."""
         try:
             os.fdatasync(self.fd)
             if sync_indexes:
-                self.flush_indexes(sync=True)
+                sync_file(self.index.path)
+                sync_file(self.time_index.path)
         except OSError as e:
             self.unflushed = True
             raise KafkaStorageError(f"flush of {self.log_path} failed: {e}") from e
