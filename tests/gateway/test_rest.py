@@ -181,7 +181,7 @@ def test_topic_and_partition_metadata(http: httpx.Client) -> None:
          404, 40402),
         ("get", "/topics/rest-err/partitions/7", {}, 404, 40402),
         ("post", "/topics/rest-err", {"content": b'{"records": []}', "headers": {
-            "content-type": "application/vnd.kafka.avro.v2+json"}}, 415, 41501),
+            "content-type": "application/vnd.kafka.cbor.v2+json"}}, 415, 41501),
         ("post", "/topics/rest-err", {"headers": {"content-type": BINARY_V2},
                                       "json": {"records": [{"value": "not base64!"}]}},
          422, 42206),
