@@ -332,3 +332,46 @@ def test_three_members_failover_and_quorum_loss(etcd_factory) -> None:
             assert time.monotonic() - t0 < 5
 
     run(body(), 60)
+
+
+@pytest.mark.slow
+def test_watch_on_member_without_leader_is_ended_not_silent(etcd_factory) -> None:
+    """A member that lost its leader would keep a watch open and deliver nothing; the client
+    asks etcd to end such streams ("hasleader"), re-opens, and delivers once quorum is back."""
+    e = etcd_factory(members=3)
+
+    async def body() -> None:
+        first = e.members[0]
+        async with EtcdClient([f"127.0.0.1:{first.ports[0]}"], timeout=2.0) as c:
+            start = await c.put("/q/0", "0")
+            w = c.watch("/q/", prefix=True, start_revision=start + 1, idle_timeout=60.0)
+            got: list[str] = []
+
+            async def consume() -> None:
+                async with contextlib.aclosing(w.__aiter__()) as it:
+                    async for resp in it:
+                        got.extend(ev.kv.value.decode() for ev in resp.events)
+
+            task = asyncio.ensure_future(consume())
+            await asyncio.sleep(0.3)
+            for m in e.members[1:]:
+                m.kill()
+            async with asyncio.timeout(15):  # ended by etcd, far inside the 60 s idle bound
+                while w.reconnects == 0:
+                    await asyncio.sleep(0.1)
+            for m in e.members[1:]:
+                await asyncio.to_thread(e.restart_member, m.name)
+            t0 = time.monotonic()
+            while True:
+                try:
+                    await c.put("/q/1", "1")
+                    break
+                except EtcdUnavailable:
+                    assert time.monotonic() - t0 < 15
+            async with asyncio.timeout(15):
+                while "1" not in got:
+                    await asyncio.sleep(0.05)
+            task.cancel()
+            assert got == ["1"]
+
+    run(body(), 60)
