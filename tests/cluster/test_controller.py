@@ -139,3 +139,40 @@ def test_simultaneous_contenders_elect_exactly_one(etcd: LocalEtcd, keys: Cluste
                 await e.lease.stop()
 
     run(body())
+
+
+def test_election_on_the_broker_session_survives_re_registration(etcd: LocalEtcd,
+                                                                 keys: ClusterKeys) -> None:
+    """As a broker composes them: one session lease for registration and election. When the
+    session is lost the broker stops being controller at once, registers again on a new
+    lease, and campaigns again on that one."""
+    from yak.cluster.membership import BrokerRegistration
+    from yak.cluster.records import RegisterBrokerRecord
+
+    async def body() -> None:
+        async with EtcdClient(etcd.endpoints) as c:
+            reg = BrokerRegistration(c, keys, RegisterBrokerRecord(1, "inc"),
+                                     session_timeout_ms=3000, heartbeat_interval_ms=300)
+            await reg.start()
+            events: list[tuple[str, int]] = []
+            e = ControllerElection(c, keys, 1, lambda: reg.lease,
+                                   on_elected=lambda ep: events.append(("elected", ep)),
+                                   on_resigned=lambda ep: events.append(("resigned", ep)))
+            e.start()
+            await e.wait_until(lambda x: x.is_controller(), 5)
+            first_epoch, first_lease = e.epoch, reg.lease
+            stale = e.writer()
+            await c.lease_revoke(first_lease.lease_id)  # type: ignore[union-attr]
+            await e.wait_until(lambda x: x.is_controller() and x.epoch != first_epoch, 10)
+            assert reg.lease is not first_lease and reg.is_registered()
+            assert events == [("elected", first_epoch), ("resigned", first_epoch),
+                              ("elected", e.epoch)]
+            kv = await c.get(keys.controller)
+            assert kv is not None and kv.lease == reg.lease.lease_id  # type: ignore[union-attr]
+            with pytest.raises(NotControllerError):
+                await stale.put(keys.root + "x", b"old term")
+            await e.writer().put(keys.root + "x", b"new term")
+            await e.stop()
+            await reg.stop()
+
+    run(body())

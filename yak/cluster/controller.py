@@ -102,17 +102,20 @@ class ControllerElection:
 
     `on_elected(epoch)` runs when this broker becomes controller, `on_resigned(epoch)` when it
     stops being it (key deleted, lease lost, or stop()). Call `writer()` for a FencedWriter of
-    the current term. The lease is the broker's session lease (one keepalive for both), or a
-    LeaseKeeper of its own.
+    the current term. The lease is the broker's session lease (one keepalive for both; pass
+    `lambda: registration.lease`, since a broker that lost its session registers again on a
+    new lease), or a LeaseKeeper of its own.
     """
 
-    def __init__(self, client: EtcdClient, keys: ClusterKeys, node_id: int, lease: LeaseKeeper,
+    def __init__(self, client: EtcdClient, keys: ClusterKeys, node_id: int,
+                 lease: LeaseKeeper | Callable[[], LeaseKeeper | None],
                  *, on_elected: Callable[[int], None] | None = None,
                  on_resigned: Callable[[int], None] | None = None) -> None:
         self.client = client
         self.keys = keys
         self.node_id = node_id
-        self.lease = lease
+        self._lease_of = lease if callable(lease) else (lambda: lease)
+        self._term_lease: LeaseKeeper | None = None  # the lease the current term holds
         self.epoch = -1  # our term's epoch while controller
         self.current: tuple[int, int] | None = None  # (node id, epoch) of whoever holds it
         self._on_elected = on_elected
@@ -120,13 +123,17 @@ class ControllerElection:
         self._task: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # replaced after each change of `current`
 
+    @property
+    def lease(self) -> LeaseKeeper | None:
+        return self._lease_of()  # type: ignore[no-any-return]
+
     def is_controller(self) -> bool:
-        return self.epoch > 0 and self.lease.valid()
+        return (self.epoch > 0 and self._term_lease is not None and self._term_lease.valid())
 
     def writer(self) -> FencedWriter:
         if self.epoch <= 0:
             raise NotControllerError(f"node {self.node_id} is not the controller")
-        return FencedWriter(self.client, self.keys.controller, self.epoch, self.lease)
+        return FencedWriter(self.client, self.keys.controller, self.epoch, self._term_lease)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -158,6 +165,7 @@ class ControllerElection:
             fired.set()
 
     def _lose(self) -> None:
+        self._term_lease = None
         if self.epoch > 0:
             epoch, self.epoch = self.epoch, -1
             log.warning("node %d is no longer the controller (epoch %d)", self.node_id, epoch)
@@ -171,17 +179,19 @@ class ControllerElection:
         value = json.dumps({"brokerId": self.node_id}).encode()
         backoff = 0.05
         while True:
-            if not self.lease.valid():
+            lease = self.lease
+            if lease is None or not lease.valid():
                 # Our session is gone (or not renewed in time): wait for the owner to restore
                 # it rather than campaigning on a lease etcd may have deleted.
                 self._lose()
-                await asyncio.sleep(min(self.lease.interval_s, 0.5))
+                await asyncio.sleep(0.2)
                 continue
             try:
                 r = await self.client.txn([Compare.create_revision(key, "==", 0)],
-                                          [Op.put(key, value, lease=self.lease.lease_id)],
+                                          [Op.put(key, value, lease=lease.lease_id)],
                                           [Op.get(key)])
                 if r.succeeded:
+                    self._term_lease = lease
                     self.epoch = r.revision
                     self._set_current((self.node_id, self.epoch))
                     log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
@@ -189,26 +199,27 @@ class ControllerElection:
                         self._on_elected(self.epoch)
                     fired, self.changed = self.changed, asyncio.Event()
                     fired.set()
-                    await self._hold(key, r.revision + 1)
+                    await self._until_gone(key, r.revision + 1, lease)
                     self._lose()
                     continue
                 kvs = r.responses[0].kvs
                 self._set_current(controller_of(kvs[0]) if kvs else None)
                 if kvs:
-                    await self._until_gone(key, kvs[0].mod_revision + 1)
+                    await self._until_gone(key, kvs[0].mod_revision + 1, lease)
                 backoff = 0.05
             except LeaseNotFoundError:
                 # Our lease is gone and the keeper is about to say so: not an etcd fault.
                 self._lose()
-                await asyncio.sleep(min(self.lease.interval_s, 0.5))
+                await asyncio.sleep(0.2)
             except EtcdError as e:
                 log.warning("controller election: %s", e)
                 self._lose()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
-    async def _until_gone(self, key: str, from_revision: int) -> None:
-        """Wait for the key's deletion (or our lease's loss, to stop campaigning on it)."""
+    async def _until_gone(self, key: str, from_revision: int, lease: LeaseKeeper) -> None:
+        """Wait for the key's deletion (or our lease's loss: while controller, the key went
+        with it; while not, campaigning on a dead lease is pointless)."""
 
         async def deleted() -> None:
             watch = self.client.watch(key, start_revision=from_revision)
@@ -221,7 +232,7 @@ class ControllerElection:
                         return
 
         gone = asyncio.ensure_future(deleted())
-        lost = asyncio.ensure_future(self.lease.lost.wait())
+        lost = asyncio.ensure_future(lease.lost.wait())
         try:
             await asyncio.wait({gone, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -230,7 +241,3 @@ class ControllerElection:
             await asyncio.gather(gone, lost, return_exceptions=True)
         if gone.done() and not gone.cancelled() and gone.exception() is not None:
             raise gone.exception()  # type: ignore[misc]
-
-    async def _hold(self, key: str, from_revision: int) -> None:
-        """While controller: return when the key is deleted or replaced, or the lease lost."""
-        await self._until_gone(key, from_revision)
