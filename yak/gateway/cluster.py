@@ -22,7 +22,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -132,8 +132,7 @@ class ClusterClient:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._topic_cache: dict[str, tuple[float, TopicMeta]] = {}
-        self._reports: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Produced],
-                                  KafkaError | None, Any]] = []
+        self._reports: list[tuple[Delivery, int, KafkaError | None, Any]] = []
 
     # ------------------------------------------------------------------ plumbing
 
@@ -180,11 +179,11 @@ class ClusterClient:
             producer.poll(0.1)
             if self._reports:
                 reports, self._reports = self._reports, []
-                reports[0][0].call_soon_threadsafe(_settle_all, reports)
+                reports[0][0].loop.call_soon_threadsafe(_settle_all, reports)
 
-    def _report(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Produced],
-                err: KafkaError | None, msg: Any) -> None:
-        self._reports.append((loop, fut, err, msg))
+    def _report(self, delivery: Delivery, index: int, err: KafkaError | None,
+                msg: Any) -> None:
+        self._reports.append((delivery, index, err, msg))
 
     def new_consumer(self, group_id: str | None, client_id: str,
                      **overrides: Any) -> AIOKafkaConsumer:
@@ -421,48 +420,38 @@ class ClusterClient:
 
     # ------------------------------------------------------------------ produce
 
-    def produce_nowait(
-        self, topic: str, value: bytes | None, key: bytes | None = None,
-        partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
-        timestamp_ms: int | None = None,
-    ) -> asyncio.Future[Produced]:
-        """Hand one record to the producer now; the future settles on its delivery report.
+    def produce_many(self, topic: str,
+                     records: Sequence[tuple[bytes | None, bytes | None, int | None,
+                                             Sequence[tuple[str, bytes]] | None, int | None]],
+                     ) -> Delivery:
+        """Hand (key, value, partition, headers, timestamp_ms) records to the producer now,
+        in order; `Delivery.future` settles once every record has its delivery report.
 
         Synchronous on purpose: records handed over in a given order are appended in that
-        order (per partition), whatever the callers await afterwards.
+        order (per partition), whatever the callers await afterwards. One future per call,
+        not per record: reports reach the loop once per producer poll, in a batch.
         """
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Produced] = loop.create_future()
-        kwargs: dict[str, Any] = {
-            "value": value, "key": key, "on_delivery": functools.partial(self._report, loop, fut),
-        }
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        if timestamp_ms is not None:
-            kwargs["timestamp"] = timestamp_ms
-        try:
-            self.producer.produce(topic, **kwargs)
-        except BufferError as e:
-            raise ClusterError("producer queue is full, retry later", -184, "_QUEUE_FULL") from e
-        except KafkaException as e:
-            raise _cluster_error(e) from e
-        return fut
-
-    async def delivery(self, fut: asyncio.Future[Produced]) -> Produced:
-        try:
-            return await asyncio.wait_for(fut, self.timeout_s + 2)
-        except TimeoutError as e:
-            raise _cluster_error(e) from e
-
-    async def produce(
-        self, topic: str, value: bytes | None, key: bytes | None = None,
-        partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
-        timestamp_ms: int | None = None,
-    ) -> Produced:
-        fut = self.produce_nowait(topic, value, key, partition, headers, timestamp_ms)
-        return await self.delivery(fut)
+        delivery = Delivery(loop, len(records))
+        produce = self.producer.produce
+        report = self._report
+        for i, (key, value, partition, headers, timestamp_ms) in enumerate(records):
+            kwargs: dict[str, Any] = {"value": value, "key": key,
+                                      "on_delivery": functools.partial(report, delivery, i)}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if headers:
+                kwargs["headers"] = list(headers)
+            if timestamp_ms is not None:
+                kwargs["timestamp"] = timestamp_ms
+            try:
+                produce(topic, **kwargs)
+            except BufferError:
+                delivery.fail(i, ClusterError("producer queue is full, retry later", -184,
+                                              "_QUEUE_FULL"))
+            except KafkaException as e:
+                delivery.fail(i, _cluster_error(e))
+        return delivery
 
     async def ping(self) -> float:
         """Round-trip time of a metadata request, in seconds (raises if unreachable)."""
@@ -471,15 +460,39 @@ class ClusterClient:
         return time.perf_counter() - t0
 
 
-def _settle_all(reports: list[tuple[Any, asyncio.Future[Produced], KafkaError | None, Any]]
-                ) -> None:
-    for _, fut, err, msg in reports:
-        if fut.done():
-            continue
+class Delivery:
+    """The delivery reports of records handed to the producer together."""
+
+    __slots__ = ("future", "loop", "pending", "results")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[list[Produced | ClusterError]] = loop.create_future()
+        self.results: list[Produced | ClusterError | None] = [None] * n
+        self.pending = n
+        if not n:
+            self.future.set_result([])
+
+    def fail(self, index: int, error: ClusterError) -> None:
+        self._settle(index, error)
+
+    def _settle(self, index: int, result: Produced | ClusterError) -> None:
+        if self.results[index] is not None:
+            return
+        self.results[index] = result
+        self.pending -= 1
+        if not self.pending and not self.future.done():
+            self.future.set_result(self.results)  # type: ignore[arg-type]
+
+
+def _settle_all(reports: list[tuple[Delivery, int, KafkaError | None, Any]]) -> None:
+    """On the loop: one call per producer poll that had reports."""
+    for delivery, index, err, msg in reports:
         if err is not None:
-            fut.set_exception(ClusterError(err.str(), err.code(), err.name()))
+            delivery._settle(index, ClusterError(err.str(), err.code(), err.name()))
         else:
-            fut.set_result(Produced(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]))
+            delivery._settle(index, Produced(msg.topic(), msg.partition(), msg.offset(),
+                                             msg.timestamp()[1]))
 
 
 def _source_name(source: Any) -> str:

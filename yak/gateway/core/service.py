@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from yak.gateway.cluster import ClusterClient, ClusterError, TopicMeta
+from yak.gateway.cluster import ClusterClient, ClusterError, Delivery, TopicMeta
 from yak.gateway.core.errors import GatewayError, Reason, from_cluster_error
 from yak.gateway.core.formats import Formats
 from yak.gateway.core.sessions import SessionRegistry
@@ -128,33 +128,22 @@ class GatewayCore:
                                        f"partition {p} of record {i} is out of range")
                 raise GatewayError(Reason.PARTITION_NOT_FOUND,
                                    f"Partition not found (record {i}).")
-        cluster = self.cluster
-        topic = meta.name
-        futs: list[asyncio.Future[Any]] = []
-        for r in records:
-            try:
-                futs.append(cluster.produce_nowait(topic, r.value, r.key, r.partition,
-                                                   r.headers, r.timestamp_ms))  # type: ignore[arg-type]
-            except ClusterError as e:
-                failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                failed.set_exception(e)
-                futs.append(failed)
-        return PendingProduce(futs, cluster.timeout_s + 2)
+        return PendingProduce(self.cluster.produce_many(meta.name, records),
+                              self.cluster.timeout_s + 2)
 
 
 class PendingProduce:
     """Records handed to the producer, awaiting their delivery reports."""
 
-    def __init__(self, futs: list[asyncio.Future[Any]], timeout_s: float) -> None:
-        self.futs = futs
+    def __init__(self, delivery: Delivery, timeout_s: float) -> None:
+        self.delivery = delivery
         self.timeout_s = timeout_s
 
     async def results(self) -> list[ProduceResult]:
         """All reports under one timeout (not one timer per record)."""
         try:
-            settled = await asyncio.wait_for(
-                asyncio.gather(*self.futs, return_exceptions=True), self.timeout_s
-            )
+            # A cancelled wait leaves the reports to land on a done future (ignored).
+            settled = await asyncio.wait_for(self.delivery.future, self.timeout_s)
         except TimeoutError:
             raise GatewayError(Reason.UNAVAILABLE,
                                "Kafka cluster unreachable: timed out waiting for produce acks",
@@ -166,8 +155,6 @@ class PendingProduce:
                 if err.reason is Reason.UNAVAILABLE:
                     raise err
                 results.append(ProduceResult(error=err))
-            elif isinstance(res, BaseException):
-                raise res
             else:
                 results.append(ProduceResult(res.partition, res.offset, res.timestamp))
         return results
