@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import re
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -63,4 +64,5 @@ def etcd_factory(tmp_path: Path) -> Iterator[Callable[..., LocalEtcd]]:
 @pytest.fixture
 def keys(request: pytest.FixtureRequest) -> ClusterKeys:
     """A namespace of its own for each test, so tests can share one etcd."""
-    return ClusterKeys(re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80])
+    digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:8]
+    return ClusterKeys(re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60] + "-" + digest)
