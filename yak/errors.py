@@ -80,9 +80,19 @@ class CorruptRecordError(KafkaError):
 
 
 class InvalidRecordError(KafkaError):
-    """A batch that is well formed but not acceptable (e.g. a client-written control batch)."""
+    """A batch that is well formed but not acceptable (e.g. a client-written control batch).
+
+    `record_errors`: (index of the record in its batch, message) for each refused record,
+    which the Produce response (v8+) carries as KIP-467's `record_errors`.
+    """
 
     code = ErrorCode.invalid_record
+
+    def __init__(
+        self, message: str = "", record_errors: list[tuple[int, str | None]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.record_errors: list[tuple[int, str | None]] = record_errors or []
 
 
 class RecordTooLargeError(KafkaError):

@@ -1,14 +1,16 @@
 """Record-batch compression codecs (attributes bits 0-2).
 
-Only the cleaner, control batches and tests decompress: the Produce and Fetch paths store
-and serve compressed batches exactly as the producer wrote them. Decompression is bounded
-(`max_size`) so that a compression bomb cannot exhaust memory in the cleaner.
+Only the cleaner, control batches, the null-key check of compacted topics and tests
+decompress: the Produce and Fetch paths otherwise store and serve compressed batches exactly
+as the producer wrote them. Decompression is bounded (`max_size`, checked while inflating) so
+that a compression bomb cannot exhaust memory.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -57,9 +59,9 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int = DEFAULT_MAX
         elif codec == SNAPPY:
             out = _snappy_decompress(bytes(data), max_size)
         elif codec == LZ4:
-            out = bytes(cramjam.lz4.decompress(data))
+            out = _bounded(cramjam.lz4.decompress_into, data, max_size)
         elif codec == ZSTD:
-            out = bytes(cramjam.zstd.decompress(data))
+            out = _bounded(cramjam.zstd.decompress_into, data, max_size)
         else:
             raise CorruptRecordError(f"unknown compression codec {codec}")
     except CorruptRecordError:
@@ -69,6 +71,28 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int = DEFAULT_MAX
     if len(out) > max_size:
         raise CorruptRecordError(f"decompressed batch exceeds {max_size} bytes")
     return out
+
+
+def _bounded(
+    decompress_into: Callable[[bytes | memoryview, bytearray], int],
+    data: bytes | memoryview,
+    max_size: int,
+) -> bytes:
+    """lz4/zstd into a buffer that grows (x8) up to `max_size` + 1 bytes: a bomb (zstd
+    turns 6 KB into 200 MB) fails when the buffer is full instead of being inflated whole."""
+    size = min(max_size + 1, max(64 * 1024, 8 * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = decompress_into(data, buf)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):  # corrupt input, not a full buffer
+                raise
+            if size > max_size:
+                raise CorruptRecordError(f"decompressed batch exceeds {max_size} bytes") from None
+            size = min(max_size + 1, size * 8)
+            continue
+        return bytes(memoryview(buf)[:n])
 
 
 def _snappy_decompress(data: bytes, max_size: int) -> bytes:

@@ -460,6 +460,50 @@ def scan_keys(
     return RecordSpans(h, body, out)
 
 
+def keyless_records(
+    batch: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    max_size: int = compression.DEFAULT_MAX_SIZE,
+) -> list[int]:
+    """Indexes (within the batch) of the records that have a null key.
+
+    For compacted topics, which refuse them at produce time (Kafka's LogValidator). Reads
+    each record's length, skips attributes and the timestamp and offset deltas, and looks at
+    one byte of the key length (null is zigzag -1, the single byte 0x01): no key or value is
+    copied. A compressed batch is decompressed first, which is the real cost of this check.
+    """
+    mv = memoryview(batch)[HEADER_SIZE : header.batch_length + LOG_OVERHEAD]
+    codec = header.attributes & COMPRESSION_MASK
+    body = compression.decompress(codec, mv, max_size) if codec != compression.NONE else mv
+    out: list[int] = []
+    pos = 0
+    n = len(body)
+    try:
+        for i in range(header.record_count):
+            b = body[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = _read_varint(body, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError("record overruns the batch")
+            pos += 1  # attributes
+            while body[pos] & 0x80:  # timestamp delta
+                pos += 1
+            pos += 1
+            while body[pos] & 0x80:  # offset delta
+                pos += 1
+            pos += 1
+            if body[pos] == 1:  # key length -1: null key
+                out.append(i)
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("record overruns the batch") from None
+    return out
+
+
 def rebuild_batch(spans: RecordSpans, keep: list[int]) -> bytes:
     """A batch holding only the records at indexes `keep`, copied verbatim.
 

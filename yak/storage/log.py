@@ -40,6 +40,7 @@ from yak.protocol.records import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     decode_records,
+    keyless_records,
     log_append_time_header,
     read_header,
 )
@@ -131,6 +132,7 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.config = config
+        self._compact = config.compact  # cleanup.policy has compact: keys are checked
         self.lock = threading.RLock()
         # Held for the whole of a flush (fsyncs included), so flushes never overlap and the
         # recovery point never passes data another flush is still syncing. Lock order: the
@@ -352,6 +354,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
             self.config = config
+            self._compact = config.compact
             for seg in self._view.segments:
                 seg.index_interval_bytes = config.index_interval_bytes
 
@@ -370,6 +373,7 @@ class PartitionLog:
         out: list[BatchHeader] = []
         pos = 0
         check_ts = leader and not cfg.log_append_time
+        check_keys = leader and self._compact
         before = cfg.message_timestamp_before_max_ms
         after = cfg.message_timestamp_after_max_ms
         while pos < n:
@@ -406,11 +410,33 @@ class PartitionLog:
                             f"timestamp {ts} out of range (now {now}, before.max.ms {before}, "
                             f"after.max.ms {after})"
                         )
+            if check_keys:
+                self._check_keys(mv[pos : pos + size], h)
             out.append(h)
             pos += size
         if n > cfg.segment_bytes:
             raise RecordBatchTooLargeError(f"{n} bytes exceed segment.bytes={cfg.segment_bytes}")
         return out
+
+    def _check_keys(self, batch: memoryview, h: BatchHeader) -> None:
+        """A compacted topic refuses records without a key, as Kafka's LogValidator does:
+        INVALID_RECORD with one KIP-467 record error per keyless record (index in its
+        batch), and nothing of the append is written. Costs a walk over the record framing
+        (and the decompression of a compressed batch), only for compacted topics."""
+        missing = keyless_records(batch, h)
+        if not missing:
+            return
+        msg = (
+            "Compacted topic cannot accept message without key in topic partition "
+            f"{self.topic}-{self.partition}."
+        )
+        errors: list[tuple[int, str | None]] = [(i, msg) for i in missing]
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{msg}')" for i in missing[:3])
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(missing)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            record_errors=errors,
+        )
 
     def append_as_leader(
         self,

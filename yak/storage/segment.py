@@ -114,7 +114,8 @@ class LogSegment:
         self.next_offset = self.base_offset
         for pos, h in self.iter_headers(0):
             last = h.base_offset + h.last_offset_delta
-            self._index_batch(pos, h.base_offset, last, h.max_timestamp, h.batch_length + LOG_OVERHEAD)
+            size = h.batch_length + LOG_OVERHEAD
+            self._index_batch(pos, h.base_offset, last, h.max_timestamp, size)
             self.next_offset = last + 1
         self._indexes_ready = True
         self._refresh_full()
