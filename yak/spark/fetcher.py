@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +20,10 @@ log = logging.getLogger(__name__)
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, value_type: pa.DataType | None = None) -> pa.Schema:
     fields = [
         pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
+        pa.field("value", value_type or pa.binary()),
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),
@@ -46,9 +47,13 @@ def read_range(
     *,
     include_headers: bool,
     fail_on_data_loss: bool,
+    value_decoder: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Records with offsets in [rng.start, rng.end), in order, as Arrow batches."""
-    schema = arrow_schema(include_headers)
+    """Records with offsets in [rng.start, rng.end), in order, as Arrow batches.
+
+    With a `value_decoder` (option valueFormat) the value column is decoded through the
+    schema registry into the struct type the decoder was made for."""
+    schema = arrow_schema(include_headers, value_decoder.target if value_decoder else None)
     tp = (rng.topic, rng.partition)
     offset = rng.start
     idle = 0
@@ -94,9 +99,12 @@ def read_range(
             n = len(cols)
             if n == 0:
                 continue
+            value = cols.value
+            if value_decoder is not None:
+                value = value_decoder.decode(value, cols.offset, rng.topic, rng.partition)
             arrays = [
                 cols.key,
-                cols.value,
+                value,
                 _constant_string(rng.topic, n),
                 pa.array(np.full(n, rng.partition, np.int32)),
                 pa.array(cols.offset),

@@ -42,8 +42,12 @@ _SOURCE = {
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
     "kafkaconsumer.polltimeoutms",
+    "valueformat",
+    "schema.registry.url",
+    "valueschemasubject",
 }
-_SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic"}
+_SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
+         "valueformat", "schema.registry.url"}
 # Options Spark itself may add to a data source's options.
 _SPARK_ADDED = {"path", "checkpointlocation", "queryname"}
 # `kafka.`-prefixed client settings this client understands (Java client names).
@@ -207,6 +211,10 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     include_headers: bool = False
+    value_format: str | None = None  # avro | jsonschema | protobuf, through the registry
+    registry_url: str | None = None
+    value_subject: str | None = None
+    value_type: Any = None  # the value column's Arrow type (set when the reader is made)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -293,7 +301,31 @@ def parse_source_options(raw: Mapping[str, str], streaming: bool) -> SourceOptio
     o.fail_on_data_loss = _bool(opts, "failondataloss", True)
     o.min_partitions = _int(opts, "minpartitions", None, 1)
     o.include_headers = _bool(opts, "includeheaders", False)
+    o.value_format, o.registry_url = _value_format(opts)
+    if o.value_format is not None:
+        o.value_subject = opts.get("valueschemasubject")
+        if o.value_subject is None:
+            if not o.subscribe or len(o.subscribe) != 1:
+                raise YakOptionError("option valueSchemaSubject is required with valueFormat "
+                                     "unless subscribe names exactly one topic")
+            o.value_subject = f"{o.subscribe[0]}-value"
     return o
+
+
+def _value_format(opts: Mapping[str, str]) -> tuple[str | None, str | None]:
+    fmt = opts.get("valueformat")
+    if fmt is None:
+        if "schema.registry.url" in opts:
+            raise YakOptionError("option schema.registry.url needs valueFormat")
+        return None, None
+    fmt = fmt.strip().lower()
+    if fmt not in ("avro", "jsonschema", "protobuf"):
+        raise YakOptionError(f"option valueFormat: {fmt!r} is not avro, jsonschema or protobuf")
+    url = (opts.get("schema.registry.url") or "").strip()
+    if not url.startswith(("http://", "https://")):
+        raise YakOptionError("option schema.registry.url is required with valueFormat "
+                             "(e.g. http://127.0.0.1:8080)")
+    return fmt, url
 
 
 @dataclass
@@ -302,6 +334,8 @@ class SinkOptions:
     topic: str | None
     exactly_once: bool = True
     state_topic: str = "__yak_spark_sink_state"
+    value_format: str | None = None
+    registry_url: str | None = None
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -311,9 +345,17 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise YakOptionError("option topic: empty topic name")
+    fmt, url = _value_format(opts)
+    if fmt is not None and fmt != "avro":
+        raise YakOptionError(f"option valueFormat: the sink writes avro only, not {fmt!r}")
+    if fmt is not None and topic is None:
+        raise YakOptionError("option topic is required with valueFormat (the schema is "
+                             "registered as <topic>-value)")
     return SinkOptions(
         client=client,
         topic=topic,
         exactly_once=_bool(opts, "exactlyonce", True),
         state_topic=opts.get("sinkstatetopic", "__yak_spark_sink_state"),
+        value_format=fmt,
+        registry_url=url,
     )

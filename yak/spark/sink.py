@@ -30,6 +30,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -150,6 +151,24 @@ def _placed(
     return out
 
 
+def _encode_values(table: pa.Table, opts: SinkOptions, encoder: Any) -> tuple[pa.Table, Any]:
+    """With valueFormat=avro: the struct `value` column becomes registry-framed Avro (the
+    schema derived from the column's type, registered once per task as <topic>-value)."""
+    if opts.value_format is None:
+        return table, encoder
+    value = table.column("value").combine_chunks()
+    if encoder is None:
+        from yak.spark.registry_codec import ValueEncoder
+
+        if not pa.types.is_struct(value.type):
+            raise YakOptionError("valueFormat=avro needs a struct 'value' column "
+                                 f"(got {value.type})")
+        encoder = ValueEncoder(str(opts.registry_url), opts.value_format, str(opts.topic),
+                               value.type)
+    idx = table.column_names.index("value")
+    return table.set_column(idx, "value", encoder.encode(value)), encoder
+
+
 def _column(t: pa.Table, name: str) -> pa.Array | None:
     if name not in t.column_names:
         return None
@@ -204,9 +223,11 @@ class YakBatchWriter(DataSourceArrowWriter):
         parts: dict[str, int] = {}
         counts: dict[str, int] = {}
         seed = random.randrange(1 << 16)
+        encoder = None
         with self.opts.client.client() as client:
             for i, batch in enumerate(iterator):
                 table = pa.Table.from_batches([batch])
+                table, encoder = _encode_values(table, self.opts, encoder)
                 groups = _placed(table, self.opts, client, seed + i, counts)
                 for k, v in _produce(client, self.opts, groups).items():
                     parts[k] = parts.get(k, 0) + v
@@ -245,6 +266,7 @@ def write_fenced(
     opts: SinkOptions, table: pa.Table, query_id: str | None, batch_id: str | int | None, task: int
 ) -> YakCommitMessage:
     """Write one task's rows of one micro-batch, skipping what an earlier attempt wrote."""
+    table, _ = _encode_values(table, opts, None)
     with opts.client.client() as client:
         seed = zlib.crc32(f"{query_id}/{batch_id}/{task}".encode())
         groups = _placed(table, opts, client, seed)

@@ -84,7 +84,16 @@ class _Planner:
             partition.rng,
             include_headers=self.opts.include_headers,
             fail_on_data_loss=self.opts.fail_on_data_loss,
+            value_decoder=self._value_decoder(),
         )
+
+    def _value_decoder(self) -> Any:
+        if self.opts.value_format is None:
+            return None
+        from yak.spark.registry_codec import ValueDecoder
+
+        return ValueDecoder(str(self.opts.registry_url), self.opts.value_format,
+                            self.opts.value_type)
 
 
 class YakBatchReader(_Planner, DataSourceReader):
