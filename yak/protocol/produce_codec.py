@@ -120,6 +120,8 @@ class ProducePartitionResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # KIP-467 (v8+): (batch index, message) of each record that made the batch fail.
+    record_errors: list[tuple[int, str | None]] | tuple[()] = ()
 
 
 def encode_produce_response(
@@ -149,8 +151,13 @@ def encode_produce_response(
             else:
                 out += _PART_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
-                # record_errors: always empty (a batch fails or succeeds as a whole)
-                write_length(out, 0, flexible)
+                errs = p.record_errors
+                write_length(out, len(errs), flexible)
+                for batch_index, message in errs:
+                    out += _I32.pack(batch_index)
+                    write_string(out, message, flexible)
+                    if flexible:
+                        out.append(0)
                 write_string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)
