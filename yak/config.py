@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from yak.settings import (
     BROKER_SETTINGS,
+    LISTENER_PREFIX,
     LONG_MAX,
     ConfigError,
     Setting,
@@ -267,9 +268,12 @@ class BrokerConfig:
         kwargs: dict[str, Any] = {}
         unknown: list[str] = []
         parsed: dict[str, Any] = {}
+        settings = _with_listener_names(settings)
         for key, value in settings.items():
             spec = BROKER_SETTINGS.get(key)
             if spec is None:
+                if key.startswith(LISTENER_PREFIX):
+                    continue  # per-listener overrides: checked by the security part
                 unknown.append(key)
                 warn(f"unknown setting {key!r} ignored")
                 continue
@@ -322,6 +326,19 @@ class BrokerConfig:
     @property
     def advertised(self) -> str:
         return f"{self.advertised_host}:{self.advertised_port}"
+
+
+def _with_listener_names(settings: Mapping[str, str]) -> dict[str, str]:
+    """`--listen HOST:PORT` (and a bare `listeners=HOST:PORT`) is the PLAINTEXT listener:
+    give such entries Kafka's `PLAINTEXT://` so every later reader sees one syntax."""
+    out = dict(settings)
+    for key in ("listeners", "advertised.listeners"):
+        value = out.get(key)
+        if value is None:
+            continue
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        out[key] = ",".join(v if "://" in v else f"PLAINTEXT://{v}" for v in items)
+    return out
 
 
 def resolve_log_props(settings: Mapping[str, str]) -> dict[str, str]:

@@ -27,6 +27,7 @@ __all__ = [
     "BROKER_SETTINGS",
     "DEPRECATED",
     "INT_MAX",
+    "LISTENER_PREFIX",
     "LONG_MAX",
     "PARTS",
     "TOPIC_CONFIGS",
@@ -44,7 +45,7 @@ ACCEPTED = "accepted"
 DEPRECATED = "deprecated"
 
 # The parts of a broker that own settings (the composition builds one object per part).
-PARTS = ("broker", "storage", "group", "txn", "cluster")
+PARTS = ("broker", "storage", "group", "txn", "cluster", "security")
 
 
 class ConfigError(ValueError):
@@ -101,6 +102,16 @@ def host_port(key: str, value: str) -> tuple[str, int]:
     if not sep or not port:
         raise ConfigError(f"invalid value {value!r} for {key}: expected HOST:PORT")
     return (host or "0.0.0.0"), _parse_int(key, port, 0, 65535)
+
+
+def _check_listeners(key: str, value: str) -> None:
+    """Every entry is `NAME://HOST:PORT` or `HOST:PORT` (PLAINTEXT); the full rules (names,
+    protocols, ports) are Kafka's and are applied by yak.security.listeners at start-up."""
+    items = _items(value)
+    if not items:
+        raise ConfigError(f"invalid value {value!r} for {key}: no listener given")
+    for item in items:
+        host_port(key, item)
 
 
 def _check_path(key: str, value: str) -> None:
@@ -318,6 +329,76 @@ def _synonym_settings() -> list[Setting]:
     return out
 
 
+# --------------------------------------------------------------------------- security settings
+
+# Listeners, TLS, SASL, authorization and quotas (yak/security reads them; per-listener
+# overrides `listener.name.<listener>.[<mechanism>.]<key>` are resolved by
+# `yak.security.settings.get_setting`, and accepted by the loader by that prefix).
+_S = "security"
+_SECURITY_SETTINGS: list[Setting] = [
+    # listeners (`listeners` and `advertised.listeners` are with the broker's settings)
+    _b("listener.security.protocol.map", "list",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", _S,
+       check=_check_protocol_map, doc="listener name -> security protocol"),
+    _b("inter.broker.listener.name", "string", None, _S, check=_check_listener_name,
+       doc="listener brokers use to talk to each other"),
+    _b("security.inter.broker.protocol", "string", "PLAINTEXT", _S,
+       choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+       doc="inter-broker security protocol when inter.broker.listener.name is unset"),
+    # SASL
+    _b("sasl.enabled.mechanisms", "list", "GSSAPI", _S,
+       doc="SASL mechanisms offered on SASL listeners"),
+    _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", _S,
+       doc="SASL mechanism brokers log in to each other with"),
+    _b("sasl.server.max.receive.size", "int", "524288", _S, lo=1,
+       doc="largest SASL token accepted before authentication"),
+    _b("connections.max.reauth.ms", "long", "0", _S, lo=0,
+       doc="KIP-368: a session must re-authenticate within this time (0: never)"),
+    _b("connection.failed.authentication.delay.ms", "int", "100", _S, lo=0,
+       doc="delay before answering a failed login (slows password guessing)"),
+    _b("principal.builder.class", "class",
+       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", _S,
+       choices=("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",),
+       doc="only Kafka's default principal builder is implemented"),
+    _b("sasl.jaas.config", "password", None, _S,
+       doc="JAAS login config; on a broker only as "
+       "listener.name.<listener>.<mechanism>.sasl.jaas.config"),
+    # TLS
+    _b("ssl.keystore.type", "string", "JKS", _S, doc="only PEM is read by Yak"),
+    _b("ssl.keystore.location", "string", None, _S,
+       doc="PEM file: private key then certificate chain"),
+    _b("ssl.keystore.password", "password", None, _S, doc="not used with PEM (Kafka's rule)"),
+    _b("ssl.key.password", "password", None, _S, doc="password of an encrypted PEM key"),
+    _b("ssl.keystore.key", "password", None, _S, doc="inline PEM private key"),
+    _b("ssl.keystore.certificate.chain", "password", None, _S,
+       doc="inline PEM certificate chain"),
+    _b("ssl.truststore.type", "string", "JKS", _S, doc="only PEM is read by Yak"),
+    _b("ssl.truststore.location", "string", None, _S, doc="PEM file of trusted CAs"),
+    _b("ssl.truststore.password", "password", None, _S, doc="not used with PEM (Kafka's rule)"),
+    _b("ssl.truststore.certificates", "password", None, _S, doc="inline PEM trusted CAs"),
+    _b("ssl.client.auth", "string", "none", _S, choices=("none", "requested", "required"),
+       doc="ask for (requested) or demand (required) client certificates"),
+    _b("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", _S),
+    _b("ssl.protocol", "string", "TLSv1.3", _S),
+    _b("ssl.cipher.suites", "list", "", _S, doc="IANA or OpenSSL names; empty: defaults"),
+    _b("ssl.principal.mapping.rules", "string", "DEFAULT", _S),
+    _b("ssl.endpoint.identification.algorithm", "string", "https", _S,
+       doc="client side: https verifies the broker's host name, empty does not"),
+    # authorization
+    _b("authorizer.class.name", "string", "", _S,
+       doc="org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs"),
+    _b("super.users", "string", None, _S, doc="principals separated by ';'"),
+    _b("allow.everyone.if.no.acl.found", "boolean", "false", _S),
+    # quotas
+    _b("quota.window.num", "int", "11", _S, lo=1),
+    _b("quota.window.size.seconds", "int", "1", _S, lo=1),
+    _b("controller.quota.window.num", "int", "11", _S, lo=1),
+    _b("controller.quota.window.size.seconds", "int", "1", _S, lo=1),
+]
+
+# Per-listener overrides of the settings above: `listener.name.<listener>.<key>`.
+LISTENER_PREFIX = "listener.name."
+
 # --------------------------------------------------------------------------- broker settings
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -326,10 +407,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
         # --- the broker process: identity, listeners, requests
         _b("node.id", "int", "1", "broker", "node_id", lo=0, doc="id of this broker"),
         _b("broker.id", "int", "1", "broker", "node_id", lo=0, doc="legacy synonym of node.id"),
-        _b("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "broker", check=host_port,
-           doc="HOST:PORT to accept on"),
-        _b("advertised.listeners", "string", None, "broker", check=host_port,
-           doc="HOST:PORT given to clients"),
+        _b("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "broker",
+           check=_check_listeners, doc="NAME://HOST:PORT,... to accept on (HOST:PORT: PLAINTEXT)"),
+        _b("advertised.listeners", "string", None, "broker", check=_check_listeners,
+           doc="NAME://HOST:PORT,... given to clients, per listener"),
         _b("socket.request.max.bytes", "int", "104857600", "broker",
            "socket_request_max_bytes", lo=1),
         _b("num.partitions", "int", "1", "broker", "num_partitions", lo=1),
@@ -351,11 +432,6 @@ BROKER_SETTINGS: dict[str, Setting] = {
            check=_check_voters),
         _b("controller.listener.names", "list", "", "cluster", effect=ACCEPTED,
            check=_check_listener_names),
-        _b("listener.security.protocol.map", "list",
-           "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-           "cluster", effect=ACCEPTED, check=_check_protocol_map),
-        _b("inter.broker.listener.name", "string", "PLAINTEXT", "cluster", effect=ACCEPTED,
-           check=_check_listener_name),
         # --- storage (the log manager); topic-config synonyms are added below
         _b("log.dirs", "string", None, "storage", check=_check_path,
            doc="data directory (first entry used)"),
@@ -403,6 +479,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("transactional.id.expiration.ms", "int", "604800000", "txn", effect=ACCEPTED, lo=1),
         _b("transaction.max.timeout.ms", "int", "900000", "txn", effect=ACCEPTED, lo=1),
     ]
+    + _SECURITY_SETTINGS
     + _synonym_settings()
 }
 

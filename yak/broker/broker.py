@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from yak.config import BrokerConfig
     from yak.group.coordinator import GroupCoordinator
     from yak.partition import ReplicaManager
+    from yak.security.authorizer import StandardAuthorizer
+    from yak.security.channel import ChannelBuilder
+    from yak.security.quota import ClientQuotas
+    from yak.security.scram import ScramCredentialManager
+    from yak.security.security_config import SecurityConfig
 
 __all__ = ["Broker", "Part", "StartupError", "one_line"]
 
@@ -57,6 +62,11 @@ class Broker:
         group_coordinator: GroupCoordinator,
         metrics: BrokerMetrics,
         parts: list[Part],
+        security: SecurityConfig,
+        channel_builders: dict[str, ChannelBuilder],
+        scram_credentials: ScramCredentialManager,
+        quotas: ClientQuotas,
+        authorizer: StandardAuthorizer | None = None,
         txn_coordinator: Any = None,
     ) -> None:
         self.config = config
@@ -72,9 +82,32 @@ class Broker:
         # InitProducerId/FindCoordinator answer COORDINATOR_NOT_AVAILABLE.
         self.txn_coordinator = txn_coordinator
         self.metrics = metrics
+        # Security (issue 13): the listeners and how each authenticates its connections;
+        # the authorizer (None: `authorizer.class.name` unset, everyone may do anything);
+        # SCRAM credentials (the same store SCRAM logins read) and client quotas.
+        self.security = security
+        self.channel_builders = channel_builders
+        self.scram_credentials = scram_credentials
+        self.quotas = quotas
+        self.authorizer = authorizer
+        # listener name -> (host, port) clients are told to use on that listener: the
+        # advertised endpoint, with the bound port for a listener on port 0.
+        self.advertised: dict[str, tuple[str, int]] = {
+            ep.listener_name: (ep.host or "127.0.0.1", ep.port)
+            for ep in security.listeners.advertised
+        }
         self.connections: set[KafkaConnection] = set()
         self._parts = parts
         self._started: list[Part] = []
+
+    def endpoint(self, listener_name: str | None) -> tuple[str, int] | None:
+        """(host, port) this broker advertises on a listener; None if that listener is not
+        advertised. Metadata, FindCoordinator and DescribeCluster answer with the endpoint
+        of the listener the request came in on (Kafka's rule), so a client that connected
+        over SASL_SSL is never sent to the PLAINTEXT port."""
+        if listener_name is None:
+            return self.host, self.port
+        return self.advertised.get(listener_name)
 
     @property
     def part_names(self) -> list[str]:

@@ -10,11 +10,16 @@
     producer ids        ProducerIdManager: id blocks from the metadata store
     group coordinator   GroupCoordinator on `__consumer_offsets` (TopicOffsetsLog adapter)
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
+    security            SecurityConfig: the listeners, their TLS contexts and SASL configs
+    credential store    SCRAM credentials (FileCredentialStore in the data directory)
+    authorizer          StandardAuthorizer over a FileAclStore, when authorizer.class.name
+                        is set (applied by the handlers, per API, through the request context)
+    client quotas       ClientQuotas over a FileQuotaStore (applied in request dispatch)
 
 Slots the later issues fill, in this order: the controller (issue 11: the etcd
-controller's watch drives `ReplicaManager.apply_partition_state`), the transaction
-coordinator (issue 12: composed like the group coordinator, on `__transaction_state`) and
-security (issue 13: the authorizer applied in request dispatch).
+controller's watch drives `ReplicaManager.apply_partition_state`; the etcd backends of the
+ACL, credential and quota stores) and the transaction coordinator (issue 12: composed like
+the group coordinator, on `__transaction_state`).
 
 Nothing is imported by a guessed name and nothing is optional: a part that cannot be
 built raises `StartupError` naming it (exit 2 and the key for bad configuration), and a
@@ -36,10 +41,21 @@ from yak.config import BrokerConfig
 from yak.group.coordinator import GroupConfig, GroupCoordinator
 from yak.group.offsets_topic import TopicOffsetsLog, offsets_topic_configs
 from yak.partition import ReplicaManager
+from yak.security.authorizer import FileAclStore, StandardAuthorizer
+from yak.security.channel import ChannelBuilder
+from yak.security.quota import ClientQuotas, FileQuotaStore
+from yak.security.sasl import FailedAuthenticationDelay, new_broker_secret
+from yak.security.scram import FileCredentialStore, ScramCredentialManager
+from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
 from yak.storage import LogManager
 
-__all__ = ["build_broker", "group_config"]
+__all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config"]
+
+# The security stores of a single broker, in its data directory (etcd in a cluster).
+ACLS_FILE = "__acls.json"
+CREDENTIALS_FILE = "__scram_credentials.json"
+QUOTAS_FILE = "__client_quotas.json"
 
 T = TypeVar("T")
 
@@ -123,9 +139,37 @@ def build_broker(config: BrokerConfig) -> Broker:
     group_coordinator = _construct("group coordinator", make_group)
 
     # transaction coordinator: issue 12 composes it here, like the group coordinator.
-    # security: issue 13 composes the authorizer here, applied in request dispatch.
 
     metrics = _construct("metrics", BrokerMetrics)
+
+    # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
+    security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))
+    credentials = _construct(
+        "credential store", lambda: FileCredentialStore(config.data_dir / CREDENTIALS_FILE)
+    )
+    scram_credentials = ScramCredentialManager(credentials)
+    authorizer = (
+        _construct("authorizer", lambda: StandardAuthorizer.from_settings(
+            config.raw, FileAclStore(config.data_dir / ACLS_FILE)))
+        if security.authorizer_enabled else None
+    )
+    quotas = _construct("client quotas", lambda: ClientQuotas.from_settings(
+        config.raw, FileQuotaStore(config.data_dir / QUOTAS_FILE)))
+    failed_delay = FailedAuthenticationDelay(security.failed_authentication_delay_ms)
+    secret = new_broker_secret()
+    channel_builders = {
+        name: ChannelBuilder(ls, credentials, failed_delay, secret)
+        for name, ls in security.by_listener.items()
+    }
+    quota_task: list[asyncio.Task[None]] = []
+
+    async def start_quotas() -> None:
+        await loop_io(quotas.load)
+        quota_task.append(asyncio.get_running_loop().create_task(_quota_maintenance(quotas)))
+
+    async def stop_quotas() -> None:
+        for t in quota_task:
+            t.cancel()
 
     async def start_storage() -> None:
         # Topic configs live in the metadata, so storage needs them to load the logs.
@@ -145,7 +189,12 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
         Part("metrics"),
+        Part("security"),
+        Part("credential store", lambda: loop_io(credentials.load)),
     ]
+    if authorizer is not None:
+        parts.append(Part("authorizer", authorizer.start))
+    parts.append(Part("client quotas", start_quotas, stop_quotas))
     return Broker(
         config,
         cluster_id=metadata.cluster_id,
@@ -155,7 +204,32 @@ def build_broker(config: BrokerConfig) -> Broker:
         group_coordinator=group_coordinator,
         metrics=metrics,
         parts=parts,
+        security=security,
+        channel_builders=channel_builders,
+        scram_credentials=scram_credentials,
+        quotas=quotas,
+        authorizer=authorizer,
     )
+
+
+def _listener_settings(config: BrokerConfig) -> dict[str, str]:
+    """The raw settings, with the listener of a `BrokerConfig` built in code (no
+    `listeners` setting) spelled as the PLAINTEXT listener it is."""
+    raw = dict(config.raw)
+    if "listeners" not in raw:
+        raw["listeners"] = f"PLAINTEXT://{config.listen}"
+        if config.advertised != config.listen:
+            raw.setdefault("advertised.listeners", f"PLAINTEXT://{config.advertised}")
+    return raw
+
+
+async def _quota_maintenance(quotas: ClientQuotas, every_s: float = 30.0) -> None:
+    """Forget the measured rates of clients idle for an hour (bounded memory)."""
+    from yak.security.quota import wall_clock_ms
+
+    while True:
+        await asyncio.sleep(every_s)
+        quotas.maintenance(wall_clock_ms())
 
 
 async def _in_thread(fn: Callable[..., object], *args: object) -> None:

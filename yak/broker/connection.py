@@ -39,9 +39,12 @@ from yak.protocol.framing import (
     skip_header_tagged_fields,
 )
 from yak.protocol.kio_compat import ErrorCode
+from yak.security.channel import NoMatchingRule, Session
+from yak.security.sasl import GateAction
 
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
+    from yak.security.channel import ChannelBuilder
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +63,11 @@ class ProtocolViolation(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, channel: ChannelBuilder | None = None) -> None:
         self.broker = broker
+        # How this listener authenticates its connections (None: the broker's first).
+        self.channel = channel or next(iter(broker.channel_builders.values()))
+        self.session: Session | None = None
         self.max_request = int(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] | None = None
@@ -83,6 +89,17 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = (peer[0], peer[1]) if peer else None
+        ssl_object = transport.get_extra_info("ssl_object")
+        cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            self.session = self.channel.session(self.peer[0] if self.peer else "", cert)
+        except (NoMatchingRule, ValueError) as e:
+            # Kafka fails the SSL authentication: the connection closes, nothing is served.
+            log.info("closing %s connection from %s: %s", self.channel.listener_name,
+                     self.peer, e)
+            self._closed = True
+            transport.abort()
+            return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self.broker.connections.add(self)
@@ -125,13 +142,18 @@ class KafkaConnection(asyncio.Protocol):
         if w is not None and not w.done():
             w.set_result(None)
 
-    def close(self) -> None:
+    def close(self, flush: bool = False) -> None:
+        """Close now; `flush` first sends what was written (a last response, e.g. a failed
+        login's SASL_AUTHENTICATION_FAILED)."""
         if not self._closed:
             self._closed = True
             self._queue.clear()
             self._wake()
             if self.transport is not None:
-                self.transport.abort()
+                if flush:
+                    self.transport.close()
+                else:
+                    self.transport.abort()
 
     # ------------------------------------------------------------ request loop
 
@@ -152,11 +174,15 @@ class KafkaConnection(asyncio.Protocol):
                     if self.transport is not None and not self._closed:
                         self.transport.resume_reading()
                 try:
-                    await self._handle_frame(frame)
+                    throttle_ms = await self._handle_frame(frame)
                 except ProtocolViolation as e:
                     log.info("closing connection from %s: %s", self.peer, e)
                     self.close()
                     return
+                if throttle_ms:
+                    # KIP-219: the response went out at once, carrying throttle_time_ms;
+                    # the channel stays muted (nothing more is handled) until it is over.
+                    await asyncio.sleep(throttle_ms / 1000)
                 if not self._can_write.is_set():
                     await self._can_write.wait()
         except asyncio.CancelledError:
@@ -165,17 +191,37 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
 
-    async def _handle_frame(self, frame: memoryview) -> None:
+    async def _handle_frame(self, frame: memoryview) -> int:
+        """Handle one request; returns how long to hold the connection back (quotas)."""
+        session = self.session
+        authenticator = session.authenticator if session is not None else None
+        if authenticator is not None and authenticator.awaiting_raw_token:
+            await self._raw_sasl_token(authenticator, frame)
+            return 0
         try:
             api_key, api_version, correlation_id, client_id, pos = parse_request_header(frame)
         except HeaderError as e:
             raise ProtocolViolation(str(e)) from None
+        if authenticator is not None:
+            action = authenticator.gate(api_key, _now_ms())
+            if action is GateAction.CLOSE:
+                raise ProtocolViolation(
+                    f"{kio_compat.api_name(api_key) or api_key} request "
+                    + ("after the SASL session expired" if authenticator.authenticated
+                       else "before SASL authentication")
+                )
+            if action is GateAction.ILLEGAL_STATE:
+                response = error_response(api_key, api_version, ErrorCode.illegal_sasl_state)
+                if response is not None:
+                    self._write_response(correlation_id, response)
+                self.close(flush=True)
+                return 0
         spec = handlers.get(api_key)
         if spec is None or not spec.supports(api_version):
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: answer in v0 so any client can learn our range.
                 self._write_response(correlation_id, self._unsupported_api_versions())
-                return
+                return 0
             raise ProtocolViolation(f"unsupported API key {api_key} version {api_version}")
         if kio_compat.request_header_version(api_key, api_version) >= 2:
             try:
@@ -191,6 +237,7 @@ class KafkaConnection(asyncio.Protocol):
             connection=self.peer,
             header_size=pos,
             extras=self.extras,
+            session=session,
         )
         started = time.perf_counter()
         try:
@@ -218,10 +265,15 @@ class KafkaConnection(asyncio.Protocol):
             response = error_response(api_key, api_version, ErrorCode.unknown_server_error)
             if response is None:
                 raise ProtocolViolation("handler failed") from None
+        throttle_ms = self._throttle(ctx, started)
+        if throttle_ms and response is not None and hasattr(response, "throttle_time"):
+            response = dataclasses.replace(
+                response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
+            )
         if response is None or self._closed:
             # acks=0 produces have no response but were handled: they count too.
             self.broker.metrics.record_request(api_key, started)
-            return
+            return throttle_ms
         try:
             self._write_response(correlation_id, response)
         except Exception:
@@ -234,6 +286,35 @@ class KafkaConnection(asyncio.Protocol):
                 raise ProtocolViolation("unencodable response") from None
             self._write_response(correlation_id, fallback)
         self.broker.metrics.record_request(api_key, started)
+        if ctx.close_connection:
+            self.close(flush=True)
+        return throttle_ms
+
+    def _throttle(self, ctx: RequestContext, started: float) -> int:
+        """The request quota (`request_percentage`: handler time as a share of one thread)
+        on top of what the handler applied itself (byte rates): the longer throttle wins."""
+        request_quota = self.broker.quotas.request
+        throttle = ctx.throttle_time_ms
+        if request_quota.enabled:
+            pct = (time.perf_counter() - started) * 100.0
+            t = request_quota.record_and_get_throttle_time_ms(
+                ctx.principal, ctx.client_id or "", pct
+            )
+            throttle = max(throttle, t)
+        return throttle
+
+    async def _raw_sasl_token(self, authenticator: Any, frame: memoryview) -> None:
+        """SaslHandshake v0: the client's tokens follow as bare size-prefixed frames (no
+        request header), answered the same way; a failure closes without an answer."""
+        result = authenticator.authenticate(bytes(frame), _now_ms())
+        if result.error_code:
+            log.info("SASL authentication failed for %s: %s", self.peer, result.error_message)
+            if result.delay_ms:
+                await asyncio.sleep(result.delay_ms / 1000)
+            self.close()
+            return
+        if self.transport is not None and not self._closed:
+            self.transport.write(struct.pack(">i", len(result.auth_bytes)) + result.auth_bytes)
 
     def _write_response(self, correlation_id: int, response: Any) -> None:
         transport = self.transport
@@ -256,6 +337,10 @@ class KafkaConnection(asyncio.Protocol):
             for s in sorted(handlers.registry().values(), key=lambda s: s.api_key)
         )
         return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 # ---------------------------------------------------------------- generic error responses

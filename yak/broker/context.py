@@ -10,8 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from yak.security.acl import AclOperation, ResourceType
+from yak.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
+    from yak.security.channel import Session
+
+CLUSTER_NAME = "kafka-cluster"
 
 
 @dataclass(slots=True)
@@ -26,8 +32,41 @@ class RequestContext:
     header_size: int = 0
     """Bytes of request header before the body (used by the zero-copy decoders)."""
     extras: dict[str, Any] = field(default_factory=dict)
-    """Per-connection state a handler may need to keep (e.g. SASL); shared across requests
-    of one connection."""
+    """Per-connection state a handler may need to keep; shared across requests of one
+    connection."""
+    session: Session | None = None
+    """Who sent the request: listener, client address, principal, SASL state."""
+    close_connection: bool = False
+    """Set by a handler whose response must be the connection's last (a failed login)."""
+    throttle_time_ms: int = 0
+    """Set by a handler that applied a quota itself (Produce, Fetch): the throttle it put in
+    its response; the connection then holds the connection back that long (KIP-219)."""
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return ANONYMOUS if self.session is None else self.session.principal
+
+    @property
+    def listener_name(self) -> str | None:
+        return None if self.session is None else self.session.listener_name
+
+    @property
+    def client_ip(self) -> str:
+        if self.session is not None:
+            return self.session.client_ip
+        return self.connection[0] if self.connection else ""
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal do `operation` on the resource? Always true without
+        an authorizer (`authorizer.class.name` unset), as in Kafka."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.principal, self.client_ip, operation, resource_type,
+                                    name)
+
+    def cluster_authorized(self, operation: AclOperation) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 @dataclass(slots=True)

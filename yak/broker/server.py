@@ -36,10 +36,20 @@ log = logging.getLogger(__name__)
 Companion = Callable[["RunningBroker"], Awaitable[Callable[[], Awaitable[None]] | None]]
 
 
+# A TLS handshake that has not finished by then is closed (a client that connects and
+# sends nothing, or plaintext bytes, must not hold a connection slot).
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
+
+
 @dataclass
 class RunningBroker:
     broker: Broker
-    server: asyncio.AbstractServer
+    servers: dict[str, asyncio.AbstractServer]
+    """One server per listener, by listener name."""
+
+    @property
+    def server(self) -> asyncio.AbstractServer:
+        return next(iter(self.servers.values()))
 
     @property
     def port(self) -> int:
@@ -47,14 +57,21 @@ class RunningBroker:
 
     @property
     def bootstrap(self) -> str:
+        """The inter-broker listener's advertised address (the PLAINTEXT one if any)."""
         return f"{self.broker.host}:{self.broker.port}"
 
+    def listener_bootstrap(self, listener_name: str) -> str:
+        host, port = self.broker.advertised[listener_name.upper()]
+        return f"{host}:{port}"
+
     async def stop(self) -> None:
-        self.server.close()
+        for server in self.servers.values():
+            server.close()
         for conn in list(self.broker.connections):
             conn.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.server.wait_closed(), 2)
+        for server in self.servers.values():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
         await self.broker.stop()
 
 
@@ -91,24 +108,37 @@ async def start_broker(config: BrokerConfig | Broker) -> RunningBroker:
     registry()  # import the handlers now, not on the first request
     await broker.start()
     cfg = broker.config
+    loop = asyncio.get_running_loop()
+    servers: dict[str, asyncio.AbstractServer] = {}
     try:
-        server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(broker),
-            host=cfg.listen_host,
-            port=cfg.listen_port,
-            reuse_address=True,
-            backlog=1024,
-        )
+        for ep in broker.security.listeners.listeners:
+            builder = broker.channel_builders[ep.listener_name]
+            ctx = builder.listener.ssl_context
+            servers[ep.listener_name] = await loop.create_server(
+                lambda b=builder: KafkaConnection(broker, b),
+                host=ep.bind_host,
+                port=ep.port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=ctx,
+                ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S if ctx is not None else None,
+            )
+            bound = servers[ep.listener_name].sockets[0].getsockname()[1]
+            host, adv_port = broker.advertised.get(ep.listener_name, (None, None))
+            if host is not None and not adv_port:
+                broker.advertised[ep.listener_name] = (host, bound)
+            if ep is broker.security.listeners.listeners[0] and not cfg.listen_port:
+                cfg.listen_port = bound
     except OSError:
+        for server in servers.values():
+            server.close()
         await broker.stop()
         raise
-    bound = server.sockets[0].getsockname()[1]
-    if not cfg.listen_port:
-        cfg.listen_port = bound
-    if not broker.port:
-        broker.port = bound
+    ib = broker.security.listeners.inter_broker_listener_name
+    if ib in broker.advertised:
+        broker.host, broker.port = broker.advertised[ib]
     broker.metrics.bind_connections(lambda: len(broker.connections))
-    return RunningBroker(broker, server)
+    return RunningBroker(broker, servers)
 
 
 def _install_uvloop() -> None:
@@ -126,6 +156,11 @@ async def _run(broker: Broker, companions: Sequence[Companion]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"Yak broker ready on {running.bootstrap}", flush=True)
+    if len(running.servers) > 1:
+        for name, (host, port) in running.broker.advertised.items():
+            print(f"Yak listener {name} on {host}:{port}", flush=True)
+    for warning in running.broker.security.warnings:
+        log.warning("%s", warning)
     stoppers = []
     for companion in companions:
         stopper = await companion(running)

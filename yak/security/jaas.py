@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from yak.config import ConfigError
+from yak.settings import ConfigError
 
 __all__ = [
     "PLAIN_LOGIN_MODULE",

@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from yak.config import BROKER_SETTINGS, ConfigError
 from yak.security.settings import get_setting
+from yak.settings import BROKER_SETTINGS, ConfigError
 
 __all__ = [
     "Endpoint",

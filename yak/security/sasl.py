@@ -34,12 +34,12 @@ from typing import Protocol
 import scramp
 from scramp import ScramException
 
-from yak.config import ConfigError
 from yak.errors import ErrorCode, SaslAuthenticationError
 from yak.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, plain_users, single_entry
 from yak.security.principal import USER_TYPE, KafkaPrincipal
 from yak.security.scram import MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialStore, ScramCredential
 from yak.security.settings import get_setting, lookup
+from yak.settings import ConfigError
 
 __all__ = [
     "API_VERSIONS",
@@ -439,6 +439,11 @@ class SaslAuthenticator:
         if self._state == _State.FAILED:
             return False
         return self._state == _State.COMPLETE or (self._reauth and self.principal is not None)
+
+    @property
+    def awaiting_raw_token(self) -> bool:
+        """After a SaslHandshake v0 the next frame is a bare SASL token, not a request."""
+        return self.raw_tokens and self._state == _State.AUTHENTICATE
 
     def gate(self, api_key: int, now_ms: int) -> GateAction:
         """What to do with a request of `api_key` arriving now."""

@@ -13,13 +13,13 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from yak.config import ConfigError
 from yak.security.authorizer import AUTHORIZER_CLASS_NAMES
 from yak.security.listeners import Endpoint, ListenerConfig, parse_listeners
 from yak.security.principal import parse_super_users
 from yak.security.sasl import SaslListenerConfig
 from yak.security.settings import get_setting
 from yak.security.tls import SslPrincipalMapper, build_server_context
+from yak.settings import ConfigError
 
 __all__ = ["ListenerSecurity", "SecurityConfig"]
 

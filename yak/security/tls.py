@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from yak.config import ConfigError
 from yak.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from yak.security.settings import get_setting, lookup
+from yak.settings import ConfigError
 
 __all__ = [
     "NoMatchingRule",

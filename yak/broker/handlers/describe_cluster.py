@@ -33,12 +33,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ops = _UNSET_OPS
     if request.include_cluster_authorized_operations:
         ops = sum(1 << op for op in _CLUSTER_OPS)
-    brokers = (
+    endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
+    brokers = () if endpoint is None else (
         build(
             m.DescribeClusterBroker,
             broker_id=broker.node_id,
-            host=broker.host,
-            port=broker.port,
+            host=endpoint[0],
+            port=endpoint[1],
             rack=None,
             is_fenced=False,
         ),

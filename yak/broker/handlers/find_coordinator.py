@@ -37,8 +37,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     key_type = int(getattr(request, "key_type", 0))
     code = _lookup(ctx, key_type)
+    endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
+    if endpoint is None and code is ErrorCode.none:
+        code = ErrorCode.coordinator_not_available
     ok = code is ErrorCode.none
-    node = (broker.node_id, broker.host, broker.port) if ok else (-1, "", -1)
+    node = (broker.node_id, *endpoint) if ok and endpoint else (-1, "", -1)
     if ctx.api_version < 4:
         return response(
             ctx,

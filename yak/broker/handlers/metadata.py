@@ -76,10 +76,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
         out.append(_topic(mod, broker, info))
 
-    brokers = (
+    # The endpoint of the listener this request came in on (none: not advertised).
+    endpoint = broker.endpoint(ctx.listener_name)
+    brokers = () if endpoint is None else (
         kio_compat.build(
-            mod.MetadataResponseBroker, node_id=broker.node_id, host=broker.host,
-            port=broker.port, rack=None,
+            mod.MetadataResponseBroker, node_id=broker.node_id, host=endpoint[0],
+            port=endpoint[1], rack=None,
         ),
     )
     return kio_compat.build(
