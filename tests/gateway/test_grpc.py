@@ -526,3 +526,17 @@ def test_concurrent_consumers_split_the_partitions(gw: GrpcProc) -> None:
         t.join(10)
     assert len(set(seen[0]) | set(seen[1])) == 40
     assert seen[0] and seen[1], "both members got partitions"
+
+
+@pytest.mark.parametrize("args", [
+    ["gateway", "--http", "none", "--grpc", "none"],
+    ["gateway", "--grpc", "nonsense"],
+    ["serve", "--http", "none", "--grpc", "127.0.0.1:notaport"],
+])
+def test_bad_grpc_flags_are_one_line_and_exit_2(args: list[str], tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-c", "from yak.cli.main import app; app()", *args,
+                        *(["--data-dir", str(tmp_path)] if args[0] == "serve" else [])],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("yak: error:"), r.stderr

@@ -42,14 +42,19 @@ def gateway(
     ] = 8 * 1024 * 1024,
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
-    from yak.gateway.settings import GatewaySettings
+    from yak.cli.common import fail
+    from yak.gateway.settings import GatewaySettings, parse_hostport
 
     http_listen = None if http.lower() in OFF else http
     grpc_listen = None if grpc.lower() in OFF else grpc
     if http_listen is None and grpc_listen is None:
-        print("yak: error: nothing to serve: --http and --grpc are both 'none'",
-              file=sys.stderr, flush=True)
-        raise typer.Exit(2)
+        fail("nothing to serve: --http and --grpc are both 'none'", 2)
+    for flag, value in (("--http", http_listen), ("--grpc", grpc_listen)):
+        if value is not None:
+            try:
+                parse_hostport(value)
+            except ValueError as e:
+                fail(f"{flag}: {e}", 2)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")

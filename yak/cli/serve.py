@@ -50,9 +50,17 @@ def serve(
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
+    from yak.cli.common import fail
+    from yak.gateway.settings import parse_hostport
 
     http_listen = None if http.lower() in ("", "none", "off") else http
     grpc_listen = None if grpc.lower() in ("", "none", "off") else grpc
+    for flag, value in (("--http", http_listen), ("--grpc", grpc_listen)):
+        if value is not None:
+            try:
+                parse_hostport(value)
+            except ValueError as e:
+                fail(f"{flag}: {e}", 2)
     # Left unset, a flag does not override the config file; BrokerConfig has the defaults.
     code = run(
         data_dir=data_dir,

@@ -15,18 +15,9 @@ from typing import Any
 
 import uvicorn
 
-from yak.gateway.settings import GatewaySettings
+from yak.gateway.settings import GatewaySettings, parse_hostport
 
 log = logging.getLogger(__name__)
-
-
-def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        host, port = default_host, value
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
-    return (host.strip("[]") or default_host), int(port)
 
 
 class LazyApp:

@@ -20,3 +20,13 @@ class GatewaySettings:
     consumer_instance_timeout_s: float = DEFAULT_INSTANCE_TIMEOUT_S
     metrics_interval_s: float = 5.0
     request_timeout_s: float = 10.0
+
+
+def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """HOST:PORT (or PORT) -> (host, port); ValueError names the bad value."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = default_host, value
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return (host.strip("[]") or default_host), int(port)

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from yak.gateway.core import GatewayCore, GatewayError
+from yak.gateway.core import GatewayCore
 from yak.gateway.grpc_api import gateway_pb2_grpc as pb_grpc
 from yak.gateway.grpc_api.service import SERVICE_NAME, GatewayService
 
@@ -113,9 +113,9 @@ async def start_grpc(listen: str, core: GatewayCore,
         else:
             port = server.add_secure_port(address, credentials)
     except RuntimeError as e:  # grpcio reports a failed bind this way
-        raise OSError(f"cannot bind gRPC on {address}: {e}") from None
+        raise OSError(str(e).split(";")[0]) from None
     if port == 0:
-        raise OSError(f"cannot bind gRPC on {address}")
+        raise OSError(f"failed to bind to address {address}")
     await server.start()
     running = GrpcServer(server, port, health, core)
     # Not SERVING until the cluster has answered once.
@@ -125,4 +125,4 @@ async def start_grpc(listen: str, core: GatewayCore,
     return running
 
 
-__all__ = ["GatewayError", "GrpcServer", "start_grpc"]
+__all__ = ["GrpcServer", "start_grpc"]
