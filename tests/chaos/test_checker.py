@@ -1,0 +1,308 @@
+"""The history checker on hand-made histories: a clean one passes, and each anomaly is
+found and named with its values and offsets (one history per kind, each a small
+variation of the clean one so that exactly the intended fault is present)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from yak.chaos.checker import HistoryError, check
+
+RC = "read_committed"
+RU = "read_uncommitted"
+
+
+def send(
+    process: str,
+    partition: str,
+    value: Any,
+    offset: int | None,
+    status: str = "ok",
+    txn: str | None = None,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "op": "send",
+        "process": process,
+        "partition": partition,
+        "value": value,
+        "status": status,
+    }
+    if offset is not None:
+        op["offset"] = offset
+    if txn is not None:
+        op["txn"] = txn
+    return op
+
+
+def txn(process: str, key: str, action: str, status: str = "ok") -> dict[str, Any]:
+    return {"op": "txn", "process": process, "txn": key, "action": action, "status": status}
+
+
+def poll(
+    process: str,
+    records: list[tuple[str, int, Any]],
+    isolation: str = RC,
+    txn_key: str | None = None,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "op": "poll",
+        "process": process,
+        "isolation": isolation,
+        "records": [{"partition": p, "offset": o, "value": v} for p, o, v in records],
+    }
+    if txn_key is not None:
+        op["txn"] = txn_key
+    return op
+
+
+def clean_history() -> list[dict[str, Any]]:
+    """Two idempotent producers, a committed and an aborted transaction spanning two
+    partitions (offsets 3 and 5 hold the markers), a transaction whose commit timed out
+    but that readers saw, and consumers of both isolation levels, one of which restarts."""
+    return [
+        send("p1", "a", 1, 0),
+        send("p1", "a", 2, 1),
+        send("p2", "b", 10, 0),
+        txn("t1", "T1", "begin"),
+        send("t1", "a", 100, 2, txn="T1"),
+        send("t1", "b", 101, 1, txn="T1"),
+        txn("t1", "T1", "commit"),
+        txn("t1", "T2", "begin"),
+        send("t1", "a", 200, 4, txn="T2"),
+        send("t1", "b", 201, 3, txn="T2"),
+        txn("t1", "T2", "abort"),
+        send("p2", "b", 11, None, status="info"),  # unknown outcome, not read: fine
+        send("p1", "a", 3, None, status="fail"),  # refused, never read: fine
+        txn("t1", "T3", "begin"),
+        send("t1", "a", 300, 6, txn="T3"),
+        txn("t1", "T3", "commit", status="info"),  # timed out, but it did commit
+        poll("c1", [("a", 0, 1), ("a", 1, 2), ("b", 0, 10)]),
+        poll("c1", [("a", 2, 100), ("b", 1, 101), ("a", 6, 300)]),  # 200 aborted, 5 marker
+        poll("c2", [("a", 0, 1), ("a", 1, 2), ("a", 2, 100), ("a", 4, 200)], isolation=RU),
+        {"op": "reset", "process": "c2"},  # restarted from the beginning
+        poll("c2", [("a", 0, 1), ("b", 0, 10), ("b", 1, 101), ("b", 3, 201)], isolation=RU),
+    ]
+
+
+def kinds(history: list[dict[str, Any]], **kw: Any) -> dict[str, int]:
+    return check(history, **kw).counts
+
+
+def test_clean_history_passes() -> None:
+    result = check(clean_history())
+    assert result.valid, [a.to_dict() for a in result.anomalies]
+    assert result.stats["txns_committed"] == 2  # T1, and T3 proven by a read
+    assert result.stats["txns_aborted"] == 1
+    assert result.stats["records_read"] == 14
+    json.dumps(result.to_dict())  # the report is JSON
+    assert check(clean_history(), final_reads=True).valid
+
+
+def test_lost_write() -> None:
+    h = clean_history()
+    h[16]["records"] = h[16]["records"][1:]  # nobody reads value 1 at a@0...
+    h[18]["records"] = h[18]["records"][1:]
+    h[20]["records"] = h[20]["records"][1:]
+    result = check(h)
+    (a,) = result.anomalies
+    assert a.kind == "lost_write" and a.values == (1,) and a.partition == "a" and a.offsets == (0,)
+    assert "offset 6 was read" in a.detail  # ...though later offsets were
+
+
+def test_unseen_write_is_lost_only_after_final_reads() -> None:
+    h = clean_history()
+    h.insert(15, send("p1", "a", 4, 7))  # acked at the very end, nobody read that far
+    assert check(h).valid
+    assert kinds(h, final_reads=True) == {"lost_write": 1}
+    h2 = clean_history()
+    h2.append(send("t1", "b", 999, 9, txn="T9"))
+    h2.append(txn("t1", "T9", "commit"))
+    (a,) = check(h2, final_reads=True).anomalies
+    assert a.kind == "lost_write" and a.txns == ("T9",)
+
+
+def test_duplicate() -> None:
+    h = clean_history()
+    h.append(poll("c3", [("a", 7, 2)]))  # value 2 again, at another offset
+    result = check(h)
+    dup = [a for a in result.anomalies if a.kind == "duplicate"]
+    assert len(dup) == 1 and dup[0].values == (2,) and dup[0].offsets == (1, 7)
+    # the read at 7 also contradicts the ack at 1 only if it is the only position: not here
+    assert set(result.counts) == {"duplicate"}
+
+
+def test_inconsistent_offsets() -> None:
+    h = clean_history()
+    h.append(poll("c3", [("a", 1, 3)]))  # value 3 where value 2 is (and 3 was refused)
+    (a,) = [x for x in check(h).anomalies if x.kind == "inconsistent_offsets"]
+    assert set(a.values) == {2, 3} and a.partition == "a" and a.offsets == (1,)
+    h2 = clean_history()
+    h2[1]["offset"] = 9  # acked at 9, read at 1
+    (b,) = check(h2).anomalies
+    assert b.kind == "inconsistent_offsets" and b.offsets == (9, 1) and b.values == (2,)
+    h3 = clean_history()
+    h3.append(poll("c3", [("b", 8, 3)], isolation=RU))  # 3 was sent to a, read in b
+    assert "inconsistent_offsets" in kinds(h3)
+    h4 = clean_history()
+    h4.append(send("p3", "b", 50, 0))  # two producers acked at b@0
+    result = check(h4)
+    assert result.counts == {"inconsistent_offsets": 1, "lost_write": 1}  # 50 never read
+    (c,) = [x for x in result.anomalies if x.kind == "inconsistent_offsets"]
+    assert set(c.values) == {10, 50} and c.offsets == (0,)
+
+
+def test_aborted_read_g1a() -> None:
+    h = clean_history()
+    h[17]["records"].insert(1, {"partition": "a", "offset": 4, "value": 200})
+    (a,) = check(h).anomalies
+    assert a.kind == "aborted_read" and a.values == (200,) and a.txns == ("T2",)
+    assert a.offsets == (4,) and a.processes == ("c1",)
+    # the same read at read_uncommitted is allowed (c2 does it in the clean history)
+    h2 = clean_history()
+    h2.append(txn("t1", "T4", "begin"))
+    h2.append(send("t1", "b", 400, 5, txn="T4"))  # producer killed: never committed
+    h2.append(poll("c4", [("b", 5, 400)]))
+    assert kinds(h2) == {"aborted_read": 1}
+    h3 = clean_history()
+    h3.append(txn("t1", "T5", "begin"))
+    h3.append(send("t1", "b", 500, 5, txn="T5"))
+    h3.append(txn("t1", "T5", "commit", status="fail"))
+    h3.append(poll("c4", [("b", 5, 500)]))
+    assert kinds(h3) == {"aborted_read": 1}
+
+
+def test_never_sent() -> None:
+    h = clean_history()
+    h.append(poll("c3", [("b", 9, "ghost")], isolation=RU))
+    (a,) = check(h).anomalies
+    assert a.kind == "never_sent" and a.values == ("ghost",) and a.offsets == (9,)
+
+
+def test_nonmonotonic_poll_and_reset() -> None:
+    h = clean_history()
+    h.append(poll("c1", [("a", 1, 2)]))  # c1 goes back without a reset
+    (a,) = check(h).anomalies
+    assert a.kind == "nonmonotonic_poll" and a.offsets == (6, 1) and a.processes == ("c1",)
+    h2 = clean_history()
+    h2.append({"op": "reset", "process": "c1", "partitions": ["a"]})  # e.g. a rebalance
+    h2.append(poll("c1", [("a", 1, 2)]))
+    assert check(h2).valid
+
+
+def test_poll_skip() -> None:
+    h = clean_history()
+    h[16] = poll("c1", [("a", 0, 1), ("b", 0, 10)])  # c1 reads a@0 then a@2: skips a@1
+    (a,) = check(h).anomalies
+    assert a.kind == "poll_skip" and a.values == (2,) and a.offsets == (1,) and a.partition == "a"
+    # skipping only aborted data and markers is what read_committed does (c1's a@2 -> a@6)
+
+
+def test_nonmonotonic_send() -> None:
+    h = clean_history()
+    h.insert(2, send("p1", "c", 7, 5))
+    h.insert(3, send("p1", "c", 8, 4))  # acked after 7 but placed before it
+    result = check(h, final_reads=False)
+    (a,) = [x for x in result.anomalies if x.kind == "nonmonotonic_send"]
+    assert a.values == (7, 8) and a.offsets == (5, 4) and a.processes == ("p1",)
+
+
+def test_torn_transaction() -> None:
+    h = clean_history()
+    h.insert(6, send("t1", "a", 102, 3, txn="T1"))  # T1 also wrote a@3
+    # c1 reads a@2 (100) and then a@6: it read over 102 at a@3 but saw 100 and 101
+    result = check(h)
+    torn = [x for x in result.anomalies if x.kind == "torn_transaction"]
+    assert len(torn) == 1 and torn[0].values == (102,) and torn[0].txns == ("T1",)
+    assert torn[0].offsets == (3,) and torn[0].processes == ("c1",)
+    assert "poll_skip" in result.counts  # the same gap seen as a skip
+    # a consumer that stopped reading in the middle of the transaction is not torn
+    h2 = copy.deepcopy(h)
+    h2[18]["records"] = h2[18]["records"][:2]
+    assert "torn_transaction" not in kinds(h2)
+
+
+def test_torn_across_partitions() -> None:
+    h = clean_history()
+    # c1 sees T1's value in a, and in b reads from b@0 to b@4 without T1's 101 at b@1
+    h[17]["records"] = [
+        {"partition": "a", "offset": 2, "value": 100},
+        {"partition": "a", "offset": 6, "value": 300},
+    ]
+    h.append(send("p2", "b", 12, 4))
+    h.append(poll("c1", [("b", 4, 12)]))
+    result = check(h)
+    (t,) = [x for x in result.anomalies if x.kind == "torn_transaction"]
+    assert t.partition == "b" and t.values == (101,)
+
+
+def _ctp(cycle: str) -> list[dict[str, Any]]:
+    """Consume-transform-produce transactions X and Y over partitions p and q."""
+    h: list[dict[str, Any]] = []
+    if cycle == "G0":
+        # X before Y in p, Y before X in q (by each transaction's last write)
+        h += [
+            send("x", "p", "x1", 0, txn="X"),
+            send("y", "p", "y1", 1, txn="Y"),
+            send("y", "q", "y2", 0, txn="Y"),
+            send("x", "q", "x2", 1, txn="X"),
+        ]
+    else:
+        # X writes p then reads Y's q value; Y writes after X in p, reads nothing of X:
+        # X -ww-> Y in p, Y -wr-> X through q
+        h += [
+            send("x", "p", "x1", 0, txn="X"),
+            send("y", "p", "y1", 1, txn="Y"),
+            send("y", "q", "y2", 0, txn="Y"),
+            poll("x", [("q", 0, "y2")], txn_key="X"),
+        ]
+    h += [txn("x", "X", "commit"), txn("y", "Y", "commit")]
+    return h
+
+
+def test_g0_write_cycle() -> None:
+    result = check(_ctp("G0"))
+    (a,) = result.anomalies
+    assert a.kind == "G0" and set(a.txns) == {"X", "Y"} and "-ww->" in a.detail
+    assert result.failures(allowed={"G0"}) == []
+
+
+def test_g1c_cycle() -> None:
+    (a,) = check(_ctp("G1c")).anomalies
+    assert a.kind == "G1c" and set(a.txns) == {"X", "Y"}
+    assert "-wr->" in a.detail and "-ww->" in a.detail
+    h = _ctp("G1c")
+    h[-1]["status"] = "fail"  # Y aborted: no cycle among committed transactions
+    assert "G1c" not in kinds(h)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [{"op": "nope"}],
+        [{"op": "send", "process": "p", "partition": "a"}],  # no value
+        [send("p", "a", 1, 0), send("p", "a", 1, 1)],  # value sent twice
+        [send("p", "a", 1, -3)],
+        [send("p", "a", 1, 0, status="maybe")],
+        [poll("c", [("a", 0, 1)], isolation="serializable")],
+        [{"op": "poll", "process": "c", "records": "x"}],
+        [txn("p", "T", "rollback")],
+        ["not an object"],
+    ],
+)
+def test_malformed_histories_are_refused_with_a_reason(bad: list[Any]) -> None:
+    with pytest.raises(HistoryError):
+        check(bad)
+
+
+def test_report_is_bounded_and_json() -> None:
+    h = [send("p", "a", i, i) for i in range(3000)]
+    h.append(poll("c", [("a", 2999, 2999)]))
+    result = check(h)
+    assert result.counts == {"lost_write": 2999}
+    assert len(result.anomalies) == 1000  # examples capped, counts exact
+    back = json.loads(json.dumps(result.to_dict()))
+    assert back["anomaly_counts"] == {"lost_write": 2999} and back["valid"] is False
