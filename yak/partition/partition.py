@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import uuid
 
     from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
+    from yak.protocol.records import BatchHeader
     from yak.storage import LogConfig, PartitionLog
 
 __all__ = [
@@ -243,9 +244,22 @@ class Partition:
         self._fetch_purgatory.notify(self.topic, self.index)
         return True
 
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
+        """A follower fetched: it has everything below `log_end_offset`. Returns True if
+        the high watermark moved. (Replica fetches and ISR expansion/shrinking arrive with
+        the cluster issue; this is the hook they call, Kafka's `updateFollowerFetchState`.)
+        """
+        if not self.is_leader or replica_id not in self._replica_leo:
+            return False
+        if log_end_offset > self._replica_leo[replica_id]:
+            self._replica_leo[replica_id] = min(log_end_offset, self.log.log_end_offset)
+        return self.maybe_increment_high_watermark()
+
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records: memoryview, required_acks: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: memoryview, required_acks: int, header: BatchHeader | None = None
+    ) -> LogAppendInfo:
         """Validate and write one produce's records; raise a KafkaError to refuse them.
 
         Kafka refuses acks=all before writing when the ISR is below min.insync.replicas,
@@ -259,7 +273,7 @@ class Partition:
                 f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
                 f" fewer than min.insync.replicas={log_.config.min_insync_replicas}"
             )
-        result = log_.append_as_leader(records, self.leader_epoch)
+        result = log_.append_as_leader(records, self.leader_epoch, header=header)
         info = LogAppendInfo(result.base_offset, result.last_offset, result.log_append_time,
                              result.log_start_offset,
                              result.last_offset - result.base_offset + 1, len(records))

@@ -81,8 +81,21 @@ class ProducePurgatory:
         """A future that becomes True once the high watermark is >= `required_offset`,
         or False if the partition stops being led here (`fail`)."""
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault((topic, partition), []).append((required_offset, fut))
+        key = (topic, partition)
+        self._waiters.setdefault(key, []).append((required_offset, fut))
+        # A waiter given up on (request timeout) must not stay registered.
+        fut.add_done_callback(lambda f: self._discard(key, f))
         return fut
+
+    def _discard(self, key: TopicPartition, fut: asyncio.Future[bool]) -> None:
+        waiters = self._waiters.get(key)
+        if waiters is None:
+            return
+        kept = [w for w in waiters if w[1] is not fut]
+        if kept:
+            self._waiters[key] = kept
+        else:
+            del self._waiters[key]
 
     def check(self, topic: str, partition: int, high_watermark: int) -> None:
         """The high watermark moved: complete the waiters it satisfies."""

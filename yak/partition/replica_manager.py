@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from yak.errors import (
     DuplicateSequenceError,
     ErrorCode,
+    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
@@ -45,6 +46,7 @@ from yak.partition.state import INTERNAL_TOPICS, PartitionState
 if TYPE_CHECKING:
     import uuid
 
+    from yak.protocol.records import BatchHeader
     from yak.storage import LogConfig, LogManager
 
 __all__ = [
@@ -79,15 +81,18 @@ class AppendOrigin(IntEnum):
 class PartitionAppendResult:
     """One partition's answer to an append: an error code, or where the records went."""
 
-    __slots__ = ("topic", "partition", "error", "error_message", "info")
+    __slots__ = ("topic", "partition", "error", "error_message", "info", "record_errors")
 
     def __init__(self, topic: str, partition: int, error: int = _NONE,
-                 error_message: str | None = None, info: LogAppendInfo | None = None) -> None:
+                 error_message: str | None = None, info: LogAppendInfo | None = None,
+                 record_errors: list[tuple[int, str | None]] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.error = error
         self.error_message = error_message
         self.info = info
+        # KIP-467: (index in batch, message) of the records that failed the batch.
+        self.record_errors = record_errors or []
 
 
 class PartitionReadResult:
@@ -264,23 +269,27 @@ class ReplicaManager:
 
     def append_local(
         self, topic: str, partition: int, records: memoryview, required_acks: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
+        origin: AppendOrigin = AppendOrigin.CLIENT, header: BatchHeader | None = None,
     ) -> PartitionAppendResult:
         """Write one partition's records on the leader; never raises (the error is in the
-        result, so one bad partition never fails the others of a request)."""
+        result, so one bad partition never fails the others of a request). `header`: the
+        first batch's header if the caller parsed it (storage then does not again)."""
         try:
             if origin is AppendOrigin.CLIENT and topic in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"Cannot append to internal topic {topic}")
             p = self._partitions.get((topic, partition))
             if p is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
-            info = p.append_as_leader(records, required_acks)
+            info = p.append_as_leader(records, required_acks, header)
         except DuplicateSequenceError as e:
             # A retry of a batch already in the log: success with the original offsets;
             # nothing was appended, so nothing is counted.
             p = self._partitions[(topic, partition)]
             info = LogAppendInfo(e.base_offset, e.last_offset, e.log_append_time,
                                  p.log_start_offset, 0, 0)
+        except InvalidRecordError as e:
+            return PartitionAppendResult(topic, partition, int(e.code), e.message,
+                                         record_errors=e.record_errors)
         except KafkaError as e:
             return PartitionAppendResult(topic, partition, int(e.code), e.message)
         except Exception:
@@ -290,7 +299,9 @@ class ReplicaManager:
 
     async def append_records(
         self,
-        entries: Iterable[tuple[str, int, memoryview]],
+        entries: Iterable[
+            tuple[str, int, memoryview] | tuple[str, int, memoryview, BatchHeader | None]
+        ],
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         timeout_ms: int = 30_000,
@@ -304,8 +315,13 @@ class ReplicaManager:
         """
         if required_acks not in (0, 1, -1):
             code = int(InvalidRequiredAcksError.code)
-            return [PartitionAppendResult(t, p, code) for t, p, _ in entries]
-        results = [self.append_local(t, p, r, required_acks, origin) for t, p, r in entries]
+            return [PartitionAppendResult(e[0], e[1], code) for e in entries]
+        # An entry may carry a 4th item: the batch header its caller parsed (Produce does).
+        results = [
+            self.append_local(e[0], e[1], e[2], required_acks, origin,
+                              e[3] if len(e) > 3 else None)  # type: ignore[misc]
+            for e in entries
+        ]
         if required_acks == -1:
             await self.wait_for_acks(results, timeout_ms)
         return results
