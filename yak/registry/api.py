@@ -476,3 +476,55 @@ async def delete_subject_mode(request: Request, subject: str) -> Response:
     if forwarded is not None:
         return forwarded
     return SRResponse({"mode": await reg.delete_mode(subject)})
+
+
+# ------------------------------------------------------------------ the console's helper
+
+
+@router.post("/api/registry/decode")
+async def console_decode(request: Request) -> Response:
+    """Decode registry-framed values for the console's message browser.
+
+    Body `{"values": [base64 | null, ...]}`; each answer is null (not registry-framed),
+    `{"schema_id", "schema_type", "value"}` (the value as JSON), or `{"schema_id", "error"}`
+    (an unknown id or a payload that does not match its schema): one bad message never
+    breaks the page.
+    """
+    import base64
+    import binascii
+
+    from yak.registry import serde
+
+    reg = await _registry(request)
+    body = await _body(request)
+    values = body.get("values")
+    if not isinstance(values, list) or len(values) > 1000:
+        raise RegistryError(422, 422, "body needs 'values': a list of at most 1000 base64 strings")
+    out: list[Any] = []
+    for v in values:
+        if not isinstance(v, str):
+            out.append(None)
+            continue
+        try:
+            data = base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError):
+            out.append(None)
+            continue
+        try:
+            schema_id = serde.schema_id_of(data)
+        except serde.FramingError:
+            out.append(None)
+            continue
+        sv = reg.state.by_id.get(schema_id)
+        if sv is None:
+            out.append({"schema_id": schema_id,
+                        "error": f"schema id {schema_id} is not in the registry"})
+            continue
+        try:
+            value = serde.decode_payload(reg.parsed(sv), memoryview(data)[5:])
+        except Exception as e:  # a payload that does not match the schema its id names
+            out.append({"schema_id": schema_id, "schema_type": sv.schema_type,
+                        "error": f"does not decode with schema id {schema_id}: {e}"})
+            continue
+        out.append({"schema_id": schema_id, "schema_type": sv.schema_type, "value": value})
+    return SRResponse({"decoded": out})

@@ -91,6 +91,56 @@ function decode(b64, mode) {
   return { text };
 }
 
+// Asks the registry to decode registry-framed values; [] when it cannot (never fatal).
+async function registryDecode(values) {
+  try {
+    const r = await fetch("/api/registry/decode", {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ values }),
+    });
+    if (!r.ok) return [];
+    return (await r.json()).decoded;
+  } catch { return []; }
+}
+
+// Confluent's Schema Registry API, served at the gateway's root.
+async function sr(path, opts = {}) {
+  let resp;
+  try {
+    resp = await fetch(path, { ...opts,
+      headers: { "content-type": "application/vnd.schemaregistry.v1+json", ...(opts.headers || {}) } });
+  } catch (e) {
+    throw new ApiError(0, { message: "The gateway is not reachable: " + e.message });
+  }
+  let body = null;
+  try { body = await resp.json(); } catch { /* not JSON */ }
+  if (!resp.ok) throw new ApiError(resp.status, body);
+  return body;
+}
+
+// Line diff (longest common subsequence): [[" "|"+"|"-", line], ...].
+function diffLines(a, b) {
+  const n = a.length, m = b.length;
+  const L = Array.from({ length: n + 1 }, () => new Int32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--)
+    L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { out.push([" ", a[i]]); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) out.push(["-", a[i++]]);
+    else out.push(["+", b[j++]]);
+  }
+  while (i < n) out.push(["-", a[i++]]);
+  while (j < m) out.push(["+", b[j++]]);
+  return out;
+}
+
+function pretty(v) {
+  if (v.schemaType === "PROTOBUF") return v.schema;
+  try { return JSON.stringify(JSON.parse(v.schema), null, 2); } catch { return v.schema; }
+}
+
 // ------------------------------------------------------------------ health
 
 async function pollHealth() {
@@ -296,9 +346,15 @@ async function topicPage(name) {
       box.innerHTML = `<p class="muted">No messages (partition ${r.partition}: offsets ${r.log_start_offset}–${r.high_watermark}).</p>`;
       return;
     }
+    // Registry-framed values (magic byte 0 + schema id) are decoded by the gateway's registry.
+    const framed = fmt === "json" ? await registryDecode(r.messages.map((m) => m.value)) : [];
     box.innerHTML = `<table id="messages-table"><thead><tr><th class="num">Offset</th><th>Timestamp</th><th>Key</th>
-      <th>Value</th><th>Headers</th></tr></thead><tbody>${r.messages.map((m) => {
-        const k = decode(m.key, fmt === "json" ? "text" : fmt), v = decode(m.value, fmt);
+      <th>Value</th><th>Headers</th></tr></thead><tbody>${r.messages.map((m, i) => {
+        const k = decode(m.key, fmt === "json" ? "text" : fmt);
+        const d = framed[i];
+        const v = !d ? decode(m.value, fmt) : d.error
+          ? { text: `${d.error}\n${decode(m.value, "hex").text}`, cls: "decode-error" }
+          : { text: `${d.schema_type} · schema ${d.schema_id}\n${JSON.stringify(d.value, null, 2)}` };
         const hs = m.headers.map(([hk, hv]) => `${esc(hk)}: ${esc(decode(hv, fmt === "hex" ? "hex" : "text").text)}`).join("<br>");
         return `<tr><td class="num">${m.offset}</td><td>${esc(new Date(m.timestamp).toISOString())}</td>
         <td><pre class="data ${k.cls || ""}">${esc(k.text)}</pre></td><td><pre class="data ${v.cls || ""}">${esc(v.text)}</pre></td>
@@ -334,6 +390,77 @@ async function topicPage(name) {
     await browse();
   });
   every(3000, () => guarded(loadParts));
+}
+
+const LEVELS = ["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+  "FULL_TRANSITIVE", "NONE"];
+
+async function schemas() {
+  const gen = generation;
+  const names = await sr("/subjects");
+  const rows = await Promise.all(names.map(async (s) => {
+    const enc = encodeURIComponent(s);
+    const [latest, cfg] = await Promise.all([sr(`/subjects/${enc}/versions/latest`),
+      sr(`/config/${enc}?defaultToGlobal=true`)]);
+    return { s, latest, level: cfg.compatibilityLevel };
+  }));
+  const global = await sr("/config");
+  if (gen !== generation) return;
+  view.innerHTML = `<h1>Schemas</h1>
+    <p class="muted">Schema registry (Confluent's API at this address). Global compatibility:
+      <b id="global-level">${esc(global.compatibilityLevel)}</b></p>
+    ${rows.length ? `<table id="subjects-table"><thead><tr><th>Subject</th><th>Type</th>
+      <th class="num">Latest version</th><th class="num">Schema id</th><th>Compatibility</th></tr></thead>
+      <tbody>${rows.map((r) => `<tr data-subject="${esc(r.s)}">
+        <td><a href="#/subject/${encodeURIComponent(r.s)}">${esc(r.s)}</a></td>
+        <td>${esc(r.latest.schemaType || "AVRO")}</td><td class="num">${r.latest.version}</td>
+        <td class="num">${r.latest.id}</td><td>${esc(r.level)}</td></tr>`).join("")}</tbody></table>`
+      : '<p class="muted">No subjects registered yet.</p>'}`;
+}
+
+async function subjectPage(subject) {
+  const gen = generation;
+  const enc = encodeURIComponent(subject);
+  const versions = await sr(`/subjects/${enc}/versions`);
+  const all = await Promise.all(versions.map((v) => sr(`/subjects/${enc}/versions/${v}`)));
+  const cfg = await sr(`/config/${enc}?defaultToGlobal=true`);
+  if (gen !== generation) return;
+  const opts = (sel) => all.map((v) => `<option value="${v.version}" ${v.version === sel ? "selected" : ""}>v${v.version} (id ${v.id})</option>`).join("");
+  const last = all[all.length - 1];
+  const prev = all.length > 1 ? all[all.length - 2] : last;
+  view.innerHTML = `<h1>Subject ${esc(subject)}</h1>
+    <div class="panel"><form id="compat" class="row">
+      <label>Compatibility <select name="level">${LEVELS.map((l) =>
+        `<option ${l === cfg.compatibilityLevel ? "selected" : ""}>${l}</option>`).join("")}</select></label>
+      <button type="submit">Save</button> <span id="compat-status" class="muted"></span></form></div>
+    <table id="versions-table"><thead><tr><th class="num">Version</th><th class="num">Schema id</th>
+      <th>Type</th><th>References</th></tr></thead><tbody>${all.map((v) => `<tr>
+      <td class="num">${v.version}</td><td class="num">${v.id}</td><td>${esc(v.schemaType || "AVRO")}</td>
+      <td>${esc((v.references || []).map((r) => `${r.name} → ${r.subject} v${r.version}`).join(", ")) || "–"}</td>
+      </tr>`).join("")}</tbody></table>
+    <div class="panel"><form id="diff" class="row">
+      <label>Compare <select name="a">${opts(prev.version)}</select></label>
+      <label>with <select name="b">${opts(last.version)}</select></label></form>
+      <pre id="schema-diff" class="data"></pre></div>`;
+  const showDiff = () => {
+    const f = document.getElementById("diff");
+    const a = all.find((v) => v.version === Number(f.a.value));
+    const b = all.find((v) => v.version === Number(f.b.value));
+    const lines = diffLines(pretty(a).split("\n"), pretty(b).split("\n"));
+    document.getElementById("schema-diff").innerHTML = lines.map(([op, line]) =>
+      `<span class="${op === "+" ? "diff-add" : op === "-" ? "diff-del" : ""}">${esc(op + " " + line)}</span>`).join("\n");
+  };
+  document.getElementById("diff").addEventListener("change", showDiff);
+  showDiff();
+  document.getElementById("compat").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    guarded(async () => {
+      const level = document.querySelector("#compat select[name=level]").value;
+      await sr(`/config/${enc}`, { method: "PUT", body: JSON.stringify({ compatibility: level }) });
+      document.getElementById("compat-status").textContent = `Saved ${level}`;
+      clearError();
+    });
+  });
 }
 
 async function groups() {
@@ -393,11 +520,13 @@ function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [, page, arg] = hash.split("/");
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active",
-    a.dataset.nav === ({ "": "overview", topic: "topics", group: "groups" }[page] ?? page)));
+    a.dataset.nav === ({ "": "overview", topic: "topics", group: "groups", subject: "schemas" }[page] ?? page)));
   const decoded = arg ? decodeURIComponent(arg) : "";
   if (page === "topics") return topics();
   if (page === "topic" && decoded) return topicPage(decoded);
   if (page === "groups") return groups();
+  if (page === "schemas") return guarded(schemas);
+  if (page === "subject" && decoded) return guarded(() => subjectPage(decoded));
   if (page === "group" && decoded) return groupPage(decoded);
   return overview();
 }
