@@ -24,7 +24,12 @@ from yak.errors import (
 from yak.group import records as group_records
 from yak.group.timers import ManualClock, TimerQueue
 from yak.txn import records as rec
-from yak.txn.coordinator import TransactionCoordinator, TxnConfig, compat_error
+from yak.txn.coordinator import (
+    TransactionCoordinator,
+    TxnConfig,
+    compat_error,
+    produce_verification_error,
+)
 from yak.txn.state import TransactionState, TxnTransitMetadata
 
 from .fakes import CountingProducerIds, FakeMarkerWriter, MemoryTransactionLog
@@ -309,6 +314,15 @@ def test_producer_fenced_maps_to_invalid_producer_epoch_for_old_versions() -> No
     lip = E.coordinator_load_in_progress
     assert compat_error(28, 1, lip) is E.coordinator_not_available
     assert compat_error(28, 2, lip) is lip
+
+
+def test_verification_failures_as_produce_errors() -> None:
+    v = produce_verification_error
+    assert v(E.transaction_abortable) is E.invalid_txn_state
+    assert v(E.producer_fenced) is E.invalid_producer_epoch
+    for retriable in (E.concurrent_transactions, E.not_coordinator, E.coordinator_load_in_progress):
+        assert v(retriable) is E.not_enough_replicas
+    assert v(E.invalid_producer_id_mapping) is E.invalid_producer_id_mapping
 
 
 # ------------------------------------------------------------------ AddPartitions / verify

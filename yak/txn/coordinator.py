@@ -62,6 +62,7 @@ __all__ = [
     "TransactionListing",
     "ListTransactionsResult",
     "compat_error",
+    "produce_verification_error",
     "OFFSETS_TOPIC",
 ]
 
@@ -125,6 +126,27 @@ def compat_error(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
     if error is ErrorCode.coordinator_load_in_progress and api_key == 28 and api_version < 2:
         return ErrorCode.coordinator_not_available
     return error
+
+
+# Verification failures as a Produce response reports them (Kafka's ReplicaManager and
+# AddPartitionsToTxnManager): clients know these codes from before KIP-890.
+_PRODUCE_VERIFY_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.transaction_abortable: ErrorCode.invalid_txn_state,
+    # retriable coordinator trouble: NOT_ENOUGH_REPLICAS makes every client retry the
+    # Produce without a metadata refresh
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.network_exception: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+}
+
+
+def produce_verification_error(error: ErrorCode) -> ErrorCode:
+    """The Produce error for a transactional batch whose partition failed KIP-890
+    verification (`verify_partitions`, or AddPartitionsToTxn v4 verify_only remotely)."""
+    return _PRODUCE_VERIFY_ERRORS.get(error, error)
 
 
 @dataclass(frozen=True, slots=True)
