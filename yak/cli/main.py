@@ -16,6 +16,7 @@ from yak.cli import consume as _consume
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
 from yak.cli import produce as _produce
+from yak.cli import schema as _schema
 from yak.cli import serve as _serve
 from yak.cli import topic as _topic
 from yak.cli.common import CliError
@@ -57,6 +58,7 @@ app.command("consume")(_consume.consume)
 app.command("gateway")(_gateway.gateway)
 app.add_typer(_bench.app, name="bench")
 app.add_typer(_group.app, name="group")
+app.add_typer(_schema.app, name="schema")
 
 if __name__ == "__main__":  # python -m yak.cli.main
     app()
