@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from yak.broker.context import RequestContext
 from yak.protocol import kio_compat
+from yak.security.acl import AclOperation, ResourceType
+from yak.security.authorizer import authorization_error
 
 if TYPE_CHECKING:
     from yak.group.coordinator import GroupCoordinator
@@ -31,6 +33,18 @@ def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
 def client_host(ctx: RequestContext) -> str:
     """Kafka shows the client's address as `InetAddress.toString()`: "/127.0.0.1"."""
     return f"/{ctx.connection[0]}" if ctx.connection else ""
+
+
+def require_group(ctx: RequestContext, operation: AclOperation, group_id: str) -> None:
+    """GROUP_AUTHORIZATION_FAILED (the response's top-level error) unless the caller may do
+    `operation` on the group (Kafka: READ to join, commit, heartbeat, leave; DESCRIBE to
+    describe and fetch offsets; DELETE to delete)."""
+    if not ctx.authorized(operation, ResourceType.GROUP, group_id):
+        raise authorization_error(ResourceType.GROUP)
+
+
+def topic_allowed(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
+    return ctx.authorized(operation, ResourceType.TOPIC, topic)
 
 
 def response_module(ctx: RequestContext, api_name: str) -> ModuleType:

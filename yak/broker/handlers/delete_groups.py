@@ -7,6 +7,7 @@ from typing import Any
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import coordinator, response, response_module
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -16,10 +17,12 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coord = coordinator(ctx)
     names = list(request.groups_names)
+    allowed = [g for g in names if ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, g)]
     if coord is None:
         codes = [ErrorCode.coordinator_not_available] * len(names)
     else:
-        codes = await coord.delete_groups(names)
+        done = dict(zip(allowed, await coord.delete_groups(allowed), strict=True))
+        codes = [done.get(g, ErrorCode.group_authorization_failed) for g in names]
     mod = response_module(ctx, "delete_groups")
     return response(
         ctx,

@@ -17,6 +17,7 @@ from yak.broker.handlers._group import (
     response_module,
 )
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -33,11 +34,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     out = []
     for gid in request.groups:
-        if coord is None:
+        denied = not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, gid)
+        if coord is None or denied:
             out.append(
                 build(
                     mod.DescribedGroup,
-                    error_code=ErrorCode.coordinator_not_available,
+                    error_code=(ErrorCode.group_authorization_failed if denied
+                                else ErrorCode.coordinator_not_available),
                     error_message=None,
                     group_id=gid,
                     group_state="",

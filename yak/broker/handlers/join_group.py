@@ -10,8 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import client_host, coordinator, response, response_module
+from yak.broker.handlers._group import (
+    client_host,
+    coordinator,
+    require_group,
+    response,
+    response_module,
+)
 from yak.protocol.kio_compat import ErrorCode, build, timedelta_to_ms
+from yak.security.acl import AclOperation
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -19,6 +26,7 @@ MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
     coord = coordinator(ctx)
     v = ctx.api_version
     if coord is None:

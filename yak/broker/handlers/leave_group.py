@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import coordinator, response, response_module
+from yak.broker.handlers._group import coordinator, require_group, response, response_module
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -18,6 +19,7 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
     coord = coordinator(ctx)
     v = ctx.api_version
     if v < 3:

@@ -10,6 +10,7 @@ from typing import Any
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import coordinator, response, response_module
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -23,6 +24,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     listing = coord.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
+    if not ctx.cluster_authorized(AclOperation.DESCRIBE):
+        # Kafka: without DESCRIBE on the cluster, only the groups one may describe.
+        listing = [g for g in listing
+                   if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     mod = response_module(ctx, "list_groups")
     return response(
         ctx,

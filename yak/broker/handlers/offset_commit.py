@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
-from yak.broker.handlers._group import coordinator, topic_partition_error
+from yak.broker.handlers._group import coordinator, topic_allowed, topic_partition_error
 from yak.group.coordinator import OffsetToCommit
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.offset_commit_codec import FIRST_FLEXIBLE, encode_offset_commit_response
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -24,8 +25,17 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     coord = coordinator(ctx)
     slots: list[tuple[str, int, ErrorCode | None]] = []
     to_commit: list[OffsetToCommit] = []
+    # Kafka: READ on the group (else every partition fails), READ on each topic.
+    group_ok = ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id)
     for t in request.topics:
+        topic_ok = group_ok and topic_allowed(ctx, AclOperation.READ, t.name)
         for p in t.partitions:
+            if not group_ok:
+                slots.append((t.name, p.partition_index, ErrorCode.group_authorization_failed))
+                continue
+            if not topic_ok:
+                slots.append((t.name, p.partition_index, ErrorCode.topic_authorization_failed))
+                continue
             err = topic_partition_error(ctx, t.name, p.partition_index)
             if coord is None:
                 err = ErrorCode.coordinator_not_available
@@ -41,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
                     )
                 )
     codes: list[ErrorCode] = []
-    if coord is not None and (to_commit or not slots):
+    if coord is not None and group_ok and (to_commit or not slots):
         codes = await coord.commit_offsets(
             request.group_id,
             request.generation_id_or_member_epoch,

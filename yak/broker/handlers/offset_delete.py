@@ -9,8 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import coordinator, response, response_module, topic_partition_error
+from yak.broker.handlers._group import (
+    coordinator,
+    require_group,
+    response,
+    response_module,
+    topic_allowed,
+    topic_partition_error,
+)
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -18,6 +26,7 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.DELETE, request.group_id)
     coord = coordinator(ctx)
     if coord is None:
         return response(ctx, error_code=ErrorCode.coordinator_not_available, topics=())
@@ -25,7 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: list[tuple[str, int]] = []
     for t in request.topics:
         for p in t.partitions:
-            err = topic_partition_error(ctx, t.name, p.partition_index)
+            err = (topic_partition_error(ctx, t.name, p.partition_index)
+                   if topic_allowed(ctx, AclOperation.READ, t.name)
+                   else ErrorCode.topic_authorization_failed)
             slots.append((t.name, p.partition_index, err))
             if err is None:
                 wanted.append((t.name, p.partition_index))

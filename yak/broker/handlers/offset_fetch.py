@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import coordinator, response, response_module
+from yak.broker.handlers._group import coordinator, response, response_module, topic_allowed
 from yak.group.coordinator import FetchedOffset
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -24,12 +25,25 @@ def _fetch(
 ) -> tuple[ErrorCode, list[FetchedOffset]]:
     wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
     coord = coordinator(ctx)
-    if coord is None:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        err = ErrorCode.group_authorization_failed
+    elif coord is None:
         err = ErrorCode.coordinator_not_available
     else:
-        err, offsets = coord.fetch_offsets(group_id, wanted)
+        # Kafka: topics the caller may not DESCRIBE are TOPIC_AUTHORIZATION_FAILED when
+        # asked for by name, and left out of an all-topics answer.
+        denied = {name for name, _ in (wanted or []) if not topic_allowed(
+            ctx, AclOperation.DESCRIBE, name)}
+        asked = None if wanted is None else [w for w in wanted if w[0] not in denied]
+        err, offsets = coord.fetch_offsets(group_id, asked)
         if err is ErrorCode.none:
-            return err, offsets
+            if wanted is None:
+                return err, [o for o in offsets
+                             if topic_allowed(ctx, AclOperation.DESCRIBE, o.topic)]
+            return err, offsets + [
+                FetchedOffset(name, p, error=ErrorCode.topic_authorization_failed)
+                for name, parts in wanted if name in denied for p in parts
+            ]
     # Older versions have no group-level error: repeat it on every partition.
     return err, [FetchedOffset(name, p, error=err) for name, parts in (wanted or []) for p in parts]
 
