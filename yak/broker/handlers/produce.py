@@ -10,8 +10,9 @@ exactly one batch per partition, clients may not write control batches, and a ba
 over the topic's `max.message.bytes` is refused before storage sees it. Everything else
 is the ReplicaManager's (internal topics, leadership, `min.insync.replicas`, acks=all
 waiting for the high watermark and, on `write.caching=false` topics, the fsync) and
-storage's (CRC, producer state, timestamps). A compressed batch is never decompressed on
-this path, so a compression bomb costs what its compressed size costs.
+storage's (CRC, producer state, timestamps, and on compacted topics records without a
+key, refused with KIP-467 record errors). A compressed batch is decompressed on this path
+only for that key check on compacted topics, bounded by storage like the cleaner's.
 
 acks=0 gets no response (its appends are still counted in the metrics).
 """
@@ -19,7 +20,6 @@ acks=0 gets no response (its appends are still counted in the metrics).
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
@@ -44,32 +44,30 @@ def decode_request(ctx: RequestContext, body: memoryview) -> ProduceRequestData:
     return decode_produce_request(ctx.api_version, body)
 
 
-# batchLength, magic and attributes: all the header `_check_batch` needs to read.
-_FRAMING = struct.Struct(">8xi4xb4xh")
-
-
-def _check_batch(data: memoryview, max_bytes: int) -> None:
+def _check_batch(data: memoryview, max_bytes: int) -> records.BatchHeader | None:
     """The checks storage cannot make: one batch, not a control batch, size limit.
 
-    Reads three header fields with one unpack; magic, framing and CRC are left to
-    storage's validation, which runs next, so the header is not parsed twice per batch.
+    Returns the header it parsed, which storage's validation then uses: one parse per
+    batch on the produce path. None if the framing is bad (storage refuses the batch
+    with CORRUPT_MESSAGE).
     """
     if len(data) > max_bytes:
         raise _Fail(ErrorCode.message_too_large,
                     f"batch of {len(data)} bytes exceeds max.message.bytes {max_bytes}")
     if len(data) < records.HEADER_SIZE:
         raise _Fail(ErrorCode.corrupt_message, "truncated record batch")
-    batch_length, magic, attributes = _FRAMING.unpack_from(data, 0)
-    if magic != records.MAGIC or batch_length < records.HEADER_SIZE - records.LOG_OVERHEAD:
-        return  # storage refuses it with CORRUPT_MESSAGE
-    size = batch_length + records.LOG_OVERHEAD
+    h = records.read_header(data, 0)
+    if not h.framing_ok:
+        return None
+    size = h.batch_length + records.LOG_OVERHEAD
     if size != len(data):
         if size > len(data):
             raise _Fail(ErrorCode.corrupt_message, "record batch truncated")
         raise _Fail(ErrorCode.invalid_record,
                     "Produce v3+ requests must carry exactly one record batch per partition")
-    if attributes & records.CONTROL_BIT:
+    if h.attributes & records.CONTROL_BIT:
         raise _Fail(ErrorCode.invalid_record, "clients may not write control batches")
+    return h
 
 
 class _Fail(Exception):
@@ -85,7 +83,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     acks = request.acks
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
     # Partitions to append, and the response slot each one's result fills.
-    entries: list[tuple[str, int, memoryview]] = []
+    entries: list[tuple[str, int, memoryview, records.BatchHeader | None]] = []
     slots: list[ProducePartitionResult] = []
 
     for t in request.topics:
@@ -106,13 +104,14 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 res.error_code, res.error_message = ErrorCode.invalid_record, "null records"
                 continue
             partition = replicas.get_partition(name, index)
+            header = None
             if partition is not None:
                 try:
-                    _check_batch(data, partition.config.max_message_bytes)
+                    header = _check_batch(data, partition.config.max_message_bytes)
                 except _Fail as e:
                     res.error_code, res.error_message = e.code, e.message
                     continue
-            entries.append((name, index, data))
+            entries.append((name, index, data, header))
             slots.append(res)
 
     appended = await replicas.append_records(
@@ -121,6 +120,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     for res, r in zip(slots, appended, strict=True):
         if r.info is None:
             res.error_code, res.error_message = r.error, r.error_message
+            res.record_errors = r.record_errors
         else:
             info = r.info
             res.base_offset = info.base_offset
