@@ -136,6 +136,7 @@ class LeaderElector:
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._stopping = False
+        self._last_leader: Identity | None = None  # kept through rebalances, for stability
 
     @property
     def is_leader(self) -> bool:
@@ -157,6 +158,8 @@ class LeaderElector:
         return self.leader
 
     def _set_leader(self, leader: Identity | None) -> None:
+        if leader is not None:
+            self._last_leader = leader
         if leader != self.leader:
             log.info("schema registry leader: %s", leader.url if leader else "unknown")
         self.leader = leader
@@ -273,7 +276,7 @@ class LeaderElector:
                 idents[m.member_id] = Identity.from_json(bytes(m.metadata))
         eligible = sorted((mid, ident) for mid, ident in idents.items()
                           if ident.leader_eligibility)
-        chosen = next(((mid, i) for mid, i in eligible if i == self.leader), None)
+        chosen = next(((mid, i) for mid, i in eligible if i == self._last_leader), None)
         if chosen is None and eligible:
             chosen = eligible[0]
         if chosen is None:

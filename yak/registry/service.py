@@ -109,6 +109,10 @@ class SchemaRegistry:
         except TimeoutError:
             raise RegistryError(500, OPERATION_TIMEOUT,
                                 "the schema registry is still loading _schemas") from None
+        except RegistryError:
+            raise
+        except Exception as e:  # the start this request waited for failed
+            raise self._unavailable(e) from None
 
     @staticmethod
     def _unavailable(e: BaseException) -> RegistryError:
