@@ -23,6 +23,7 @@ import crc32c
 
 from yak.errors import CorruptRecordError
 from yak.protocol import compression
+from yak.protocol.primitives import read_varlong, write_varlong
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
@@ -230,27 +231,12 @@ class Record:
 
 
 def _write_varint(out: bytearray, n: int) -> None:
-    n = (n << 1) ^ (n >> 63)  # zigzag
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    """A record field's zigzag varint (lengths, deltas: varlong covers them all)."""
+    write_varlong(out, n)
 
 
 def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    n = 0
-    while True:
-        if pos >= len(buf):
-            raise CorruptRecordError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+    return read_varlong(buf, pos, None, CorruptRecordError)
 
 
 def _write_bytes(out: bytearray, b: bytes | None) -> None:
@@ -384,13 +370,6 @@ def decode_records(
     if pos != len(body):
         raise CorruptRecordError("trailing bytes after the last record")
     return out
-
-
-def _varint_at(body: bytes, pos: int) -> tuple[int, int]:
-    b = body[pos]
-    if b < 0x80:  # one-byte varints are the common case: skip the general loop
-        return (b >> 1) ^ -(b & 1), pos + 1
-    return _read_varint(body, pos)
 
 
 @dataclass(slots=True)
