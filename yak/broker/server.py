@@ -103,9 +103,12 @@ def configure(
 async def start_broker(config: BrokerConfig | Broker) -> RunningBroker:
     """Start a broker's parts, then its Kafka listener (`listen_port` 0 picks a free port)."""
     broker = config if isinstance(config, Broker) else build_broker(config)
-    from yak.broker.handlers import registry
+    from yak.broker.handlers import HandlerLoadError, registry
 
-    registry()  # import the handlers now, not on the first request
+    try:
+        registry()  # import the handlers now, not on the first request
+    except HandlerLoadError as e:
+        raise StartupError(str(e)) from e
     await broker.start()
     cfg = broker.config
     loop = asyncio.get_running_loop()

@@ -12,8 +12,9 @@ registered. A module exports:
 and optionally `decode_request(ctx, body: memoryview)` to replace kio's decoder (the
 Produce hot path keeps records as memoryviews of the received frame).
 
-A module that fails to import is logged and skipped: one half-written handler must not
-take down the broker.
+A module that fails to import, lacks one of those names, claims an API key another module
+has or supports no version kio knows stops the broker from starting (`HandlerLoadError`,
+one line): an API silently missing from ApiVersions is a broken broker that looks healthy.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 Handle = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
+class HandlerLoadError(Exception):
+    """A handler module cannot serve its API; the message is one line naming it."""
+
+
 @dataclass(frozen=True, slots=True)
 class HandlerSpec:
     api_key: int
@@ -50,32 +55,32 @@ class HandlerSpec:
 _registry: dict[int, HandlerSpec] | None = None
 
 
-def _load_module(name: str) -> HandlerSpec | None:
+def _load_module(name: str) -> HandlerSpec:
     try:
         mod = importlib.import_module(f"{__name__}.{name}")
-    except Exception:
-        log.exception("handler module %s failed to import; API not served", name)
-        return None
+    except Exception as e:
+        log.exception("handler module %s failed to import", name)
+        raise HandlerLoadError(f"handler module {name} failed to import: {e!r}") from e
     try:
         api_key = int(mod.API_KEY)
         lo, hi = int(mod.MIN_VERSION), int(mod.MAX_VERSION)
         handle = mod.handle
     except AttributeError:
-        log.error("handler module %s lacks API_KEY/MIN_VERSION/MAX_VERSION/handle", name)
-        return None
+        raise HandlerLoadError(
+            f"handler module {name} lacks API_KEY/MIN_VERSION/MAX_VERSION/handle"
+        ) from None
     # Never advertise a version kio cannot decode/encode.
     kio_versions = known_versions(api_key)
     if kio_versions:
         lo = max(lo, kio_versions[0])
         hi = min(hi, kio_versions[-1])
     if lo > hi:
-        log.error("handler module %s has no version kio supports", name)
-        return None
+        raise HandlerLoadError(f"handler module {name} has no version kio supports")
     return HandlerSpec(api_key, lo, hi, handle, getattr(mod, "decode_request", None), mod)
 
 
 def registry() -> dict[int, HandlerSpec]:
-    """API key -> handler, loaded once."""
+    """API key -> handler, loaded once; HandlerLoadError if any module cannot serve."""
     global _registry
     if _registry is None:
         found: dict[int, HandlerSpec] = {}
@@ -83,14 +88,11 @@ def registry() -> dict[int, HandlerSpec]:
             if info.name.startswith("_"):
                 continue
             spec = _load_module(info.name)
-            if spec is None:
-                continue
             if spec.api_key in found:
-                log.error(
-                    "API key %d claimed by %s and %s; keeping the first",
-                    spec.api_key, found[spec.api_key].module.__name__, spec.module.__name__,
+                raise HandlerLoadError(
+                    f"API key {spec.api_key} claimed by {found[spec.api_key].module.__name__}"
+                    f" and {spec.module.__name__}"
                 )
-                continue
             found[spec.api_key] = spec
         _registry = found
     return _registry
