@@ -167,7 +167,7 @@ class RegistryState:
             gone = versions.pop(version, None)
             if not versions:
                 self.subjects.pop(subject, None)
-            if gone is not None and self.by_id.get(gone.id) is gone:
+            if gone is not None:
                 self._reassign_id(gone.id)
             return
         sv = SchemaVersion(
@@ -184,7 +184,8 @@ class RegistryState:
             self.rejected.append((offset, sv.id))
             return
         self.subjects.setdefault(subject, {})[version] = sv
-        if owner is None or (owner.deleted and not sv.deleted):
+        if owner is None or (owner.subject, owner.version) == (subject, version) or (
+                owner.deleted and not sv.deleted):
             self.by_id[sv.id] = sv
         self.max_id = max(self.max_id, sv.id)
 
