@@ -201,8 +201,10 @@ def test_string_errors() -> None:
         read_string(b"\x03\xff\xfe", 0, 3, True, Boom)
     with pytest.raises(Boom, match="null"):
         read_string(b"\x00", 0, 1, True, Boom, nullable=False)
-    with pytest.raises(Boom, match="negative"):
-        read_string(b"\xff\xfe", 0, 2, False, Boom)
+    # Any negative classic length is null, as in Kafka's generated readers.
+    assert read_string(b"\xff\xfe", 0, 2, False, Boom) == (None, 2)
+    with pytest.raises(Boom, match="null"):
+        read_string(b"\xff\xfe", 0, 2, False, Boom, nullable=False)
     with pytest.raises(ValueError):
         write_string(bytearray(), "x" * 0x8000, False)
 

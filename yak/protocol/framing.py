@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TypeAlias
 
 from yak.protocol.primitives import skip_tagged_fields
 
@@ -81,9 +81,37 @@ class FrameDecoder:
         frames: list[memoryview] = []
         if self.error is not None:
             return frames
-        mv = data if isinstance(data, memoryview) else memoryview(data)
-        pos = 0
+        mv = data if type(data) is memoryview else memoryview(data)
         end = len(mv)
+        pos = 0
+        parts = self._parts
+        if parts is not None and self._missing > end:
+            # The whole chunk lies inside a large frame's body: just keep it.
+            parts.append(mv)
+            self._missing -= end
+            return frames
+        if parts is None and not self._head:
+            # Fast path, nothing pending: whole frames one after another.
+            max_size = self.max_size
+            unpack = _SIZE.unpack_from
+            while end - pos >= 4:
+                (size,) = unpack(mv, pos)
+                if size < MIN_FRAME_SIZE or size > max_size:
+                    self.error = FrameError(size, max_size)
+                    return frames
+                start = pos + 4
+                if end - start < size:
+                    break
+                pos = start + size
+                frames.append(mv[start:pos])  # zero-copy: wholly inside this chunk
+            if pos == end:
+                return frames
+        self._feed_pieces(mv, pos, end, frames)
+        return frames
+
+    def _feed_pieces(self, mv: memoryview, pos: int, end: int,
+                     frames: list[memoryview]) -> None:
+        """The general case: a size prefix or a frame split across chunks."""
         while pos < end:
             parts = self._parts
             if parts is not None:
@@ -100,7 +128,7 @@ class FrameDecoder:
                 self._head += bytes(mv[pos : pos + need])
                 pos += min(need, end - pos)
                 if len(self._head) < 4:
-                    break
+                    return
                 (size,) = _SIZE.unpack(self._head)
                 self._head = b""
             else:
@@ -108,28 +136,24 @@ class FrameDecoder:
                 pos += 4
             if size < MIN_FRAME_SIZE or size > self.max_size:
                 self.error = FrameError(size, self.max_size)
-                break
+                return
             if end - pos >= size:
                 frames.append(mv[pos : pos + size])  # zero-copy: wholly inside this chunk
                 pos += size
             else:
                 self._parts = []
                 self._missing = size
-        return frames
 
 
 class HeaderError(ValueError):
     """A request header that cannot be parsed: the connection closes."""
 
 
-class RequestHeader(NamedTuple):
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    size: int
-    """Bytes of the header v1 part (up to and including client_id). A flexible request
-    (header v2) continues with tagged fields: see `skip_header_tagged_fields`."""
+RequestHeader: TypeAlias = tuple[int, int, int, str | None, int]
+"""(api_key, api_version, correlation_id, client_id, size): `size` is the bytes of the
+header v1 part, up to and including client_id; a flexible request (header v2) continues
+with tagged fields (see `skip_header_tagged_fields`). A plain tuple, not a NamedTuple:
+building one of those costs more than the rest of the parse, once per request."""
 
 
 def parse_request_header(frame: memoryview) -> RequestHeader:
@@ -139,13 +163,12 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
         raise HeaderError("request header truncated")
     api_key, api_version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
     if cid_len < 0:
-        return RequestHeader(api_key, api_version, correlation_id, None, 10)
+        return api_key, api_version, correlation_id, None, 10
     end = 10 + cid_len
     if end > len(frame):
         raise HeaderError("client id overruns the frame")
     # Kafka decodes client ids leniently too: a bad byte must not cost the connection.
-    return RequestHeader(api_key, api_version, correlation_id,
-                         str(frame[10:end], "utf-8", "replace"), end)
+    return api_key, api_version, correlation_id, str(frame[10:end], "utf-8", "replace"), end
 
 
 def skip_header_tagged_fields(frame: memoryview, pos: int) -> int:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from yak.protocol.primitives import (
     read_array_len,
-    read_bytes,
     read_string,
+    read_uvarint,
     skip_tagged_fields,
     write_length,
     write_string,
@@ -35,6 +35,7 @@ FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
 
 _I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">ii")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
@@ -88,10 +89,24 @@ def decode_produce_request(version: int, body: memoryview) -> ProduceRequestData
         n_parts, pos = read_array_len(buf, pos, end, flexible, 5, err)
         parts: list[tuple[int, memoryview | None]] = []
         for _ in range(n_parts):
-            if pos + 4 > end:
-                raise ProduceDecodeError("truncated partition index")
-            (index,) = _I32.unpack_from(buf, pos)
-            records, pos = read_bytes(buf, pos + 4, end, flexible, err)
+            # Index and records length read inline: once per partition, the hottest loop.
+            if flexible:
+                if pos + 4 > end:
+                    raise ProduceDecodeError("truncated partition index")
+                (index,) = _I32.unpack_from(buf, pos)
+                size, pos = read_uvarint(buf, pos + 4, end, err)
+                size -= 1
+            else:
+                if pos + 8 > end:
+                    raise ProduceDecodeError("truncated partition index or records length")
+                index, size = _I32_I32.unpack_from(buf, pos)
+                pos += 8
+            records: memoryview | None = None
+            if size >= 0:  # negative: null (any negative, as Kafka reads it)
+                if size > end - pos:
+                    raise ProduceDecodeError("records overrun the frame")
+                records = buf[pos : pos + size]
+                pos += size
             if flexible:
                 pos = skip_tagged_fields(buf, pos, end, err)
             parts.append((index, records))
@@ -108,6 +123,10 @@ def decode_produce_request(version: int, body: memoryview) -> ProduceRequestData
 # ---------------------------------------------------------------- response
 
 _I64 = struct.Struct(">q")
+_EMPTY_FLEX = b"\x01"  # empty compact array
+_EMPTY_CLASSIC = b"\x00\x00\x00\x00"
+_NULL_FLEX = b"\x00"  # null compact string
+_NULL_STRING_CLASSIC = b"\xff\xff"
 _PART_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PART_V5 = struct.Struct(">ihqqq")  # + log start offset
 
@@ -137,13 +156,20 @@ def encode_produce_response(
     flexible = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_TOPIC_ID
     out = bytearray()
-    write_length(out, len(topics), flexible)
+    # Counts below 127 are one compact byte, written inline (see fetch_codec).
+    if flexible and len(topics) < 0x7F:
+        out.append(len(topics) + 1)
+    else:
+        write_length(out, len(topics), flexible)
     for name, topic_id, parts in topics:
         if by_id:
             out += (topic_id or uuid.UUID(int=0)).bytes
         else:
             write_string(out, name or "", flexible)
-        write_length(out, len(parts), flexible)
+        if flexible and len(parts) < 0x7F:
+            out.append(len(parts) + 1)
+        else:
+            write_length(out, len(parts), flexible)
         for p in parts:
             if version >= 5:
                 out += _PART_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
@@ -152,13 +178,19 @@ def encode_produce_response(
                 out += _PART_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
                 errs = p.record_errors
-                write_length(out, len(errs), flexible)
-                for batch_index, message in errs:
-                    out += _I32.pack(batch_index)
-                    write_string(out, message, flexible)
-                    if flexible:
-                        out.append(0)
-                write_string(out, p.error_message, flexible)
+                if errs:
+                    write_length(out, len(errs), flexible)
+                    for batch_index, message in errs:
+                        out += _I32.pack(batch_index)
+                        write_string(out, message, flexible)
+                        if flexible:
+                            out.append(0)
+                else:
+                    out += _EMPTY_FLEX if flexible else _EMPTY_CLASSIC
+                if p.error_message is None:
+                    out += _NULL_FLEX if flexible else _NULL_STRING_CLASSIC
+                else:
+                    write_string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)
         if flexible:
