@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from yak.config import BrokerConfig
-from yak.settings import BROKER_SETTINGS, TOPIC_CONFIGS
+from yak.settings import BROKER_SETTINGS, LISTENER_PREFIX, TOPIC_CONFIGS
 
 __all__ = [
     "ConfigEntry",
@@ -179,32 +179,44 @@ def topic_entries(
 
 
 def broker_entries(config: BrokerConfig, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
-    """The broker's settings. All read-only: Yak has no dynamic broker configs (yet)."""
-    names = sorted(set(BROKER_SETTINGS))
+    """The broker's settings. All read-only: Yak has no dynamic broker configs (yet).
+
+    Secrets (passwords, keys, JAAS configs) are sensitive: their value is null, as Kafka
+    returns them. Per-listener settings (`listener.name.<l>.<key>`) that were set are
+    listed too, like Kafka's."""
+    from yak.security.settings import is_sensitive
+
+    listener_keys = [k for k in config.raw if k.startswith(LISTENER_PREFIX)]
+    names = sorted(set(BROKER_SETTINGS) | set(listener_keys))
     if keys:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
     out: list[ConfigEntry] = []
     for name in names:
-        spec = BROKER_SETTINGS[name]
+        spec = BROKER_SETTINGS.get(name)
+        sensitive = is_sensitive(name) or (spec is not None and spec.type == "password")
         synonyms: list[Synonym] = []
         if name in config.raw:
             value, source = config.raw[name], ConfigSource.STATIC_BROKER_CONFIG
-            synonyms.append(Synonym(name, value, source))
+            synonyms.append(Synonym(name, None if sensitive else value, source))
         else:
-            value, source = spec.default, ConfigSource.DEFAULT_CONFIG
-        if spec.default is not None:
-            synonyms.append(Synonym(name, spec.default, ConfigSource.DEFAULT_CONFIG))
+            value, source = (spec.default if spec else None), ConfigSource.DEFAULT_CONFIG
+        if spec is not None and spec.default is not None:
+            synonyms.append(Synonym(name, None if sensitive else spec.default,
+                                    ConfigSource.DEFAULT_CONFIG))
+        if sensitive:
+            value = None
         out.append(
             ConfigEntry(
                 name=name,
                 value=value,
                 source=source,
                 read_only=True,
-                type=_TYPE_CODES.get(spec.type, ConfigType.UNKNOWN),
+                type=(_TYPE_CODES.get(spec.type, ConfigType.UNKNOWN) if spec
+                      else ConfigType.PASSWORD if sensitive else ConfigType.STRING),
                 synonyms=tuple(synonyms),
-                documentation=spec.doc or None,
-                is_sensitive=spec.type == "password",
+                documentation=(spec.doc or None) if spec else None,
+                is_sensitive=sensitive,
             )
         )
     return out

@@ -236,6 +236,7 @@ class KafkaConnection(asyncio.Protocol):
             client_id=client_id,
             connection=self.peer,
             header_size=pos,
+            request_size=len(frame),
             extras=self.extras,
             session=session,
         )

@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from yak.security.channel import Session
 
 CLUSTER_NAME = "kafka-cluster"
+# `*_authorized_operations` when the client did not ask for them (Kafka's INT32 min).
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# The operations Kafka defines on each resource type (for the authorized-operations bit
+# fields of Metadata, DescribeCluster, DescribeGroups).
+TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                    AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)
+CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE,
+                      AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                      AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE,
+                      AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS)
 
 
 @dataclass(slots=True)
@@ -31,6 +43,8 @@ class RequestContext:
     """Peer address (host, port) of the client connection."""
     header_size: int = 0
     """Bytes of request header before the body (used by the zero-copy decoders)."""
+    request_size: int = 0
+    """Bytes of the whole request (what a producer byte-rate quota counts)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Per-connection state a handler may need to keep; shared across requests of one
     connection."""
@@ -82,3 +96,15 @@ class RawResponse:
     """Total bytes in `buffers`."""
     flexible_header: bool = False
     """Response header v1 (one empty tagged-field byte after the correlation id)."""
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,
+                          operations: tuple[AclOperation, ...]) -> int:
+    """Kafka's authorized-operations bit field: bit `op` set for each operation allowed."""
+    bits = 0
+    for op in operations:
+        authorizer = ctx.broker.authorizer
+        if authorizer is None or authorizer.authorize(ctx.principal, ctx.client_ip, op,
+                                                      resource_type, name, log_if_denied=False):
+            bits |= 1 << int(op)
+    return bits

@@ -10,7 +10,10 @@ from __future__ import annotations
 import datetime
 import logging
 
+from yak.broker.context import RequestContext
 from yak.errors import ErrorCode, KafkaError
+from yak.security.acl import AclOperation, ResourceType
+from yak.security.authorizer import authorization_error
 
 log = logging.getLogger("yak.broker.admin")
 
@@ -25,6 +28,18 @@ def outcome(exc: BaseException | None) -> tuple[ErrorCode, str | None]:
         return exc.code, exc.message
     log.error("admin operation failed", exc_info=exc)
     return ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}"
+
+
+def require_topic(ctx: RequestContext, operation: AclOperation, topic: str) -> None:
+    """TOPIC_AUTHORIZATION_FAILED for this resource unless the caller may do `operation` on
+    the topic. Checked before existence, so a denied caller cannot probe for names."""
+    if not ctx.authorized(operation, ResourceType.TOPIC, topic):
+        raise authorization_error(ResourceType.TOPIC)
+
+
+def require_cluster(ctx: RequestContext, operation: AclOperation) -> None:
+    if not ctx.cluster_authorized(operation):
+        raise authorization_error(ResourceType.CLUSTER)
 
 
 def duplicates(names: list[str]) -> set[str]:

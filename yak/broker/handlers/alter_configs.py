@@ -13,10 +13,17 @@ from typing import Any
 
 from yak.broker.config_view import ResourceType
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
+from yak.broker.handlers._admin import (
+    NO_THROTTLE,
+    duplicates,
+    outcome,
+    require_cluster,
+    require_topic,
+)
 from yak.broker.handlers.describe_configs import check_broker_resource
 from yak.errors import InvalidRequestError
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -24,6 +31,7 @@ MAX_VERSION = 2
 
 
 def refuse_broker_change(ctx: RequestContext, resource: Any) -> None:
+    require_cluster(ctx, AclOperation.ALTER_CONFIGS)
     check_broker_resource(ctx, resource.resource_name)
     names = ", ".join(c.name for c in resource.configs)
     raise InvalidRequestError(
@@ -39,6 +47,7 @@ def check_topic_resource(ctx: RequestContext, resource: Any) -> None:
         refuse_broker_change(ctx, resource)
     if resource.resource_type != ResourceType.TOPIC:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+    require_topic(ctx, AclOperation.ALTER_CONFIGS, resource.resource_name)
     dup = duplicates([c.name for c in resource.configs])
     if dup:
         raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
+from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome, require_topic
 from yak.errors import InvalidReplicaAssignmentError, InvalidRequestError
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -43,6 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if topic.name in dup:
                 raise InvalidRequestError("Duplicate topic name in the request.")
+            require_topic(ctx, AclOperation.ALTER, topic.name)
             info = topics.check_add_partitions(topic.name, topic.count)
             _check_assignments(ctx, topic, info.partitions)
             topics.add_partitions(topic.name, topic.count, validate_only=request.validate_only)

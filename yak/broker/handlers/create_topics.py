@@ -11,13 +11,14 @@ from typing import Any
 
 from yak.broker.config_view import topic_entries
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
+from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome, require_topic
 from yak.errors import (
     InvalidConfigurationError,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
 )
-from yak.protocol.kio_compat import build, schema_module
+from yak.protocol.kio_compat import ErrorCode, build, schema_module
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -51,12 +52,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     m = schema_module("create_topics", ctx.api_version, "response")
     topics_mgr = ctx.broker.topics
     dup = duplicates([t.name for t in request.topics])
+    # Kafka: CREATE on the cluster allows every topic, else CREATE on each topic.
+    cluster_create = ctx.cluster_authorized(AclOperation.CREATE)
     results = []
     for topic in request.topics:
         info = None
         try:
             if topic.name in dup:
                 raise InvalidRequestError("Duplicate topic name in the request.")
+            if not cluster_create:
+                require_topic(ctx, AclOperation.CREATE, topic.name)
             configs: dict[str, str] = {}
             for c in topic.configs:
                 if c.value is None:
@@ -77,7 +82,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             err = exc
         code, message = outcome(err)
         if info is not None:
-            entries = topic_entries(info.configs, ctx.broker.config)
+            # The configs are shown only to a caller that may DESCRIBE_CONFIGS the topic.
+            shown = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name)
+            entries = topic_entries(info.configs, ctx.broker.config) if shown else []
             config_cls = getattr(m, "CreatableTopicConfigs", None)  # v5+ only
             result_configs: tuple[Any, ...] | None = tuple(
                 build(
@@ -101,6 +108,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     num_partitions=info.partitions,
                     replication_factor=1,
                     configs=result_configs,
+                    topic_config_error_code=(ErrorCode.none if shown
+                                             else ErrorCode.topic_authorization_failed),
                 )
             )
         else:

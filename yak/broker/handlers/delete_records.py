@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, outcome
+from yak.broker.handlers._admin import NO_THROTTLE, outcome, require_topic
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -28,6 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in topic.partitions:
             low = -1
             try:
+                require_topic(ctx, AclOperation.DELETE, topic.name)
                 low = replicas.delete_records(topic.name, p.partition_index, p.offset)
                 err = None
             except Exception as exc:

@@ -10,13 +10,14 @@ import uuid
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome
+from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome, require_topic
 from yak.errors import (
     InvalidRequestError,
     TopicDeletionDisabledError,
     UnknownTopicIdError,
 )
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -55,6 +56,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
                 resolved_name = info.name
+                require_topic(ctx, AclOperation.DESCRIBE, resolved_name)
+            require_topic(ctx, AclOperation.DELETE, resolved_name)
             if not deletion_enabled:
                 raise TopicDeletionDisabledError(
                     "Topic deletion is disabled (delete.topic.enable=false)."

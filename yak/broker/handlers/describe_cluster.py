@@ -1,17 +1,24 @@
 """DescribeCluster: cluster id, controller and brokers (AdminClient.describe_cluster).
 
-A single Yak broker is its own controller. Authorized operations, when asked for, are
-every cluster operation: with no authorizer configured Kafka allows everything too.
+A single Yak broker is its own controller. Authorized operations, when asked for, are the
+cluster operations the caller's ACLs allow (all of them without an authorizer, as in
+Kafka). The broker's address is the one advertised on the listener the request came in on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from yak.broker.context import RequestContext
+from yak.broker.context import (
+    CLUSTER_NAME,
+    CLUSTER_OPERATIONS,
+    RequestContext,
+    authorized_operations,
+)
 from yak.broker.handlers._admin import NO_THROTTLE
 from yak.errors import ErrorCode
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import ResourceType
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -19,10 +26,6 @@ MAX_VERSION = 2
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
-# AclOperation codes valid on the CLUSTER resource: CREATE 5, ALTER 7, DESCRIBE 8,
-# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12,
-# CREATE_TOKENS 13, DESCRIBE_TOKENS 14.
-_CLUSTER_OPS = (5, 7, 8, 9, 10, 11, 12, 13, 14)
 _UNSET_OPS = -2147483648
 
 
@@ -32,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
     ops = _UNSET_OPS
     if request.include_cluster_authorized_operations:
-        ops = sum(1 << op for op in _CLUSTER_OPS)
+        ops = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
     brokers = () if endpoint is None else (
         build(

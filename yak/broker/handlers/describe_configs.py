@@ -10,9 +10,10 @@ from typing import Any
 
 from yak.broker.config_view import ConfigEntry, ResourceType, broker_entries, topic_entries
 from yak.broker.context import RequestContext
-from yak.broker.handlers._admin import NO_THROTTLE, outcome
+from yak.broker.handlers._admin import NO_THROTTLE, outcome, require_cluster, require_topic
 from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -31,11 +32,13 @@ def check_broker_resource(ctx: RequestContext, name: str) -> None:
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     keys = resource.configuration_keys or None
     if resource.resource_type == ResourceType.TOPIC:
+        require_topic(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_name)
         info = ctx.broker.topics.get(resource.resource_name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"Topic '{resource.resource_name}' does not exist.")
         return topic_entries(info.configs, ctx.broker.config, keys)
     if resource.resource_type == ResourceType.BROKER:
+        require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
         check_broker_resource(ctx, resource.resource_name)
         return broker_entries(ctx.broker.config, keys)
     raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")

@@ -12,6 +12,7 @@ from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE
 from yak.errors import ErrorCode
 from yak.protocol.kio_compat import build, schema_module
+from yak.security.acl import AclOperation
 
 API_KEY = 35
 MIN_VERSION = 1
@@ -20,6 +21,10 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = schema_module("describe_log_dirs", ctx.api_version, "response")
+    if not ctx.cluster_authorized(AclOperation.DESCRIBE):
+        # Kafka: nothing is described; v3+ says why.
+        return build(m.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, results=())
     wanted = (None if request.topics is None
               else {t.topic: list(t.partitions) for t in request.topics})
     desc = ctx.broker.replica_manager.describe_log_dirs(wanted)

@@ -27,6 +27,7 @@ from yak.protocol.fetch_codec import (
     encode_fetch_response,
 )
 from yak.protocol.kio_compat import ErrorCode, timedelta_to_ms
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -35,6 +36,8 @@ READ_COMMITTED = 1
 
 _NO_ID = uuid.UUID(int=0)
 E_UNKNOWN_ID = int(ErrorCode.unknown_topic_id)
+E_TOPIC_DENIED = int(ErrorCode.topic_authorization_failed)
+DENIED = -1  # slot of a partition the caller may not read
 
 
 async def handle(ctx: RequestContext, request: Any) -> RawResponse:
@@ -45,6 +48,13 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     # Per topic: its response entry, and for each partition either the index of its read
     # in `wanted` or None (a topic id this broker does not know).
     plan: list[tuple[FetchTopicResult, list[tuple[int, int | None]]]] = []
+    # Authorization (Kafka's): a replica fetch (replica_id >= 0) needs CLUSTER_ACTION on the
+    # cluster, a consumer's READ on each topic; denied partitions are answered
+    # TOPIC_AUTHORIZATION_FAILED. Once per topic, never per record.
+    authorizer = broker.authorizer
+    replica_ok = True
+    if authorizer is not None and _replica_id(request, v) >= 0:
+        replica_ok = ctx.cluster_authorized(AclOperation.CLUSTER_ACTION)
     for t in request.topics:
         if by_id:
             info = broker.topics.by_id(t.topic_id)
@@ -52,7 +62,12 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         else:
             name = t.topic
         slots: list[tuple[int, int | None]] = []
+        denied = authorizer is not None and name is not None and not (
+            replica_ok and ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name))
         for p in t.partitions:
+            if denied:
+                slots.append((p.partition, DENIED))
+                continue
             if name is None:
                 slots.append((p.partition, None))
                 continue
@@ -66,9 +81,24 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     isolation = (FetchIsolation.TXN_COMMITTED
                  if getattr(request, "isolation_level", 0) == READ_COMMITTED
                  else FetchIsolation.HIGH_WATERMARK)
+    max_bytes = request.max_bytes
+    quota = broker.quotas.fetch
+    if quota.enabled:  # never more than the consumer_byte_rate quota window holds
+        max_bytes = int(min(max_bytes, quota.max_value_in_quota_window(
+            ctx.principal, ctx.client_id or "")))
     params = FetchParams(timedelta_to_ms(request.max_wait), request.min_bytes,
-                         request.max_bytes, isolation)
+                         max_bytes, isolation)
     reads = await broker.replica_manager.fetch_messages(params, wanted)
+    throttle = 0  # > 0: answer without data
+    if quota.enabled:
+        # consumer_byte_rate (Kafka's): the response size counts; a throttled fetch is
+        # taken back and answered without data, to be fetched again after the throttle.
+        size = sum(r.size for r in reads)
+        throttle = quota.record_and_get_throttle_time_ms(ctx.principal, ctx.client_id or "",
+                                                         size)
+        if throttle:
+            quota.unrecord(ctx.principal, ctx.client_id or "", size)
+        ctx.throttle_time_ms = throttle
 
     metrics = broker.metrics
     topics: list[FetchTopicResult] = []
@@ -80,7 +110,15 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
             if slot is None:
                 parts.append(FetchPartitionResult(index, E_UNKNOWN_ID))
                 continue
+            if slot == DENIED:
+                parts.append(FetchPartitionResult(index, E_TOPIC_DENIED))
+                continue
             r = reads[slot]
+            if throttle:
+                parts.append(FetchPartitionResult(index, r.error, r.high_watermark,
+                                                  r.last_stable_offset, r.log_start_offset,
+                                                  r.aborted_transactions))
+                continue
             parts.append(FetchPartitionResult(index, r.error, r.high_watermark,
                                               r.last_stable_offset, r.log_start_offset,
                                               r.aborted_transactions, -1, r.buffers, r.size))
@@ -90,5 +128,13 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         if size:
             metrics.record_fetched(topic.name, buffers, size)
         topics.append(topic)
-    out, total = encode_fetch_response(v, topics, 0, 0, 0)
+    out, total = encode_fetch_response(v, topics, throttle, 0, 0)
     return RawResponse(out, total, flexible_header=v >= 12)
+
+
+def _replica_id(request: Any, version: int) -> int:
+    """-1 for consumers; a broker id for a follower's fetch (v15+: in replica_state)."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return -1 if state is None else int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))

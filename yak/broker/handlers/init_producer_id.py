@@ -18,6 +18,7 @@ from yak.broker.context import RequestContext
 from yak.errors import KafkaError
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -36,6 +37,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     producer_id = int(getattr(request, "producer_id", -1))
     producer_epoch = int(getattr(request, "producer_epoch", -1))
+    if request.transactional_id is not None:
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                              request.transactional_id):
+            return reply(ErrorCode.transactional_id_authorization_failed)
+    elif not _may_write_idempotently(ctx):
+        return reply(ErrorCode.cluster_authorization_failed)
     try:
         if request.transactional_id is not None:
             coordinator = broker.txn_coordinator
@@ -52,3 +59,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except KafkaError as e:
         return reply(e.code)
     return reply(ErrorCode.none, pid, epoch)
+
+
+def _may_write_idempotently(ctx: RequestContext) -> bool:
+    """Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on at least one topic."""
+    if ctx.cluster_authorized(AclOperation.IDEMPOTENT_WRITE):
+        return True
+    authorizer = ctx.broker.authorizer
+    return authorizer is None or authorizer.authorize_by_resource_type(
+        ctx.principal, ctx.client_ip, AclOperation.WRITE, ResourceType.TOPIC)

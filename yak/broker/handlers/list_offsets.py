@@ -19,6 +19,8 @@ from yak.errors import KafkaError
 from yak.partition import FetchIsolation
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
+from yak.security.acl import AclOperation, ResourceType
+from yak.security.authorizer import authorization_error
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -37,8 +39,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             try:
+                if not allowed:
+                    raise authorization_error(ResourceType.TOPIC)
                 offset, ts, epoch = replicas.fetch_offset_for_timestamp(
                     t.name, p.partition_index, p.timestamp, isolation,
                     getattr(p, "current_leader_epoch", -1),

@@ -15,11 +15,19 @@ import logging
 import uuid
 from typing import Any
 
-from yak.broker.context import RequestContext
+from yak.broker.context import (
+    CLUSTER_NAME,
+    CLUSTER_OPERATIONS,
+    OPERATIONS_NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    RequestContext,
+    authorized_operations,
+)
 from yak.errors import KafkaError
 from yak.partition import INTERNAL_TOPICS, NO_LEADER
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -40,12 +48,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "allow_auto_topic_creation", True)
     )
 
+    # Authorization (Kafka's): DESCRIBE on a topic to see it. All-topics requests leave
+    # out what the caller may not describe (internal topics included); a topic asked for
+    # by name or id is TOPIC_AUTHORIZATION_FAILED, whether it exists or not. Creating a
+    # missing topic also needs CREATE on the cluster or the topic.
+    authorizer = broker.authorizer
     wanted: list[tuple[str | None, uuid.UUID | None]]
     if request.topics is None or (v == 0 and not request.topics):
-        wanted = [(t.name, None) for t in topics_mgr.topics()]
+        wanted = [(t.name, None) for t in topics_mgr.topics()
+                  if authorizer is None or _may_describe(ctx, t.name)]
         allow_create = False
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+    if authorizer is not None and allow_create:
+        allow_create = ctx.cluster_authorized(AclOperation.CREATE) or None  # None: per topic
 
     out = []
     for name, topic_id in wanted:
@@ -58,9 +74,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 out.append(_topic_error(mod, None if v >= 12 else "", topic_id,
                                         ErrorCode.unknown_topic_id))
                 continue
+            if authorizer is not None and not _may_describe(ctx, info.name):
+                out.append(_topic_error(mod, None if v >= 12 else "", topic_id,
+                                        ErrorCode.topic_authorization_failed))
+                continue
         else:
+            if authorizer is not None and not _may_describe(ctx, name):
+                out.append(_topic_error(mod, name, None, ErrorCode.topic_authorization_failed))
+                continue
             info = topics_mgr.get(name)
-            if info is None and allow_create:
+            if info is None and allow_create is None and not ctx.authorized(
+                    AclOperation.CREATE, ResourceType.TOPIC, name):
+                out.append(_topic_error(mod, name, None, ErrorCode.topic_authorization_failed))
+                continue
+            if info is None and allow_create is not False:
                 try:
                     info = topics_mgr.create(name)
                     log.info("auto-created topic %s", name)
@@ -74,7 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 out.append(_topic_error(mod, name, None, ErrorCode.unknown_topic_or_partition))
                 continue
-        out.append(_topic(mod, broker, info))
+        out.append(_topic(mod, broker, info, _topic_operations(ctx, request, info.name)))
 
     # The endpoint of the listener this request came in on (none: not advertised).
     endpoint = broker.endpoint(ctx.listener_name)
@@ -92,7 +119,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(out),
         error_code=ErrorCode.none,
+        cluster_authorized_operations=(
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else OPERATIONS_NOT_REQUESTED
+        ),
     )
+
+
+def _may_describe(ctx: RequestContext, topic: str) -> bool:
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
+def _topic_operations(ctx: RequestContext, request: Any, topic: str) -> int:
+    if not getattr(request, "include_topic_authorized_operations", False):
+        return OPERATIONS_NOT_REQUESTED
+    return authorized_operations(ctx, ResourceType.TOPIC, topic, TOPIC_OPERATIONS)
 
 
 def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
@@ -106,7 +148,7 @@ def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: E
     )
 
 
-def _topic(mod: Any, broker: Any, info: Any) -> Any:
+def _topic(mod: Any, broker: Any, info: Any, operations: int = OPERATIONS_NOT_REQUESTED) -> Any:
     replicas = broker.replica_manager
     recorded = broker.topics.partition_states(info.name)
     parts = []
@@ -130,4 +172,5 @@ def _topic(mod: Any, broker: Any, info: Any) -> Any:
         topic_id=info.topic_id,
         is_internal=info.name in INTERNAL_TOPICS,
         partitions=tuple(parts),
+        topic_authorized_operations=operations,
     )

@@ -32,6 +32,7 @@ from yak.protocol.produce_codec import (
     decode_produce_request,
     encode_produce_response,
 )
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -81,6 +82,13 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     broker = ctx.broker
     replicas = broker.replica_manager
     acks = request.acks
+    # Authorization (Kafka's): WRITE on the transactional id, else every partition fails;
+    # WRITE on each topic, else its partitions fail. Checked per topic, never per record.
+    authorizer = broker.authorizer
+    denied_all = None
+    if authorizer is not None and request.transactional_id is not None and not ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        denied_all = ErrorCode.transactional_id_authorization_failed
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
     # Partitions to append, and the response slot each one's result fills.
     entries: list[tuple[str, int, memoryview, records.BatchHeader | None]] = []
@@ -96,6 +104,11 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
         if name is None:
             parts.extend(ProducePartitionResult(i, ErrorCode.unknown_topic_id)
                          for i, _ in t.partitions)
+            continue
+        if authorizer is not None and (denied_all is not None or not ctx.authorized(
+                AclOperation.WRITE, ResourceType.TOPIC, name)):
+            code = denied_all or ErrorCode.topic_authorization_failed
+            parts.extend(ProducePartitionResult(i, code) for i, _ in t.partitions)
             continue
         for index, data in t.partitions:
             res = ProducePartitionResult(index)
@@ -127,6 +140,10 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
             res.log_append_time = info.log_append_time
             res.log_start_offset = info.log_start_offset
     broker.metrics.record_appended(appended)
+    quota = broker.quotas.produce
+    if quota.enabled:  # producer_byte_rate: the request's size counts (Kafka's)
+        ctx.throttle_time_ms = quota.record_and_get_throttle_time_ms(
+            ctx.principal, ctx.client_id or "", ctx.request_size)
     if acks == 0:
         return None
     return _response(ctx, results)
@@ -139,5 +156,5 @@ def _response(
         for p in parts:
             if p.error_code == 0:
                 p.error_message = None
-    body = encode_produce_response(ctx.api_version, results)
+    body = encode_produce_response(ctx.api_version, results, ctx.throttle_time_ms)
     return RawResponse([body], len(body), flexible_header=ctx.api_version >= 9)
