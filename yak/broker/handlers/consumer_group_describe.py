@@ -15,6 +15,7 @@ from yak.broker.handlers._group import (
     response_module,
 )
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -43,6 +44,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ops = GROUP_OPERATIONS if request.include_authorized_operations else OPERATIONS_NOT_REQUESTED
     out = []
     for gid in request.group_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(build(mod.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
+                             error_message=None, group_id=gid, group_state="",
+                             group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                             members=(), authorized_operations=ops))
+            continue
         cg = None if coord is None else coord.consumer.groups.get(gid)
         if cg is None or (
             coord is not None and coord.describe_group(gid).protocol_name != "uniform"

@@ -10,8 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import client_host, coordinator, response, response_module
+from yak.broker.handlers._group import (
+    client_host,
+    coordinator,
+    require_group,
+    response,
+    response_module,
+    topic_allowed,
+)
 from yak.protocol.kio_compat import ErrorCode, ms_to_timedelta, timedelta_to_ms
+from yak.security.acl import AclOperation
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -19,6 +27,11 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
+    # Kafka: DESCRIBE on every subscribed topic named (else TOPIC_AUTHORIZATION_FAILED).
+    if any(not topic_allowed(ctx, AclOperation.DESCRIBE, t)
+           for t in request.subscribed_topic_names or ()):
+        return _answer(ctx, ErrorCode.topic_authorization_failed, request.member_id, -1)
     coord = coordinator(ctx)
     if coord is None:
         return _answer(ctx, ErrorCode.coordinator_not_available, request.member_id, -1)

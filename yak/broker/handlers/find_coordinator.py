@@ -12,6 +12,7 @@ from typing import Any
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import response, response_module
 from yak.protocol.kio_compat import ErrorCode, build
+from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -20,8 +21,14 @@ MAX_VERSION = 6
 _GROUP, _TRANSACTION = 0, 1
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
+def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     broker = ctx.broker
+    # Kafka: DESCRIBE on the group / transactional id the coordinator is asked for.
+    if key_type == _GROUP and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == _TRANSACTION and not ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
     if key_type == _GROUP:
         coord = broker.group_coordinator
         if coord is None:
@@ -33,16 +40,22 @@ def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     return ErrorCode.invalid_request
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _answer(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
     broker = ctx.broker
-    key_type = int(getattr(request, "key_type", 0))
-    code = _lookup(ctx, key_type)
+    code = _lookup(ctx, key_type, key)
     endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
     if endpoint is None and code is ErrorCode.none:
         code = ErrorCode.coordinator_not_available
-    ok = code is ErrorCode.none
-    node = (broker.node_id, *endpoint) if ok and endpoint else (-1, "", -1)
+    if code is ErrorCode.none and endpoint is not None:
+        return code, (broker.node_id, endpoint[0], endpoint[1])
+    return code, (-1, "", -1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    key_type = int(getattr(request, "key_type", 0))
     if ctx.api_version < 4:
+        code, node = _answer(ctx, key_type, request.key)
+        ok = code is ErrorCode.none
         return response(
             ctx,
             error_code=code,
@@ -52,8 +65,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             port=node[2],
         )
     mod = response_module(ctx, "find_coordinator")
-    coordinators = tuple(
-        build(
+    coordinators = []
+    for key in request.coordinator_keys:
+        code, node = _answer(ctx, key_type, key)
+        ok = code is ErrorCode.none
+        coordinators.append(build(
             mod.Coordinator,
             key=key,
             node_id=node[0],
@@ -61,7 +77,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             port=node[2],
             error_code=code,
             error_message=None if ok else code.name,
-        )
-        for key in request.coordinator_keys
-    )
-    return response(ctx, coordinators=coordinators)
+        ))
+    return response(ctx, coordinators=tuple(coordinators))
