@@ -30,6 +30,7 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -303,6 +304,7 @@ def main() -> None:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(rows))
     print()
     print("| op | transport | size | records/s | gateway us/record | client us/record |")
