@@ -1,1 +1,8 @@
-"""yak.cluster."""
+"""yak.cluster: the cluster's metadata and who decides it.
+
+Today: the `MetadataStore` interface and its local-file backend (`metadata.py`), the topic
+manager that is a single broker's controller (`topics.py`) and producer id blocks
+(`producer_ids.py`), all composed by `yak.broker.compose`. The etcd client, broker
+membership, controller election and local-cluster harness for issue 11 live here too and
+are not composed into the broker yet (see docs/cluster.md).
+"""
