@@ -92,6 +92,10 @@ class SchemaRegistry:
 
     async def ensure_started(self) -> None:
         """Start on first use (the gateway starts nothing until used); later calls just wait."""
+        started = self._started
+        if started is not None and started.done() and not started.cancelled() \
+                and started.exception() is None:
+            return  # the common case, on every request: no task, no timer
         if self._started is None:
             self._started = asyncio.get_running_loop().create_future()
             try:
