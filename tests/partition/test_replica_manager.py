@@ -231,3 +231,19 @@ def test_describe_log_dirs_sizes_hosted_partitions(rm: ReplicaManager) -> None:
     d = rm.describe_log_dirs(None)
     assert d.topics["t"][0][0] == 0 and d.topics["t"][0][1] > 0
     assert d.total_bytes > 0 and rm.describe_log_dirs({"other": [0]}).topics == {}
+
+
+def test_replication_appends_go_to_followers_with_the_leaders_offsets(rm: ReplicaManager) -> None:
+    rm.apply_partition_state("t", 0, TID, PartitionState((2, ME), (2, ME), 2, 3, 3), LogConfig())
+    copied = memoryview(build_batch([Record(b"k", b"v")], base_offset=0, partition_leader_epoch=3))
+
+    async def replicate() -> object:
+        (r,) = await rm.append_records([("t", 0, copied)], -1, AppendOrigin.REPLICATION)
+        return r
+
+    r = asyncio.run(replicate())
+    assert r.error == 0 and (r.info.base_offset, r.info.record_count) == (0, 1)
+    p = rm.get_partition("t", 0)
+    assert p.log_end_offset == 1 and p.high_watermark == 0  # a follower's HW is the fetcher's
+    lead(rm, epoch=4, replicas=(2, ME), isr=(ME,))
+    assert asyncio.run(replicate()).error == ErrorCode.not_leader_or_follower

@@ -124,7 +124,9 @@ class Broker:
             try:
                 await part.start()
             except Exception as e:
-                log.exception("starting %s failed", part.name)
+                # The reason is the one line StartupError carries; the traceback is for
+                # whoever debugs with the log level at DEBUG.
+                log.debug("starting %s failed", part.name, exc_info=True)
                 await self.stop()
                 raise StartupError(f"cannot start {part.name}: {one_line(e)}") from e
             self._started.append(part)

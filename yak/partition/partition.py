@@ -282,6 +282,18 @@ class Partition:
             self._fetch_purgatory.notify(self.topic, self.index)
         return info
 
+    def append_as_follower(self, records: memoryview) -> LogAppendInfo:
+        """Append batches copied from the leader, offsets and epochs as they are (the
+        replica fetcher's path, issue 11). The follower's high watermark is set by the
+        fetcher from the leader's, never here."""
+        if self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"{self.topic}-{self.index} is led here: replication appends go to followers"
+            )
+        result = self.log.append_as_follower(records)
+        return LogAppendInfo(result.base_offset, result.last_offset, -1, result.log_start_offset,
+                             result.last_offset - result.base_offset + 1, len(records))
+
     # ------------------------------------------------------------------ read
 
     def read(

@@ -280,7 +280,10 @@ class ReplicaManager:
             p = self._partitions.get((topic, partition))
             if p is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
-            info = p.append_as_leader(records, required_acks, header)
+            if origin is AppendOrigin.REPLICATION:
+                info = p.append_as_follower(records)
+            else:
+                info = p.append_as_leader(records, required_acks, header)
         except DuplicateSequenceError as e:
             # A retry of a batch already in the log: success with the original offsets;
             # nothing was appended, so nothing is counted.
@@ -322,7 +325,8 @@ class ReplicaManager:
                               e[3] if len(e) > 3 else None)  # type: ignore[misc]
             for e in entries
         ]
-        if required_acks == -1:
+        if required_acks == -1 and origin is not AppendOrigin.REPLICATION:
+            # (A follower's copy is acknowledged by its next fetch, not by waiting here.)
             await self.wait_for_acks(results, timeout_ms)
         return results
 
