@@ -57,6 +57,7 @@ __all__ = [
     "DuplicateResourceError",
     "UnacceptableCredentialError",
     "ThrottlingQuotaExceededError",
+    "TransactionCoordinatorFencedError",
     "error_for_code",
 ]
 
@@ -294,6 +295,13 @@ class UnacceptableCredentialError(KafkaError):
 class ThrottlingQuotaExceededError(KafkaError):
     code = ErrorCode.throttling_quota_exceeded
     retriable = True
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator older than the one the partition has seen
+    for that producer (a deposed coordinator's late marker)."""
+
+    code = ErrorCode.transaction_coordinator_fenced
 
 
 _BY_CODE: dict[ErrorCode, type[KafkaError]] = {}

@@ -26,6 +26,7 @@ from yak.partition.replica_manager import (
     PartitionAppendResult,
     PartitionReadResult,
     ReplicaManager,
+    TxnMarker,
 )
 from yak.partition.state import INTERNAL_TOPICS, NO_LEADER, PartitionState
 
@@ -51,4 +52,5 @@ __all__ = [
     "PartitionState",
     "ProducePurgatory",
     "ReplicaManager",
+    "TxnMarker",
 ]

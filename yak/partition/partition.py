@@ -17,6 +17,11 @@ replica fetches will fill (issue 11); on one broker the ISR is the leader alone,
 high watermark follows every append at once.
 
 Reads return storage's buffers untouched (the zero-copy Fetch path); nothing is decoded.
+A read_committed read stops at the last stable offset and carries the aborted transactions
+overlapping what it returns (from storage's `.txnindex`).
+
+Transaction markers (`append_txn_marker`) are written here on the transaction
+coordinator's behalf: the WriteTxnMarkers path, local or from another broker.
 """
 
 from __future__ import annotations
@@ -294,6 +299,44 @@ class Partition:
         return LogAppendInfo(result.base_offset, result.last_offset, -1, result.log_start_offset,
                              result.last_offset - result.base_offset + 1, len(records))
 
+    # ------------------------------------------------------------------ transactions
+
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+        required_acks: int = -1,
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for the coordinator (Kafka's appendRecordsToLeader
+        with origin COORDINATOR); raises a KafkaError to refuse it."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"this broker does not lead {self.topic}-{self.index}")
+        log_ = self.log
+        if required_acks == -1 and len(self.state.isr) < log_.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
+                f" fewer than min.insync.replicas={log_.config.min_insync_replicas}"
+            )
+        result = log_.append_txn_marker(producer_id, producer_epoch, coordinator_epoch,
+                                        commit, self.leader_epoch)
+        info = LogAppendInfo(result.base_offset, result.last_offset, -1,
+                             result.log_start_offset, 1, 0)
+        if not self.maybe_increment_high_watermark():
+            self._fetch_purgatory.notify(self.topic, self.index)
+        return info
+
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """Is a transaction of this producer at this epoch open here? (KIP-890 part 1: only
+        the first transactional batch of a transaction in a partition is verified.)"""
+        return self.log.producer_state.has_ongoing_txn(producer_id, producer_epoch)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """DescribeProducers: (producer id, epoch, last sequence, last timestamp,
+        coordinator epoch, current transaction's first offset or -1) per known producer."""
+        return [
+            (e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+             e.current_txn_first_offset)
+            for e in list(self.log.producer_state.producers.values())
+        ]
+
     # ------------------------------------------------------------------ read
 
     def read(
@@ -328,8 +371,13 @@ class Partition:
             return LogReadInfo(hw, lso, log_start, [], 0, [] if committed else None)
         rr = log_.read(fetch_offset, max(max_bytes, 0), max_offset=upper,
                        min_one_message=min_one_message)
-        # Aborted transactions come with the transaction index (issue 12); none until then.
-        return LogReadInfo(hw, lso, log_start, rr.buffers, rr.size, [] if committed else None)
+        aborted = None
+        if committed:
+            aborted = [] if not rr.size else [
+                (e.producer_id, e.first_offset)
+                for e in log_.collect_aborted_txns(fetch_offset, rr.next_offset)
+            ]
+        return LogReadInfo(hw, lso, log_start, rr.buffers, rr.size, aborted)
 
     # ------------------------------------------------------------------ list offsets
 

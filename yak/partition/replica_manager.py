@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppendOrigin",
+    "TxnMarker",
     "FetchParams",
     "FetchPartition",
     "LogDirDescription",
@@ -111,6 +112,18 @@ class PartitionReadResult:
         self.buffers = buffers if buffers is not None else []
         self.size = size
         self.aborted_transactions = aborted_transactions
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One COMMIT/ABORT marker for one partition (an entry of WriteTxnMarkers)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
 
 
 @dataclass(slots=True)
@@ -328,6 +341,34 @@ class ReplicaManager:
         if required_acks == -1 and origin is not AppendOrigin.REPLICATION:
             # (A follower's copy is acknowledged by its next fetch, not by waiting here.)
             await self.wait_for_acks(results, timeout_ms)
+        return results
+
+    async def write_txn_markers(
+        self, markers: Sequence[TxnMarker], timeout_ms: int = 30_000
+    ) -> list[PartitionAppendResult]:
+        """Append each marker on the coordinator's behalf (acks=all, Kafka's
+        WriteTxnMarkers), one result per marker in order; a partition not hosted here is
+        UNKNOWN_TOPIC_OR_PARTITION, whose meaning the caller decides (deleted, or led
+        elsewhere)."""
+        results: list[PartitionAppendResult] = []
+        for m in markers:
+            p = self._partitions.get((m.topic, m.partition))
+            try:
+                if p is None:
+                    raise UnknownTopicOrPartitionError(
+                        f"{m.topic}-{m.partition} is not hosted here")
+                info = p.append_txn_marker(m.producer_id, m.producer_epoch,
+                                           m.coordinator_epoch, m.commit)
+            except KafkaError as e:
+                results.append(PartitionAppendResult(m.topic, m.partition, int(e.code),
+                                                      e.message))
+                continue
+            except Exception:
+                log.exception("marker for %s-%d failed", m.topic, m.partition)
+                results.append(PartitionAppendResult(m.topic, m.partition, _STORAGE))
+                continue
+            results.append(PartitionAppendResult(m.topic, m.partition, _NONE, None, info))
+        await self.wait_for_acks(results, timeout_ms)
         return results
 
     async def wait_for_acks(self, results: Sequence[PartitionAppendResult],

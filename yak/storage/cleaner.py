@@ -7,10 +7,19 @@ replace the originals atomically (`PartitionLog.replace_segments`). Only inactiv
 below the high watermark are touched, so appends never wait on the cleaner, and readers keep
 their old segments' file descriptors until `file.delete.delay.ms` passes.
 
-Simplifications (documented in docs/storage.md): a tombstone is dropped once its timestamp is
-older than `delete.retention.ms` (Kafka measures from when the cleaner first passed it);
-records without a key are dropped (Kafka refuses them at produce time for compacted topics);
-a batch left empty is dropped.
+Transactions, as Kafka's cleaner treats them: the cleaner never passes the last stable
+offset; batches of aborted transactions (known from the `.txnindex` entries) are removed and
+never enter the offset map, so an aborted write cannot shadow a committed one; a COMMIT
+marker stays while any batch of its transaction does (without it, replaying the producer
+state would think the transaction still open and pin the LSO), an ABORT marker stays while
+the cleaner still finds aborted data to remove; once not needed, a marker goes after
+`delete.retention.ms`, like a tombstone. A kept ABORT marker keeps its `.txnindex` entry in
+the cleaned segment.
+
+Simplifications (documented in docs/storage.md): a tombstone (or marker) is dropped once its
+timestamp is older than `delete.retention.ms` (Kafka measures from when the cleaner first
+passed it); records without a key are dropped (Kafka refuses them at produce time for
+compacted topics); a batch left empty is dropped.
 """
 
 from __future__ import annotations
@@ -20,17 +29,22 @@ import os
 import time
 from dataclasses import dataclass
 
+from yak.errors import InvalidRecordError
+from yak.protocol.control_records import COMMIT, decode_control_type
 from yak.protocol.records import (
     CONTROL_BIT,
     LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     RecordSpans,
+    decode_records,
     parse_header,
     rebuild_batch,
     scan_keys,
 )
 from yak.storage.log import PartitionLog
 from yak.storage.segment import LogSegment
+from yak.storage.txn_index import AbortedTxn
 
 MAX_MAP_ENTRIES = 4_000_000
 SPANS_CACHE_BYTES = 64 * 1024 * 1024  # parsed dirty batches kept for the recopy pass
@@ -55,6 +69,53 @@ class CleanStats:
 
 def _largest_ts(seg: LogSegment) -> int:
     return seg.largest_timestamp
+
+
+class _Transactions:
+    """What the cleaner knows about transactions while it walks the log in order (Kafka's
+    CleanedTransactionMetadata): which batches are aborted, and whether each marker still
+    has data of its transaction behind it."""
+
+    def __init__(self, aborted: list[AbortedTxn], horizon: int) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        self.entries: dict[tuple[int, int], AbortedTxn] = {}
+        for e in aborted:
+            self.ranges.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+            self.entries[(e.producer_id, e.last_offset)] = e
+        self.horizon = horizon
+        self._committed_data: set[int] = set()  # producers with data since their last marker
+        self._aborted_data: set[int] = set()
+        self.kept: set[tuple[int, int]] = set()  # (producer id, offset) of kept markers
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        return any(first <= offset <= last for first, last in self.ranges.get(producer_id, ()))
+
+    def keep_data(self, h: BatchHeader) -> bool:
+        """A transactional data batch: False (remove it) if its transaction aborted."""
+        if self.is_aborted(h.producer_id, h.base_offset):
+            self._aborted_data.add(h.producer_id)
+            return False
+        self._committed_data.add(h.producer_id)
+        return True
+
+    def keep_marker(self, raw: bytes, h: BatchHeader) -> bool:
+        try:
+            recs = decode_records(raw)
+            control_type = decode_control_type(recs[0].key if recs else None)
+        except (InvalidRecordError, ValueError, IndexError):
+            return True  # not understood: never drop what cannot be read
+        if control_type == COMMIT:
+            needed = h.producer_id in self._committed_data
+            self._committed_data.discard(h.producer_id)
+        else:
+            needed = h.producer_id in self._aborted_data
+            self._aborted_data.discard(h.producer_id)
+        return needed or h.max_timestamp >= self.horizon
+
+    def index_entries(self, base: int, end: int) -> list[AbortedTxn]:
+        """The `.txnindex` entries of the markers kept in [base, end) (set by recopy)."""
+        return [e for (pid, last), e in self.entries.items() if base <= last < end
+                and (pid, last) in self.kept]
 
 
 def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | None:
@@ -89,13 +150,18 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
     ):
         return None
 
-    # Pass 1: key -> latest offset over the dirty range.
+    txns = _Transactions(log.aborted_txns(), now - cfg.delete_retention_ms)
+
+    # Pass 1: key -> latest offset over the dirty range (aborted data never counts).
     offset_map: dict[bytes, int] = {}
     spans_cache: dict[tuple[int, int], tuple[bytes, RecordSpans]] = {}
     bytes_read = 0
     for i, seg in dirty:
         for pos, h in list(seg.iter_headers(0)):
             if h.base_offset + h.last_offset_delta < first_dirty or h.attributes & CONTROL_BIT:
+                continue
+            if h.attributes & TRANSACTIONAL_BIT and txns.is_aborted(h.producer_id,
+                                                                  h.base_offset):
                 continue
             batch = seg.read_batch(pos, h.batch_length + LOG_OVERHEAD)
             bytes_read += len(batch)
@@ -127,7 +193,7 @@ def clean_log(log: PartitionLog, now: int, force: bool = False) -> CleanStats | 
         0.0,
     )
     for group in _group_by_size(cleanable, cfg.segment_bytes):
-        new = _recopy(log, group, offset_map, tombstone_horizon, stats, spans_cache)
+        new = _recopy(log, group, offset_map, tombstone_horizon, stats, spans_cache, txns)
         if new is None or not log.replace_segments(group, [new]):
             if new is not None:
                 new.delete_files()
@@ -162,6 +228,7 @@ def _recopy(
     tombstone_horizon: int,
     stats: CleanStats,
     spans_cache: dict[tuple[int, int], tuple[bytes, RecordSpans]],
+    txns: _Transactions,
 ) -> LogSegment | None:
     cfg = log.config
     new = LogSegment(
@@ -188,7 +255,15 @@ def _recopy(
                     stats.bytes_read += size
                 else:
                     raw, spans = cached
-                out = _filter_batch(raw, h, offset_map, tombstone_horizon, stats, spans)
+                if h.attributes & CONTROL_BIT:
+                    if not txns.keep_marker(raw, h):
+                        continue
+                    txns.kept.add((h.producer_id, h.base_offset))
+                    out: bytes | None = raw
+                elif h.attributes & TRANSACTIONAL_BIT and not txns.keep_data(h):
+                    continue
+                else:
+                    out = _filter_batch(raw, h, offset_map, tombstone_horizon, stats, spans)
                 if out is None:
                     continue
                 oh = parse_header(out)
@@ -202,12 +277,25 @@ def _recopy(
         if iov:
             new.append(iov, pending, meta)
             stats.bytes_written += pending
+        nxt = _next_base(log, group[-1])
+        end = nxt if nxt is not None else 2**63 - 1
+        entries = txns.index_entries(group[0].base_offset, end)
+        if entries:
+            new.txn_index.replace(sorted(entries, key=lambda e: e.last_offset))
         new.on_become_inactive()
         return new
     except Exception:
         with contextlib.suppress(OSError):
             new.delete_files()
         raise
+
+
+def _next_base(log: PartitionLog, seg: LogSegment) -> int | None:
+    segs = log.segments
+    for i, s in enumerate(segs):
+        if s is seg and i + 1 < len(segs):
+            return segs[i + 1].base_offset
+    return None
 
 
 def _filter_batch(

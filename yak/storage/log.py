@@ -1,5 +1,11 @@
 """PartitionLog: the segmented, append-only log of one partition.
 
+Transactions: client batches carry the transactional bit and open a transaction in the
+producer state (per batch, from its header: no per-record work); `append_txn_marker` writes
+the coordinator's COMMIT/ABORT control batch, ends it, and records an aborted one in the
+`.txnindex` of the segment the marker lands in. The last stable offset is the first offset
+of the oldest open transaction; `collect_aborted_txns` answers read_committed fetches.
+
 Threading model: appends, truncation, retention and the cleaner's segment swap take
 `self.lock`; reads (on the broker's event loop) take no lock at all. They work on an immutable
 snapshot of the segment list (`self._view`, replaced, never mutated), and a segment removed from
@@ -29,6 +35,7 @@ from yak.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from yak.protocol.control_records import ABORT, build_marker_batch, decode_control_type
 from yak.protocol.records import (
     ATTRIBUTES_OFFSET,
     CONTROL_BIT,
@@ -42,6 +49,7 @@ from yak.protocol.records import (
     decode_records,
     keyless_records,
     log_append_time_header,
+    parse_header,
     read_header,
 )
 from yak.storage import checkpoint
@@ -49,6 +57,7 @@ from yak.storage.config import LogConfig
 from yak.storage.epoch_cache import LeaderEpochCache
 from yak.storage.producer_state import ProducerStateManager
 from yak.storage.segment import INT32_MAX, LogSegment
+from yak.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +88,7 @@ class ReadResult:
     buffers: list = field(default_factory=list)
     size: int = 0
     first_offset: int = -1
+    next_offset: int = -1  # the offset after the last batch returned
     log_start_offset: int = 0
     log_end_offset: int = 0
     high_watermark: int = 0
@@ -184,13 +194,15 @@ class PartitionLog:
         # Orphan indexes (their .log is gone) would confuse a later segment with that base.
         for n in os.listdir(self.directory):
             stem, _, ext = n.partition(".")
-            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases:
+            if ext in ("index", "timeindex", "txnindex") and stem.isdigit() \
+                    and int(stem) not in bases:
                 checkpoint.remove_quietly(os.path.join(self.directory, n))
         segments = [self._new_segment(b) for b in bases]
         if not segments:
             segments = [self._new_segment(max(log_start, 0))]
         self._view = _View(tuple(segments), tuple(s.base_offset for s in segments))
         self.recovery_stats = RecoveryStats(clean, recovery_point, len(segments))
+        txn_rebuild_from = None
         if clean:
             self.recovery_point = 0
             self._active.load_tail()
@@ -198,6 +210,12 @@ class PartitionLog:
             self.recovery_point = self.log_end_offset
         else:
             self._recover(recovery_point)
+            # The scanned segments' aborted-transaction entries are rebuilt by replaying
+            # producer state through them, from a snapshot taken no later than the first
+            # of them (later snapshots are not trusted after a crash, as in Kafka).
+            if self.recovery_stats.scanned:
+                txn_rebuild_from = self.recovery_stats.scanned[0]
+                self.producer_state.delete_snapshots_after(txn_rebuild_from)
         active = self._active
         if active.size:
             # segment.ms counts from the first batch's timestamp, as Kafka's rollingBasedTimestamp
@@ -210,7 +228,7 @@ class PartitionLog:
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self._durable_end = self.recovery_point
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(txn_rebuild_from)
 
     def _recover(self, recovery_point: int) -> None:
         """Kafka's LogLoader.recoverLog: scan only the segments that may hold unflushed data
@@ -299,31 +317,63 @@ class PartitionLog:
                 if m.endswith(".log") and m[:-4].isdigit():
                     b = int(m[:-4])
                     if base <= b < end:
-                        for ext in (".log", ".index", ".timeindex"):
+                        for ext in (".log", ".index", ".timeindex", ".txnindex"):
                             checkpoint.remove_quietly(os.path.join(self.directory, m[:-4] + ext))
             stem = os.path.join(self.directory, n[: -len(".log.swap")])
-            for ext in (".log", ".index", ".timeindex"):
+            for ext in (".log", ".index", ".timeindex", ".txnindex"):
                 if os.path.exists(stem + ext + ".swap"):
                     os.replace(stem + ext + ".swap", stem + ext)
 
-    def _rebuild_producer_state(self) -> None:
-        """Latest snapshot, then replay the batch headers after it."""
+    def _rebuild_producer_state(self, txn_rebuild_from: int | None = None) -> None:
+        """Latest snapshot, then replay the batch headers after it (markers are read to
+        end their transactions). Aborts whose marker is at or after `txn_rebuild_from` are
+        written to their segment's `.txnindex` again (recovery emptied those)."""
         ps = self.producer_state
         ps.delete_snapshots_after(self.log_end_offset)
         snap = ps.load_snapshot(self.log_end_offset)
         start = max(snap, self.log_start_offset)
         if start >= self.log_end_offset:
             return
+        rebuild = self.log_end_offset if txn_rebuild_from is None else txn_rebuild_from
         view = self._view
         i = max(bisect_right(view.bases, start) - 1, 0)
         for seg in view.segments[i:]:
             found = seg.find_position(start)
             if found is None:
                 continue
-            for _pos, h in seg.iter_headers(found[0]):
+            for pos, h in seg.iter_headers(found[0]):
                 if h.base_offset + h.last_offset_delta >= start and h.producer_id >= 0:
                     ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
                     ps.update(h, h.base_offset, ts)
+                    if h.attributes & CONTROL_BIT:
+                        self._replay_marker(seg, pos, h, rebuild)
+
+    def _follow_marker(self, batch: memoryview, h: BatchHeader) -> None:
+        self._end_txn_from_batch(bytes(batch), h, self._active, h.base_offset)
+
+    def _replay_marker(self, seg: LogSegment, pos: int, h: BatchHeader, rebuild: int) -> None:
+        self._end_txn_from_batch(seg.read_batch(pos, h.batch_length + LOG_OVERHEAD), h, seg,
+                                 rebuild)
+
+    def _end_txn_from_batch(self, batch: bytes, h: BatchHeader, seg: LogSegment,
+                            rebuild: int) -> None:
+        """A control batch read back (recovery, replication): end the transaction it
+        closes; an ABORT at or after `rebuild` gets its `.txnindex` entry in `seg`."""
+        try:
+            recs = decode_records(batch)
+            control_type = decode_control_type(recs[0].key if recs else None)
+            coordinator_epoch = _marker_coordinator_epoch(recs[0].value if recs else None)
+        except (InvalidRecordError, ValueError, IndexError) as e:
+            log.warning("unreadable control batch at %d in %s-%d: %s", h.base_offset,
+                        self.topic, self.partition, e)
+            return
+        if control_type not in (ABORT, 1):
+            return  # other control records (none Yak writes) end nothing
+        done = self.producer_state.end_txn(h.producer_id, h.producer_epoch, coordinator_epoch,
+                                           h.base_offset)
+        if done is not None and control_type == ABORT and h.base_offset >= rebuild:
+            seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset,
+                                            done.last_offset, done.last_stable_offset))
 
     # --- properties -------------------------------------------------------------------------
 
@@ -350,6 +400,22 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         first = self.producer_state.first_unstable_offset()
         return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), from the
+        `.txnindex` of the segment holding `fetch_offset` on, until an entry shows that no
+        later one can overlap (Kafka's `collectAbortedTransactions`). Lock-free, like reads."""
+        view = self._view
+        i = max(bisect_right(view.bases, fetch_offset) - 1, 0)
+        out: list[AbortedTxn] = []
+        for seg in view.segments[i:]:
+            if seg.txn_index.collect(fetch_offset, upper_bound, out):
+                break
+        return out
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """Every entry of every `.txnindex`, oldest marker first (the cleaner's input)."""
+        return [e for seg in self._view.segments for e in seg.txn_index.entries]
 
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
@@ -502,6 +568,53 @@ class PartitionLog:
             self.flush()  # flush.messages: outside the log lock (flush takes the flush lock)
         return AppendResult(base, off - 1, now if log_append else -1, self.log_start_offset)
 
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        *,
+        now: int | None = None,
+    ) -> AppendResult:
+        """Write a COMMIT/ABORT control batch for the transaction coordinator (never for a
+        client: Produce refuses control batches). It ends the producer's open transaction
+        here; an ABORT becomes a `.txnindex` entry of the segment it lands in. A marker
+        from an older producer epoch is INVALID_PRODUCER_EPOCH, one from an older
+        coordinator epoch TRANSACTION_COORDINATOR_FENCED; nothing is written then."""
+        if now is None:
+            now = now_ms()
+        batch = build_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                   timestamp=now)
+        h = parse_header(batch)
+        mv = memoryview(batch)
+        size = len(batch)
+        with self.lock:
+            ps = self.producer_state
+            ps.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            base = self.log_end_offset
+            iov = [OFFSET_PREFIX.pack(base, h.batch_length, leader_epoch),
+                   mv[OFFSET_PREFIX_SIZE:]]
+            try:
+                self._write(iov, size, [(base, base, now, size)], now)
+                ps.update(h, base, -1)
+                done = ps.end_txn(producer_id, producer_epoch, coordinator_epoch, base)
+                if done is not None and not commit:
+                    self._active.txn_index.append(
+                        AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                   done.last_stable_offset)
+                    )
+                if leader_epoch > self.leader_epoch_cache.latest:
+                    self.leader_epoch_cache.assign(leader_epoch, base)
+            except OSError as e:
+                raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
+            self.unflushed_messages += 1
+            flush_due = self.unflushed_messages >= self.config.flush_messages
+        if flush_due:
+            self.flush()
+        return AppendResult(base, base, -1, self.log_start_offset)
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets and epochs (replication, txn markers)."""
         mv = memoryview(records)
@@ -529,10 +642,15 @@ class PartitionLog:
                 self._roll(first, now)
             try:
                 self._write([mv], len(mv), meta, now, base_override=first)
+                pos = 0
                 for h in headers:
                     ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
                     self.producer_state.update(h, h.base_offset, ts)
+                    if h.attributes & CONTROL_BIT and h.producer_id >= 0:
+                        # A replicated marker: end the transaction here as the leader did.
+                        self._follow_marker(mv[pos : pos + h.batch_length + LOG_OVERHEAD], h)
                     self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                    pos += h.batch_length + LOG_OVERHEAD
             except OSError as e:
                 raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
             self.unflushed_messages += prev - first
@@ -741,7 +859,7 @@ class PartitionLog:
         while i < len(view.segments):
             got = view.segments[i].read(offset, max_bytes, limit, min_one_message)
             if got is not None:
-                result.buffers, result.size, result.first_offset = got
+                result.buffers, result.size, result.first_offset, result.next_offset = got
                 return result
             i += 1
         return result
@@ -1013,3 +1131,10 @@ class PartitionLog:
             segs[i : i + len(old)] = new
             self._view = _View(tuple(segs), tuple(s.base_offset for s in segs))
             return True
+
+
+def _marker_coordinator_epoch(value: bytes | None) -> int:
+    """The coordinator epoch of an EndTxnMarker value (-1 if it is too short to say)."""
+    if value is None or len(value) < 6:
+        return -1
+    return int.from_bytes(value[2:6], "big", signed=True)

@@ -1,9 +1,14 @@
-"""Idempotent-producer state of one partition (Kafka's ProducerStateManager).
+"""Idempotent- and transactional-producer state of one partition (Kafka's
+ProducerStateManager).
 
 For each producer id: its epoch and the metadata of its last 5 batches, so that a retried
 batch is recognised (DuplicateSequenceError carries the offsets it got the first time) and a
-gap in sequences is refused. Snapshots (`<offset>.snapshot`, Kafka's v1 format) are taken at
-segment roll and clean shutdown, so recovery only re-reads the log after the last snapshot.
+gap in sequences is refused; for transactional producers also the first offset of the
+transaction open in this partition and the epoch of the coordinator that last wrote it a
+marker. The open transactions give the last stable offset (the first offset of the oldest
+one); a marker ends one (`end_txn`), and an aborted one becomes an entry of the aborted
+transaction index. Snapshots (`<offset>.snapshot`, Kafka's v1 format) are taken at segment
+roll and clean shutdown, so recovery only re-reads the log after the last snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from yak.errors import (
     DuplicateSequenceError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from yak.protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
 from yak.storage.checkpoint import write_atomic
@@ -52,6 +58,17 @@ class ProducerEntry:
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker just ended in this partition (Kafka's CompletedTxn), with
+    the last stable offset right after it (what its `.txnindex` entry records)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    last_stable_offset: int
 
 
 class ProducerStateManager:
@@ -120,13 +137,15 @@ class ProducerStateManager:
         )
         last_offset = base_offset + lod
         entry = self.producers.get(pid)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = ProducerEntry(pid, epoch)
             self.producers[pid] = entry
-        if attrs & CONTROL_BIT:  # control batch (commit/abort marker) ends the open transaction
-            if entry.current_txn_first_offset >= 0:
-                self.ongoing_txns.pop(entry.current_txn_first_offset, None)
-                entry.current_txn_first_offset = -1
+        elif epoch > entry.epoch:
+            # A new epoch starts its sequences over; an open transaction stays open until
+            # its marker (a fenced abort's marker carries the bumped epoch).
+            entry.epoch = epoch
+            entry.batches = []
+        if attrs & CONTROL_BIT:  # a marker: the caller ends the transaction (`end_txn`)
             return
         if base_seq >= 0:
             last_seq = (base_seq + lod) % (INT32_MAX + 1)
@@ -139,6 +158,51 @@ class ProducerStateManager:
         if attrs & TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[base_offset] = pid
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from an older producer epoch, or from a coordinator older than
+        the last one that wrote this producer a marker here (Kafka's checks)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} at epoch {epoch}, older than {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch},"
+                f" older than {entry.coordinator_epoch}"
+            )
+
+    def end_txn(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, offset: int
+    ) -> CompletedTxn | None:
+        """A marker at `offset` ends the producer's open transaction here: returns it, with
+        the last stable offset after it, or None if none was open (a marker for a
+        partition the transaction never wrote to, or a re-sent one)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, epoch)
+            self.producers[producer_id] = entry
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches = []
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        self.ongoing_txns.pop(first, None)
+        others = self.ongoing_txns
+        lso = min(others) if others else offset + 1
+        return CompletedTxn(producer_id, first, offset, lso)
+
+    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
+        """Is a transaction of this producer open here at `epoch` (KIP-890: then its later
+        batches need no verification with the coordinator)?"""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == epoch
 
     def remove_expired(self, now: int, expiration_ms: int) -> int:
         """Forget producers idle longer than `producer.id.expiration.ms` (Kafka: 1 day), so the

@@ -1,4 +1,5 @@
-"""One segment: `<base offset>.log` plus its `.index` and `.timeindex`.
+"""One segment: `<base offset>.log` plus its `.index` and `.timeindex` (and `.txnindex`, the
+aborted transactions whose marker it holds, only once there is one).
 
 A segment only ever grows at its end (appends) or shrinks from its end (truncation, recovery);
 the cleaner never edits one in place but writes a replacement. That is what lets readers on the
@@ -24,6 +25,7 @@ from yak.protocol.records import (
     read_header,
 )
 from yak.storage.index import OffsetIndex, TimeIndex, sync_file
+from yak.storage.txn_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 4 * 1024 * 1024
@@ -52,6 +54,7 @@ class LogSegment:
         self.log_path = name + ".log" + suffix
         self.index = OffsetIndex(name + ".index" + suffix, base_offset, index_bytes // 8)
         self.time_index = TimeIndex(name + ".timeindex" + suffix, base_offset, index_bytes // 12)
+        self.txn_index = TransactionIndex(name + ".txnindex" + suffix)
         created = False
         try:
             try:
@@ -63,6 +66,7 @@ class LogSegment:
                 # index without its `.log` is removed when the log loads).
                 self.index.reset()
                 self.time_index.reset()
+                self.txn_index.reset()
                 self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self.fd).st_size
         except OSError as e:
@@ -84,6 +88,7 @@ class LogSegment:
             if not created:
                 self.index.reset()
                 self.time_index.reset()
+                self.txn_index.reset()
             self._indexes_ready = True
 
     # --- loading ---------------------------------------------------------------------------
@@ -139,9 +144,12 @@ class LogSegment:
 
     def recover(self, on_batch=None) -> int:  # type: ignore[no-untyped-def]
         """Validate every batch (framing, CRC, increasing offsets), cut the file at the first
-        invalid byte and rebuild both indexes. Returns the number of bytes cut."""
+        invalid byte and rebuild both indexes. Returns the number of bytes cut. The
+        transaction index is emptied too: the log rebuilds it while replaying producer state
+        over the recovered segments (it needs the transactions open before them)."""
         self.index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index = 0
@@ -265,8 +273,9 @@ class LogSegment:
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int, min_one: bool, _retry: bool = True
-    ) -> tuple[list, int, int] | None:
-        """Whole batches from the one holding `offset`: (buffers, size, first base offset).
+    ) -> tuple[list, int, int, int] | None:
+        """Whole batches from the one holding `offset`: (buffers, size, first base offset,
+        the offset after the last batch returned).
 
         None if this segment holds nothing at or after `offset` (look in the next one).
         """
@@ -300,6 +309,7 @@ class LogSegment:
             return None
         start = pos
         first = h.base_offset
+        nxt = first
         total = 0
         while True:
             size = h.batch_length + LOG_OVERHEAD
@@ -308,6 +318,7 @@ class LogSegment:
             if total + size > max_bytes and not (total == 0 and min_one):
                 break
             total += size
+            nxt = h.base_offset + h.last_offset_delta + 1
             pos += size
             if pos + HEADER_SIZE > end:
                 break
@@ -320,14 +331,14 @@ class LogSegment:
                     break
                 h = read_header(raw, 0)
         if total == 0:
-            return [], 0, first
+            return [], 0, first, first
         if start >= cpos and start + total <= cpos + len(chunk):
             data: bytes | memoryview = memoryview(chunk)[start - cpos : start - cpos + total]
         else:
             data = os.pread(self.fd, total, start)
             if len(data) < total:  # cut under us by a truncation: serve nothing rather than junk
-                return [], 0, first
-        return [data], total, first
+                return [], 0, first, first
+        return [data], total, first, nxt
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= `offset`."""
@@ -352,6 +363,7 @@ class LogSegment:
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self._refresh_full()
         self.rebuild_tail_state()
         return self.next_offset
@@ -375,6 +387,7 @@ class LogSegment:
         if self._indexes_ready:
             self.index.flush(sync)
             self.time_index.flush(sync)
+        self.txn_index.flush(sync)
 
     def flush(self, sync_indexes: bool = True) -> None:
         """fsync the log and, once the segment is immutable, its index files. Index entries
@@ -387,6 +400,10 @@ class LogSegment:
             if sync_indexes:
                 sync_file(self.index.path)
                 sync_file(self.time_index.path)
+            # Aborted transactions are rare; their entries reach the disk with the data
+            # they describe (also for the active segment: recovery rebuilds only from the
+            # recovery point, and the entries of synced segments must be there).
+            self.txn_index.sync()
         except OSError as e:
             self.unflushed = True
             raise KafkaStorageError(f"flush of {self.log_path} failed: {e}") from e
@@ -400,10 +417,10 @@ class LogSegment:
         os.close(self.fd)
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.index.path, self.time_index.path]
+        return [self.log_path, self.index.path, self.time_index.path, self.txn_index.path]
 
     def rename_suffix(self, new_suffix: str) -> None:
-        """Rename all three files (e.g. to `.deleted`, or `.swap` -> ``)."""
+        """Rename all files (e.g. to `.deleted`, or `.swap` -> ``)."""
         old = self.suffix
         for attr_holder, attr in (
             (self, "log_path"),
@@ -416,6 +433,9 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, new)
             setattr(attr_holder, attr, new)
+        path = self.txn_index.path
+        stem = path[: len(path) - len(old)] if old else path
+        self.txn_index.rename(stem + new_suffix)
         self.suffix = new_suffix
 
     def delete_files(self) -> None:
