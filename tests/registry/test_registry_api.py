@@ -372,3 +372,34 @@ def test_rest_proxy_jsonschema_and_protobuf_formats(served: Served) -> None:
     m = _consume(served.bootstrap, "rest-pb", 1)[0]
     assert m.value()[:1] == b"\0" and m.value()[5:6] == b"\0"  # id, then message index [0]
     assert sr.get_latest_version("rest-pb-value").schema.schema_type == "PROTOBUF"
+
+
+@pytest.mark.slow
+def test_leader_failover_when_the_leading_gateway_dies(fresh: Served, tmp_path: Path) -> None:
+    """Two `yak gateway`s: the first to need a leader leads; SIGKILL it and the other takes
+    over once the group coordinator drops the dead member (session timeout, 10 s)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from gateway.conftest import start_standalone
+
+    g1 = start_standalone(tmp_path / "g1", fresh.bootstrap)
+    g2 = start_standalone(tmp_path / "g2", fresh.bootstrap)
+    try:
+        sr1 = SchemaRegistryClient({"url": g1.url, "timeout": 60})
+        sr2 = SchemaRegistryClient({"url": g2.url, "timeout": 60})
+
+        def rec(i: int) -> Schema:
+            return Schema(json.dumps({"type": "record", "name": f"F{i}", "fields": []}), "AVRO")
+
+        a = sr1.register_schema("fo-a", rec(1))
+        b = sr2.register_schema("fo-b", rec(2))  # g2 joins; g1 keeps leading; g2 forwards
+        assert b == a + 1
+        g1.kill()
+        t0 = time.monotonic()
+        c = sr2.register_schema("fo-c", rec(3))
+        took = time.monotonic() - t0
+        assert c == b + 1
+        assert took < 45, took
+        assert httpx.get(fresh.url + "/subjects", timeout=30).json() == ["fo-a", "fo-b", "fo-c"]
+    finally:
+        g1.kill()
+        g2.stop()

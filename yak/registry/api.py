@@ -152,28 +152,19 @@ def _version_json(reg: SchemaRegistry, sv: SchemaVersion, fmt: str | None = None
 
 async def _write_here_or_forward(request: Request, reg: SchemaRegistry) -> Response | None:
     """None when this gateway is the leader; otherwise the leader's answer, relayed."""
-    leader = await reg.leader()
-    if reg.identity is not None and leader == reg.identity:
-        return None
     if request.headers.get(FORWARDED):
+        leader = await reg.leader()
+        if reg.identity is not None and leader == reg.identity:
+            return None
         raise RegistryError(500, REQUEST_FORWARDING_FAILED,
                             f"forwarded to {reg.identity.url if reg.identity else '?'}, which "
                             f"is not the leader ({leader.url})")
-    import httpx
-
-    url = leader.url + request.url.path
-    if request.url.query:
-        url += "?" + request.url.query
+    path = request.url.path + ("?" + request.url.query if request.url.query else "")
     headers = {"content-type": request.headers.get("content-type", SR_JSON), FORWARDED: "1",
                "accept": SR_JSON}
-    try:
-        async with httpx.AsyncClient(timeout=reg.timeout_s + 5) as client:
-            resp = await client.request(request.method, url, content=await request.body(),
-                                        headers=headers)
-    except httpx.HTTPError as e:
-        raise RegistryError(500, REQUEST_FORWARDING_FAILED,
-                            f"Error while forwarding the request to the leader {leader.url}: "
-                            f"{e!r}") from None
+    resp = await reg.forward(request.method, path, await request.body(), headers)
+    if resp is None:
+        return None
     return Response(resp.content, status_code=resp.status_code,
                     media_type=resp.headers.get("content-type", SR_JSON))
 

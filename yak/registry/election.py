@@ -157,6 +157,19 @@ class LeaderElector:
                 await asyncio.wait_for(self._changed.wait(), left)
         return self.leader
 
+    async def wait_for_new_leader(self, old: Identity, timeout_s: float) -> Identity | None:
+        """A leader other than `old` (which did not answer), once the group elected one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.leader is None or self.leader == old:
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
+        return self.leader
+
     def _set_leader(self, leader: Identity | None) -> None:
         if leader is not None:
             self._last_leader = leader

@@ -460,27 +460,53 @@ class SchemaRegistry:
                 log.warning("id %d was taken by another writer; registering again", schema_id)
             raise RegistryError(500, STORE_ERROR, "could not assign a schema id (contention)")
 
+    async def forward(self, method: str, path_and_query: str, body: bytes,
+                      headers: dict[str, str]) -> Any:
+        """Send a write to the leader; None when this gateway is the leader.
+
+        A leader that cannot be connected to (it died; the group has not noticed yet) is
+        waited out: once the coordinator drops it (session timeout) and the group elects
+        another, the request goes there. Only refused connections are retried: such a
+        request never reached anyone, so it cannot be applied twice."""
+        import httpx
+
+        from yak.registry.errors import REQUEST_FORWARDING_FAILED
+
+        leader = await self.leader()
+        for attempt in range(3):
+            if leader == self.identity:
+                return None
+            try:
+                async with httpx.AsyncClient(timeout=self.timeout_s + 5) as client:
+                    return await client.request(method, leader.url + path_and_query,
+                                                content=body, headers=headers)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+                assert self.elector is not None
+                new = await self.elector.wait_for_new_leader(leader, LEADER_WAIT_S)
+                if new is None or attempt == 2:
+                    raise RegistryError(500, REQUEST_FORWARDING_FAILED,
+                                        f"Error while forwarding the request to the leader "
+                                        f"{leader.url}: {e!r}") from None
+                leader = new
+            except httpx.HTTPError as e:
+                raise RegistryError(500, REQUEST_FORWARDING_FAILED,
+                                    f"Error while forwarding the request to the leader "
+                                    f"{leader.url}: {e!r}") from None
+        raise RegistryError(500, REQUEST_FORWARDING_FAILED, "no reachable leader")
+
     async def register_via_leader(self, subject: str, schema_type: str, text: str,
                                   refs: list[Reference] | None = None) -> SchemaVersion:
         """Register here when this gateway leads, else through the leader's HTTP API."""
-        leader = await self.leader()
-        if leader == self.identity:
-            return await self.register(subject, schema_type, text, list(refs or ()))
+        import json as _json
         from urllib.parse import quote
-
-        import httpx
 
         body = {"schema": text, "schemaType": schema_type,
                 "references": [r.to_json() for r in refs or ()]}
-        try:
-            async with httpx.AsyncClient(timeout=self.timeout_s + 5) as client:
-                resp = await client.post(f"{leader.url}/subjects/{quote(subject, safe='')}"
-                                         "/versions", json=body)
-        except httpx.HTTPError as e:
-            from yak.registry.errors import REQUEST_FORWARDING_FAILED
-
-            raise RegistryError(500, REQUEST_FORWARDING_FAILED,
-                                f"cannot reach the registry leader {leader.url}: {e!r}") from None
+        resp = await self.forward("POST", f"/subjects/{quote(subject, safe='')}/versions",
+                                  _json.dumps(body).encode(),
+                                  {"content-type": "application/json"})
+        if resp is None:
+            return await self.register(subject, schema_type, text, list(refs or ()))
         answer = resp.json()
         if resp.status_code != 200:
             raise RegistryError(resp.status_code, int(answer.get("error_code", 500)),
