@@ -215,6 +215,40 @@ def test_scram_login_with_scramp_client(mech):
     assert server.complete and server.authorization_id == "alice"
 
 
+def _final_with_nonce(mech, password, cred, client_first_bare, server_first, nonce):
+    """A client-final message with the given nonce and the proof computed over it."""
+    import base64
+    import hashlib
+    import hmac
+
+    h = hashlib.sha256 if mech == "SCRAM-SHA-256" else hashlib.sha512
+    salted = hashlib.pbkdf2_hmac(h().name, password.encode(), cred.salt, cred.iterations)
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(h(client_key).digest(), auth, h).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_final_nonce_need_only_end_with_the_servers_like_kafka(mech):
+    """librdkafka < 2.1 (kcat 1.7) sends its nonce twice in the final message; Kafka checks
+    `endsWith`, so Yak does too, with the proof over the message as sent."""
+    cred = derive_credential(mech, "pw")
+    for doubled, ok in [(True, True), (False, False)]:
+        server = ScramServer(mech, lambda u, c=cred: c if u == "alice" else None, SECRET)
+        server_first = server.evaluate(b"n,,n=alice,r=cnonce").decode()
+        r = server_first.split(",")[0][2:]
+        nonce = ("cnonce" + r) if doubled else (r + "x")
+        final = _final_with_nonce(mech, "pw", cred, "n=alice,r=cnonce", server_first, nonce)
+        if ok:
+            assert server.evaluate(final).startswith(b"v=") and server.complete
+        else:
+            with pytest.raises(SaslAuthenticationError):
+                server.evaluate(final)
+
+
 @pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_wrong_password_and_unknown_user_fail_the_same_way(mech):
     store = MemoryCredentialStore({("alice", mech): derive_credential(mech, "right")})

@@ -19,6 +19,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from yak.client.connection import BrokerConnectionError, Connection, build
 from yak.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for_code
+from yak.security.client import ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
@@ -74,11 +75,13 @@ class KafkaClient:
         request_timeout_ms: int = 30_000,
         retries: int = 5,
         retry_backoff_ms: int = 200,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = [_parse_hostport(s) for s in bootstrap_servers.split(",") if s.strip()]
         if not self.bootstrap:
             raise YakClientError("kafka.bootstrap.servers is empty")
         self.client_id = client_id
+        self.security = security  # TLS / SASL for every connection (None: PLAINTEXT)
         self.timeout_s = request_timeout_ms / 1000.0
         self.retries = retries
         self.backoff_s = retry_backoff_ms / 1000.0
@@ -109,7 +112,8 @@ class KafkaClient:
             for host, port in self.bootstrap:
                 try:
                     conn = Connection(
-                        host, port, client_id=self.client_id, timeout_s=self.timeout_s
+                        host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                        security=self.security,
                     )
                     break
                 except BrokerConnectionError as exc:
@@ -118,7 +122,8 @@ class KafkaClient:
                 raise BrokerConnectionError("; ".join(errors))
         else:
             host, port = self._brokers[node]  # type: ignore[index]
-            conn = Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
+            conn = Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                              security=self.security)
         self._negotiate(conn)
         self._conns[node] = conn
         return conn

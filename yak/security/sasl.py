@@ -244,6 +244,12 @@ class ScramServer:
     def _client_final(self, text: str) -> bytes:
         assert self._server is not None
         self._stage = 2
+        # Kafka accepts a final nonce that *ends with* the server's (ScramSaslServer:
+        # `nonce().endsWith(...)`); librdkafka before 2.1 (kcat 1.7) sends its own nonce
+        # twice. The proof is still checked over the message exactly as the client sent it.
+        nonce, expected = _attribute(text, "r"), str(self._server.nonce)
+        if nonce is not None and nonce != expected and nonce.endswith(expected):
+            self._server.nonce = type(self._server.nonce)(nonce)  # scramp 1.5's Nonce
         try:
             self._server.set_client_final(text)
             final = self._server.get_server_final()
@@ -260,6 +266,13 @@ class ScramServer:
         salt = hmac.new(self._secret, b"salt:" + user.encode(), hashlib.sha256).digest()
         size = h().digest_size
         return ScramCredential(salt, os.urandom(size), os.urandom(size), MIN_ITERATIONS)
+
+
+def _attribute(message: str, name: str) -> str | None:
+    for part in message.split(","):
+        if part.startswith(name + "="):
+            return part[len(name) + 1:]
+    return None
 
 
 # --------------------------------------------------------------------------- listener config
