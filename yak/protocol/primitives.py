@@ -302,7 +302,8 @@ def read_tagged_fields(
     buf: memoryview, pos: int, end: int | None = None, error: type[Exception] = ValueError
 ) -> tuple[dict[int, memoryview], int]:
     """A tagged-field section as {tag: zero-copy slice of its bytes}, bounded as in
-    `skip_tagged_fields`; tags must ascend strictly, as Kafka writes and checks them."""
+    `skip_tagged_fields`. Kafka writes tags in ascending order but its readers do not
+    insist, so neither does this one (a repeated tag: the last one wins)."""
     if end is None:
         end = len(buf)
     count, pos = read_uvarint(buf, pos, end, error)
@@ -310,12 +311,8 @@ def read_tagged_fields(
     if not count:
         return fields, pos
     _check_tag_count(count, end - pos, error)
-    last = -1
     for _ in range(count):
         tag, pos = read_uvarint(buf, pos, end, error)
-        if tag <= last:
-            raise error(f"tag {tag} after tag {last}")
-        last = tag
         size, pos = read_uvarint(buf, pos, end, error)
         if size > end - pos:
             raise error("tagged field overruns the buffer")

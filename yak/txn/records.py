@@ -24,6 +24,7 @@ import struct
 from collections.abc import Iterable
 
 from yak.group.records import java_string_hash
+from yak.protocol.primitives import read_tagged_fields, read_uvarint, uvarint_bytes
 from yak.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -72,15 +73,6 @@ def _str16(s: str) -> bytes:
     return _I16.pack(len(b)) + b
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + _str16(transactional_id)
 
@@ -114,23 +106,23 @@ def encode_value(t: TxnTransitMetadata, version: int = 0) -> bytes:
     if version == 1:
         parts = [head]
         if groups is None:
-            parts.append(_uvarint(0))
+            parts.append(uvarint_bytes(0))
         else:
-            parts.append(_uvarint(len(groups) + 1))
+            parts.append(uvarint_bytes(len(groups) + 1))
             for topic, ids in groups:
                 tb = topic.encode()
                 parts += [
-                    _uvarint(len(tb) + 1),
+                    uvarint_bytes(len(tb) + 1),
                     tb,
-                    _uvarint(len(ids) + 1),
+                    uvarint_bytes(len(ids) + 1),
                     struct.pack(f">{len(ids)}i", *ids),
-                    _uvarint(0),  # no tagged fields in PartitionsSchema
+                    uvarint_bytes(0),  # no tagged fields in PartitionsSchema
                 ]
         parts.append(tail)
         tags = []
         if t.last_producer_id != NO_PRODUCER_ID:
-            tags.append(_uvarint(0) + _uvarint(8) + _I64.pack(t.last_producer_id))
-        parts.append(_uvarint(len(tags)))
+            tags.append(uvarint_bytes(0) + uvarint_bytes(8) + _I64.pack(t.last_producer_id))
+        parts.append(uvarint_bytes(len(tags)))
         parts += tags
         return b"".join(parts)
     raise ValueError(f"TransactionLogValue version {version} is not known")
@@ -166,18 +158,8 @@ class _Reader:
         return self._take(_I64)
 
     def uvarint(self) -> int:
-        n = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise ValueError("truncated varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 35:
-                raise ValueError("varint too long")
+        n, self.pos = read_uvarint(self.buf, self.pos)
+        return n
 
     def raw(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
@@ -252,11 +234,8 @@ def decode_value(buf: bytes) -> TxnTransitMetadata:
 
 
 def _read_tags(r: _Reader) -> list[tuple[int, bytes]]:
-    out = []
-    for _ in range(r.count(r.uvarint(), 2)):
-        tag = r.uvarint()
-        out.append((tag, r.raw(r.uvarint())))
-    return out
+    fields, r.pos = read_tagged_fields(memoryview(r.buf), r.pos)
+    return [(tag, bytes(value)) for tag, value in fields.items()]
 
 
 def _skip_tags(r: _Reader) -> None:
