@@ -21,7 +21,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     m = schema_module("describe_acls", ctx.api_version, "response")
     a = authorizer(ctx, AclOperation.DESCRIBE)
     if isinstance(a, KafkaError):
-        raise a  # answered in the top-level error_code
+        return build(m.DescribeAclsResponse, throttle_time=NO_THROTTLE, error_code=a.code,
+                     error_message=a.message or a.code.name, resources=())
     bindings = a.describe_acls(binding_filter(request), ctx.api_version)
     grouped: dict[Any, list[Any]] = {}
     for b in bindings:
