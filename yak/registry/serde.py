@@ -10,6 +10,7 @@ import json
 import struct
 from typing import Any
 
+from yak.protocol.primitives import read_varint, write_varint
 from yak.registry.avro import AvroSchema
 from yak.registry.json_schema import JsonSchema
 from yak.registry.proto import ProtobufSchema
@@ -32,44 +33,17 @@ def schema_id_of(data: bytes | memoryview) -> int:
     return int(_HEADER.unpack_from(data, 0)[1])
 
 
-def _zigzag_varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise FramingError("truncated Protobuf message indexes")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise FramingError("bad varint in Protobuf message indexes")
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _put_zigzag(out: bytearray, v: int) -> None:
-    z = (v << 1) ^ (v >> 63)
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return
-
-
 def message_indexes(payload: memoryview) -> tuple[list[int], int]:
-    """Confluent's Protobuf message-index prefix: [0] is written as a single 0."""
-    count, pos = _zigzag_varint(payload, 0)
+    """Confluent's Protobuf message-index prefix (zigzag int32 varints, Kafka's
+    `ByteUtils.readVarint`): [0] is written as a single 0."""
+    count, pos = read_varint(payload, 0, None, FramingError)
     if count == 0:
         return [0], pos
     if count < 0 or count > 100:
         raise FramingError("bad Protobuf message index count")
     out = []
     for _ in range(count):
-        v, pos = _zigzag_varint(payload, pos)
+        v, pos = read_varint(payload, pos, None, FramingError)
         out.append(v)
     return out, pos
 
@@ -78,9 +52,9 @@ def encode_indexes(indexes: list[int]) -> bytes:
     if indexes == [0]:
         return b"\0"
     out = bytearray()
-    _put_zigzag(out, len(indexes))
+    write_varint(out, len(indexes))
     for i in indexes:
-        _put_zigzag(out, i)
+        write_varint(out, i)
     return bytes(out)
 
 
