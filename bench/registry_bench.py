@@ -205,8 +205,9 @@ def main() -> None:
                 r = r.option("valueFormat", "avro").option("schema.registry.url", url)
             return r.load()
 
-        for rnd in range(2):  # alternate, so neither always runs first
-            for name, fmt in ((("spark_raw", False), ("spark_avro", True)) if rnd == 0
+        read(True).write.format("noop").mode("overwrite").save()  # warm-up: JVM, workers
+        for rnd in range(4):  # alternate, so neither always runs first
+            for name, fmt in ((("spark_raw", False), ("spark_avro", True)) if rnd % 2 == 0
                               else (("spark_avro", True), ("spark_raw", False))):
                 df = read(fmt)
                 with Meter(proc.pid) as m:
