@@ -215,6 +215,15 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = _d("offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = _d("offsets.topic.segment.bytes")
     offsets_commit_timeout_ms: int = _d("offsets.commit.timeout.ms")
+    transaction_state_log_num_partitions: int = _d("transaction.state.log.num.partitions")
+    transaction_state_log_min_isr: int = _d("transaction.state.log.min.isr")
+    transaction_state_log_segment_bytes: int = _d("transaction.state.log.segment.bytes")
+    transactional_id_expiration_ms: int = _d("transactional.id.expiration.ms")
+    transaction_max_timeout_ms: int = _d("transaction.max.timeout.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _d(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _d(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were

@@ -471,13 +471,23 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("offsets.topic.replication.factor", "short", "3", "group", effect=ACCEPTED, lo=1),
         _b("offsets.commit.timeout.ms", "int", "5000", "group", "offsets_commit_timeout_ms",
            lo=1, doc="how long an offset commit waits for its append"),
-        # --- transactions (issue 12 acts on these)
-        _b("transaction.state.log.num.partitions", "int", "50", "txn", effect=ACCEPTED, lo=1),
+        # --- the transaction coordinator
+        _b("transaction.state.log.num.partitions", "int", "50", "txn",
+           "transaction_state_log_num_partitions", lo=1),
         _b("transaction.state.log.replication.factor", "short", "3", "txn", effect=ACCEPTED,
+           lo=1, doc="accepted; a single broker writes one replica"),
+        _b("transaction.state.log.min.isr", "int", "2", "txn", "transaction_state_log_min_isr",
+           lo=1, doc="min.insync.replicas of __transaction_state (at most its replicas)"),
+        _b("transaction.state.log.segment.bytes", "int", "104857600", "txn",
+           "transaction_state_log_segment_bytes", lo=14),
+        _b("transactional.id.expiration.ms", "int", "604800000", "txn",
+           "transactional_id_expiration_ms", lo=1),
+        _b("transaction.max.timeout.ms", "int", "900000", "txn", "transaction_max_timeout_ms",
            lo=1),
-        _b("transaction.state.log.min.isr", "int", "2", "txn", effect=ACCEPTED, lo=1),
-        _b("transactional.id.expiration.ms", "int", "604800000", "txn", effect=ACCEPTED, lo=1),
-        _b("transaction.max.timeout.ms", "int", "900000", "txn", effect=ACCEPTED, lo=1),
+        _b("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000", "txn",
+           "transaction_abort_timed_out_transaction_cleanup_interval_ms", lo=1),
+        _b("transaction.remove.expired.transaction.cleanup.interval.ms", "int", "3600000", "txn",
+           "transaction_remove_expired_transaction_cleanup_interval_ms", lo=1),
     ]
     + _SECURITY_SETTINGS
     + _synonym_settings()

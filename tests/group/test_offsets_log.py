@@ -14,6 +14,7 @@ from pathlib import Path
 from yak.cluster.metadata import LocalMetadataStore
 from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
+from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
 from yak.group.offsets_topic import OFFSETS_TOPIC, TopicOffsetsLog, offsets_topic_configs
@@ -124,7 +125,13 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
     ]
     assert "gone" not in coord.groups
     assert coord.fetch_offsets("txg", [("t", [0])])[1][0].offset == 222
-    assert "open" not in coord.groups
+    # A transaction without a marker yet: its commit stays pending (invisible, unstable with
+    # require_stable) until the coordinator re-sends the marker.
+    assert coord.fetch_offsets("open", [("t", [0])])[1][0].offset == -1
+    unstable = coord.fetch_offsets("open", [("t", [0])], require_stable=True)[1][0]
+    assert unstable.error is ErrorCode.unstable_offset_commit
+    assert coord.complete_txn_offsets(3000, True, [coord.partition_for("open")]) == 1
+    assert coord.fetch_offsets("open", [("t", [0])], require_stable=True)[1][0].offset == 333
     logs.shutdown()
 
 

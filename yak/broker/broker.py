@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from yak.broker.connection import KafkaConnection
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from yak.security.quota import ClientQuotas
     from yak.security.scram import ScramCredentialManager
     from yak.security.security_config import SecurityConfig
+    from yak.txn.coordinator import TransactionCoordinator
+    from yak.txn.markers import PartitionMarkerWriter
+    from yak.txn.state_topic import TransactionStateHost
 
 __all__ = ["Broker", "Part", "StartupError", "one_line"]
 
@@ -67,7 +70,9 @@ class Broker:
         scram_credentials: ScramCredentialManager,
         quotas: ClientQuotas,
         authorizer: StandardAuthorizer | None = None,
-        txn_coordinator: Any = None,
+        txn_coordinator: TransactionCoordinator | None = None,
+        txn_state: TransactionStateHost | None = None,
+        txn_markers: PartitionMarkerWriter | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -78,9 +83,12 @@ class Broker:
         self.replica_manager = replica_manager
         self.producer_ids = producer_ids
         self.group_coordinator = group_coordinator
-        # Issue 12 composes the transaction coordinator here; until then transactional
-        # InitProducerId/FindCoordinator answer COORDINATOR_NOT_AVAILABLE.
+        # The transaction coordinator (its `__transaction_state` partitions are loaded by
+        # `txn_state`, which creates the topic on first use) and the marker writer the
+        # coordinator and the WriteTxnMarkers handler append markers through.
         self.txn_coordinator = txn_coordinator
+        self.txn_state = txn_state
+        self.txn_markers = txn_markers
         self.metrics = metrics
         # Security (issue 13): the listeners and how each authenticates its connections;
         # the authorizer (None: `authorizer.class.name` unset, everyone may do anything);

@@ -9,6 +9,11 @@
     topic manager       TopicManager: topic lifecycle; on one broker, the controller
     producer ids        ProducerIdManager: id blocks from the metadata store
     group coordinator   GroupCoordinator on `__consumer_offsets` (TopicOffsetsLog adapter)
+    transaction coordinator
+                        TransactionCoordinator on `__transaction_state` (TopicTransactionLog
+                        adapter), its markers through the partition layer
+                        (PartitionMarkerWriter), producer ids from the id manager;
+                        TransactionStateHost loads the partitions this broker leads
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
     credential store    SCRAM credentials (FileCredentialStore in the data directory)
@@ -16,10 +21,10 @@
                         is set (applied by the handlers, per API, through the request context)
     client quotas       ClientQuotas over a FileQuotaStore (applied in request dispatch)
 
-Slots the later issues fill, in this order: the controller (issue 11: the etcd
-controller's watch drives `ReplicaManager.apply_partition_state`; the etcd backends of the
-ACL, credential and quota stores) and the transaction coordinator (issue 12: composed like
-the group coordinator, on `__transaction_state`).
+Slots the later issues fill: the controller (issue 11: the etcd controller's watch drives
+`ReplicaManager.apply_partition_state` and the leadership changes of `__consumer_offsets`
+and `__transaction_state`; the marker writer's `remote` sender; the etcd backends of the
+ACL, credential and quota stores).
 
 Nothing is imported by a guessed name and nothing is optional: a part that cannot be
 built raises `StartupError` naming it (exit 2 and the key for bad configuration), and a
@@ -49,8 +54,16 @@ from yak.security.scram import FileCredentialStore, ScramCredentialManager
 from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
 from yak.storage import LogManager
+from yak.txn.coordinator import TransactionCoordinator, TxnConfig
+from yak.txn.markers import PartitionMarkerWriter
+from yak.txn.state_topic import (
+    TopicTransactionLog,
+    TransactionStateHost,
+    transaction_topic_configs,
+)
 
-__all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config"]
+__all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config",
+           "txn_config"]
 
 # The security stores of a single broker, in its data directory (etcd in a cluster).
 ACLS_FILE = "__acls.json"
@@ -82,6 +95,19 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
         consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+    )
+
+
+def txn_config(config: BrokerConfig) -> TxnConfig:
+    """The transaction coordinator's settings, from the broker's `transaction.*` settings."""
+    return TxnConfig(
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        abort_timed_out_interval_ms=(
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+        remove_expired_interval_ms=(
+            config.transaction_remove_expired_transaction_cleanup_interval_ms),
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
     )
 
 
@@ -138,7 +164,40 @@ def build_broker(config: BrokerConfig) -> Broker:
 
     group_coordinator = _construct("group coordinator", make_group)
 
-    # transaction coordinator: issue 12 composes it here, like the group coordinator.
+    # transaction coordinator, on __transaction_state through the partition layer
+    def partition_exists(tp: tuple[str, int]) -> bool:
+        info = topics.get(tp[0])
+        return info is not None and 0 <= tp[1] < info.partitions
+
+    def make_txn() -> tuple[TransactionCoordinator, TransactionStateHost, PartitionMarkerWriter]:
+        txn_log = TopicTransactionLog(
+            replica_manager,
+            topic_partitions=topic_partitions,
+            create_topic=lambda name, n, configs: topics.create(name, n, configs),
+            default_partitions=config.transaction_state_log_num_partitions,
+            # min.insync.replicas can be no more than the replicas the topic gets
+            topic_configs=transaction_topic_configs(
+                config.transaction_state_log_segment_bytes,
+                min(config.transaction_state_log_min_isr, config.default_replication_factor),
+            ),
+        )
+        markers = PartitionMarkerWriter(
+            replica_manager, partition_exists,
+            on_offsets_marker=group_coordinator.complete_txn_offsets,
+        )
+
+        async def new_producer_id() -> int:
+            # Reserving a block of ids writes the metadata store: off the event loop.
+            return await asyncio.get_running_loop().run_in_executor(
+                None, producer_ids.generate_producer_id)
+
+        coordinator = TransactionCoordinator(
+            txn_log, markers, new_producer_id, txn_config(config),
+            partition_exists=partition_exists,
+        )
+        return coordinator, TransactionStateHost(coordinator, txn_log), markers
+
+    txn_coordinator, txn_state, txn_markers = _construct("transaction coordinator", make_txn)
 
     metrics = _construct("metrics", BrokerMetrics)
 
@@ -188,6 +247,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("replica manager", replica_manager.start, replica_manager.stop),
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
+        Part("transaction coordinator", txn_state.start, txn_state.stop),
         Part("metrics"),
         Part("security"),
         Part("credential store", lambda: loop_io(credentials.load)),
@@ -209,6 +269,9 @@ def build_broker(config: BrokerConfig) -> Broker:
         scram_credentials=scram_credentials,
         quotas=quotas,
         authorizer=authorizer,
+        txn_coordinator=txn_coordinator,
+        txn_state=txn_state,
+        txn_markers=txn_markers,
     )
 
 

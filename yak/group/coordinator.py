@@ -158,6 +158,18 @@ class FetchedOffset:
     error: ErrorCode = ErrorCode.none
 
 
+def _txn_storage_error_code(err: BaseException) -> ErrorCode:
+    """A TxnOffsetCommit append failure: as for OffsetCommit, except that the producer's
+    own errors (a fenced epoch, a sequence problem) reach it as they are."""
+    if isinstance(err, KafkaError) and err.code in (
+        ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced,
+        ErrorCode.out_of_order_sequence_number, ErrorCode.invalid_txn_state,
+    ):
+        return ErrorCode.invalid_producer_epoch if err.code is ErrorCode.producer_fenced \
+            else err.code
+    return _storage_error_code(err)
+
+
 def _storage_error_code(err: BaseException) -> ErrorCode:
     """Kafka's mapping of an append failure for coordinator writes: the client should
     find the coordinator again and retry, except for records that can never fit."""
@@ -236,7 +248,30 @@ class GroupCoordinator:
                 group.offsets[(k.topic, k.partition)] = CommittedOffset(
                     ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
                 )
+            self._load_open_transactions(partition, now)
         self.loaded = True
+
+    def _load_open_transactions(self, partition: int, now: int) -> None:
+        """TxnOffsetCommits whose transaction had no marker yet when the log was replayed
+        stay pending: the transaction coordinator re-sends the marker, which completes them
+        (`complete_txn_offsets`)."""
+        for pid, records in self.log.open_transactions(partition).items():
+            for key, value in records:
+                try:
+                    k = rec.decode_key(key)
+                    if not isinstance(k, rec.OffsetKey) or value is None:
+                        continue
+                    ov = rec.decode_offset_value(value)
+                except (ValueError, UnicodeDecodeError) as e:
+                    log.warning("skipping unreadable __consumer_offsets record: %s", e)
+                    continue
+                group = self.groups.get(k.group)
+                if group is None:
+                    group = Group(k.group, state_timestamp_ms=now)
+                    self.groups[k.group] = group
+                group.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = (
+                    CommittedOffset(ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp)
+                )
 
     def _load_group(self, group_id: str, gv: rec.GroupValue, now: int) -> None:
         group = Group(
@@ -955,9 +990,120 @@ class GroupCoordinator:
                 code = _storage_error_code(e)
                 return [code if c is ErrorCode.none else c for c in codes]
             if self.groups.get(group_id) is group:
+                pending = group.pending_txn_offsets
                 for tp, value in accepted:
                     group.offsets[tp] = value
+                    if pending:  # a later plain commit wins over an earlier transaction's
+                        for staged in pending.values():
+                            staged.pop(tp, None)
         return codes
+
+    # ================================================================ transactional offsets
+
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: Sequence[OffsetToCommit],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: the offsets are written as part of the producer's transaction
+        and stay pending (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT with
+        require_stable) until its marker reaches the group's partition. KIP-447 fencing:
+        a member id or generation that is not the group's current one is refused, so a
+        zombie consumer-producer from an old generation cannot commit."""
+        err = self._group_id_error(group_id)
+        if err is None:
+            err = self._txn_commit_error(group_id, generation_id, member_id, group_instance_id)
+        if err is not None:
+            return [err] * len(offsets)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=self.clock.now_ms())
+            self.groups[group_id] = group
+        now = self.clock.now_ms()
+        codes: list[ErrorCode] = []
+        records: list[Record] = []
+        accepted: list[tuple[tuple[str, int], CommittedOffset]] = []
+        max_meta = self.config.offset_metadata_max_bytes
+        for o in offsets:
+            metadata = o.metadata or ""
+            if len(metadata.encode()) > max_meta:
+                codes.append(ErrorCode.offset_metadata_too_large)
+                continue
+            codes.append(ErrorCode.none)
+            accepted.append(((o.topic, o.partition),
+                             CommittedOffset(o.offset, o.leader_epoch, metadata, now)))
+            records.append((self._offset_key(group_id, o.topic, o.partition),
+                            rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now)))
+        if records:
+            try:
+                await self.log.append(self.partition_for(group_id), records,
+                                      producer=(producer_id, producer_epoch))
+            except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
+                log.warning("transactional offset commit for %r failed: %s", group_id, e)
+                code = _txn_storage_error_code(e)
+                return [code if c is ErrorCode.none else c for c in codes]
+            if self.groups.get(group_id) is group:
+                staged = group.pending_txn_offsets.setdefault(producer_id, {})
+                for tp, value in accepted:
+                    staged[tp] = value
+        return codes
+
+    def _txn_commit_error(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode | None:
+        """Kafka's doTxnCommitOffsets checks (and the KIP-848 member epoch for consumer
+        groups): only a known member id and the current generation are checked, and only
+        when given (a producer without group metadata sends -1 and an empty id)."""
+        if self.consumer.has_members(group_id):
+            if not member_id:
+                return None if generation_id < 0 else ErrorCode.illegal_generation
+            epoch = self.consumer.member_epoch(group_id, member_id)
+            if epoch is None:
+                return ErrorCode.unknown_member_id
+            if generation_id >= 0 and generation_id != epoch:
+                return ErrorCode.illegal_generation
+            return None
+        group = self.groups.get(group_id)
+        if group is None:
+            return None if generation_id < 0 else ErrorCode.illegal_generation
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id and member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        return None
+
+    def complete_txn_offsets(
+        self, producer_id: int, commit: bool, partitions: Iterable[int]
+    ) -> int:
+        """A COMMIT/ABORT marker of `producer_id` reached these `__consumer_offsets`
+        partitions (Kafka's onTransactionCompleted): its pending offsets of the groups
+        there become the committed ones, or are dropped. Returns how many were applied."""
+        wanted = set(partitions)
+        applied = 0
+        for group in self.groups.values():
+            staged = group.pending_txn_offsets.get(producer_id)
+            if staged is None or self.partition_for(group.group_id) not in wanted:
+                continue
+            del group.pending_txn_offsets[producer_id]
+            if commit:
+                group.offsets.update(staged)
+                applied += len(staged)
+        return applied
+
+    def has_pending_txn_offsets(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and any(group.pending_txn_offsets.values())
 
     def _commit_error(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
@@ -984,24 +1130,38 @@ class GroupCoordinator:
         return None
 
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, Sequence[int]]] | None
+        self, group_id: str, partitions: Sequence[tuple[str, Sequence[int]]] | None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """Committed offsets (-1 where none); `partitions=None` means all of the group's."""
+        """Committed offsets (-1 where none); `partitions=None` means all of the group's.
+        With `require_stable` (OffsetFetch v7+, KIP-447), a partition with a transactional
+        commit still pending answers UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
         err = self._group_id_error(group_id)
         if err is not None:
             return err, []
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable: set[tuple[str, int]] = set()
+        if require_stable and group is not None and group.pending_txn_offsets:
+            for staged in group.pending_txn_offsets.values():
+                unstable.update(staged)
         if partitions is None:
-            return ErrorCode.none, [
+            out = [
                 FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata)
+                if (t, p) not in unstable
+                else FetchedOffset(t, p, error=ErrorCode.unstable_offset_commit)
                 for (t, p), c in sorted(offsets.items())
             ]
-        out: list[FetchedOffset] = []
+            out += [FetchedOffset(t, p, error=ErrorCode.unstable_offset_commit)
+                    for t, p in sorted(unstable - offsets.keys())]
+            return ErrorCode.none, out
+        out = []
         for topic, parts in partitions:
             for p in parts:
                 c = offsets.get((topic, p))
-                if c is None:
+                if (topic, p) in unstable:
+                    out.append(FetchedOffset(topic, p, error=ErrorCode.unstable_offset_commit))
+                elif c is None:
                     out.append(FetchedOffset(topic, p))
                 else:
                     out.append(FetchedOffset(topic, p, c.offset, c.leader_epoch, c.metadata))
@@ -1194,7 +1354,8 @@ class GroupCoordinator:
             for tp in expired:
                 del group.offsets[tp]
             expired_total += len(expired)
-            if empty and not group.offsets and not group.pending_members:
+            if (empty and not group.offsets and not group.pending_members
+                    and not group.pending_txn_offsets):
                 tombstones.append((rec.encode_group_key(group.group_id), None))
                 self._kill(group)
             if tombstones:

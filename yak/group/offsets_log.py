@@ -3,12 +3,15 @@
 `yak.group` must not import the broker, so the broker hands the coordinator this
 small interface (`yak/group/offsets_topic.py` implements it on `__consumer_offsets`).
 One `append` is one RecordBatch: an OffsetCommit that touches ten partitions is
-written atomically, as in Kafka, and survives or disappears as a whole.
+written atomically, as in Kafka, and survives or disappears as a whole. A TxnOffsetCommit
+is appended as a transactional batch of its producer (`producer=(id, epoch)`): replay
+applies it only once its COMMIT marker follows, and reports those still waiting for one
+(`open_transactions`, filled by the last `replay` of the partition).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["OffsetsLog", "MemoryOffsetsLog", "Record"]
@@ -21,12 +24,20 @@ class OffsetsLog(Protocol):
     @property
     def num_partitions(self) -> int: ...
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Durably (as configured) append one batch; raises a KafkaError on failure."""
+    async def append(
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+    ) -> None:
+        """Durably (as configured) append one batch (transactional, of `producer` = (id,
+        epoch), if given); raises a KafkaError on failure."""
         ...
 
     def replay(self, partition: int) -> Iterable[Record]:
-        """Every record of the partition, oldest first (used once, at start-up)."""
+        """Every record of the partition, oldest first (used once, at start-up); records
+        of transactions are included once committed, at their marker."""
+        ...
+
+    def open_transactions(self, partition: int) -> Mapping[int, Sequence[Record]]:
+        """After `replay`: the records of transactions with no marker yet, per producer."""
         ...
 
 
@@ -42,7 +53,9 @@ class MemoryOffsetsLog:
     def num_partitions(self) -> int:
         return len(self._parts)
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
+    async def append(
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+    ) -> None:
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             raise err
@@ -50,6 +63,9 @@ class MemoryOffsetsLog:
 
     def replay(self, partition: int) -> Iterable[Record]:
         return list(self._parts[partition])
+
+    def open_transactions(self, partition: int) -> Mapping[int, Sequence[Record]]:
+        return {}
 
     def records(self, partition: int) -> list[Record]:
         return self._parts[partition]

@@ -61,6 +61,7 @@ class TopicOffsetsLog:
         self._create_topic = create_topic
         self._configs = dict(topic_configs)
         self._timeout_ms = commit_timeout_ms
+        self._open: dict[int, dict[int, list[Record]]] = {}
         existing = topic_partitions(OFFSETS_TOPIC)
         self._num_partitions = existing if existing is not None else default_partitions
 
@@ -73,9 +74,16 @@ class TopicOffsetsLog:
             log.info("creating %s with %d partitions", OFFSETS_TOPIC, self._num_partitions)
             self._create_topic(OFFSETS_TOPIC, self._num_partitions, self._configs)
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
+    async def append(
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+    ) -> None:
         self._ensure_topic()
-        batch = batches.build_batch([batches.Record(k, v) for k, v in records])
+        recs = [batches.Record(k, v) for k, v in records]
+        if producer is None:
+            batch = batches.build_batch(recs)
+        else:  # a TxnOffsetCommit: part of the producer's transaction (Kafka: no sequence)
+            batch = batches.build_batch(recs, producer_id=producer[0],
+                                        producer_epoch=producer[1], transactional=True)
         (result,) = await self._replicas.append_records(
             [(OFFSETS_TOPIC, partition, memoryview(batch))],
             required_acks=-1,
@@ -87,18 +95,23 @@ class TopicOffsetsLog:
 
     def replay(self, partition: int) -> Iterable[Record]:
         p = self._replicas.get_partition(OFFSETS_TOPIC, partition)
+        self._open[partition] = {}
         if p is None:
             return []
-        return _read_all(p)
+        return _read_all(p, self._open[partition])
+
+    def open_transactions(self, partition: int) -> Mapping[int, Sequence[Record]]:
+        return self._open.get(partition, {})
 
 
-def _read_all(p: Partition) -> Iterator[Record]:
+def _read_all(p: Partition, pending: dict[int, list[Record]]) -> Iterator[Record]:
     """Every committed record of the partition in order. Transactional offset commits are
     held back until their commit marker and dropped on an abort marker, as Kafka's
-    loader does; those still open at the end belong to an unfinished transaction,
-    whose coordinator will write its marker again, so they are not applied."""
+    loader does; those still open at the end (left in `pending`) belong to an unfinished
+    transaction, whose coordinator will write its marker again: the group coordinator
+    keeps them pending until then. A later plain commit of the same key wins over a
+    transaction committed after it (log order, as Kafka compares offsets)."""
     offset = p.log_start_offset
-    pending: dict[int, list[Record]] = {}
     while offset < p.log_end_offset:
         info = p.read(offset, _READ_CHUNK, FetchIsolation.LOG_END, True)
         data = b"".join(bytes(b) for b in info.buffers)
@@ -121,6 +134,10 @@ def _read_all(p: Partition) -> Iterator[Record]:
             if h.is_transactional:
                 pending.setdefault(h.producer_id, []).extend(pairs)
             else:
+                if pending:
+                    keys = {k for k, _ in pairs}
+                    for pid, held in pending.items():
+                        pending[pid] = [kv for kv in held if kv[0] not in keys]
                 yield from pairs
         if last_next <= offset:
             break

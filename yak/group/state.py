@@ -101,6 +101,10 @@ class Group:
     pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # TxnOffsetCommit: offsets written in an open transaction, per producer id, invisible
+    # to OffsetFetch until the transaction's COMMIT marker reaches the group's partition.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(
+        default_factory=dict)
     state_timestamp_ms: int = -1
     # The initial-rebalance delay of an Empty group is pending: joins extend it.
     initial_join_pending: bool = False

@@ -327,6 +327,12 @@ class TransactionCoordinator:
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """FindCoordinator (key type 1): NONE if this coordinator serves the id now, else
+        COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        found = self._lookup(transactional_id)
+        return found if isinstance(found, ErrorCode) else ErrorCode.none
+
     async def on_election(self, partition: int, coordinator_epoch: int) -> None:
         """This broker now leads `partition` at `coordinator_epoch` (its leader epoch):
         load it, then finish what the previous coordinator left in a Prepare state."""
@@ -344,7 +350,8 @@ class TransactionCoordinator:
         del self._loading[partition]
         entry = _Partition(coordinator_epoch, _load(records, partition))
         self._owned[partition] = entry
-        log.info(
+        log.log(
+            logging.INFO if entry.txns else logging.DEBUG,
             "loaded %d transactional ids from %s-%d at coordinator epoch %d",
             len(entry.txns),
             rec.TRANSACTION_STATE_TOPIC,

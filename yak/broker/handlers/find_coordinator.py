@@ -1,8 +1,11 @@
-"""FindCoordinator: this broker coordinates every group (and transaction) it knows of.
+"""FindCoordinator: the coordinator of a group (key type 0) or a transactional id (1).
 
 v0-3 ask for one key, v4+ for a list (KIP-699); both are answered from the same
-lookup. Yak is a single coordinator node, so the answer is this broker's advertised
-address whenever the matching coordinator is running.
+lookup. Groups: this broker coordinates every group while its group coordinator runs.
+Transactional ids: the first lookup creates `__transaction_state` (as Kafka does) and
+loads its partitions; the answer is this broker when it leads the id's partition and
+has loaded it (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR otherwise:
+the client asks again).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ MAX_VERSION = 6
 _GROUP, _TRANSACTION = 0, 1
 
 
-def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     broker = ctx.broker
     # Kafka: DESCRIBE on the group / transactional id the coordinator is asked for.
     if key_type == _GROUP and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
@@ -35,14 +38,20 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
             return ErrorCode.coordinator_not_available
         return ErrorCode.none if coord.loaded else ErrorCode.coordinator_load_in_progress
     if key_type == _TRANSACTION:
-        ok = broker.txn_coordinator is not None
-        return ErrorCode.none if ok else ErrorCode.coordinator_not_available
+        if broker.txn_state is None or broker.txn_coordinator is None:
+            return ErrorCode.coordinator_not_available
+        code = await broker.txn_state.ensure_ready()
+        if code is not ErrorCode.none:
+            return code
+        return broker.txn_coordinator.coordinator_error(key)
     return ErrorCode.invalid_request
 
 
-def _answer(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+async def _answer(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, tuple[int, str, int]]:
     broker = ctx.broker
-    code = _lookup(ctx, key_type, key)
+    code = await _lookup(ctx, key_type, key)
     endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
     if endpoint is None and code is ErrorCode.none:
         code = ErrorCode.coordinator_not_available
@@ -54,7 +63,7 @@ def _answer(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tu
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
     if ctx.api_version < 4:
-        code, node = _answer(ctx, key_type, request.key)
+        code, node = await _answer(ctx, key_type, request.key)
         ok = code is ErrorCode.none
         return response(
             ctx,
@@ -67,7 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     mod = response_module(ctx, "find_coordinator")
     coordinators = []
     for key in request.coordinator_keys:
-        code, node = _answer(ctx, key_type, key)
+        code, node = await _answer(ctx, key_type, key)
         ok = code is ErrorCode.none
         coordinators.append(build(
             mod.Coordinator,

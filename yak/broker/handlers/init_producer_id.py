@@ -4,9 +4,10 @@ producers.
 Idempotent producers get their id and epoch from the broker's `ProducerIdManager`
 (cluster-unique id blocks from the metadata store, KIP-360 epoch bumps, INVALID_PRODUCER_EPOCH
 for a stale epoch). Transactional ids belong to the transaction coordinator
-(`broker.txn_coordinator`, composed by issue 12, which exposes `init_producer_id(...)`);
-without one the request is refused with COORDINATOR_NOT_AVAILABLE rather than pretending
-to support transactions.
+(`broker.txn_coordinator`): it fences older epochs, aborts a dangling transaction (the
+client gets CONCURRENT_TRANSACTIONS and retries until the abort is done), rotates an
+exhausted epoch to a new producer id and enforces `transaction.max.timeout.ms`; old
+versions get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from yak.errors import KafkaError
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
 from yak.security.acl import AclOperation, ResourceType
+from yak.txn.coordinator import compat_error
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -46,14 +48,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         if request.transactional_id is not None:
             coordinator = broker.txn_coordinator
-            if coordinator is None:
+            if coordinator is None or broker.txn_state is None:
                 return reply(ErrorCode.coordinator_not_available)
-            pid, epoch = await coordinator.init_producer_id(
+            ready = await broker.txn_state.ensure_ready()
+            if ready is not ErrorCode.none:
+                return reply(ready)
+            result = await coordinator.init_producer_id(
                 request.transactional_id,
                 kio_compat.timedelta_to_ms(request.transaction_timeout),
                 producer_id,
                 producer_epoch,
             )
+            code = compat_error(API_KEY, ctx.api_version, result.error)
+            return reply(code, result.producer_id, result.producer_epoch)
         else:
             pid, epoch = await broker.producer_ids.init_producer_id(producer_id, producer_epoch)
     except KafkaError as e:

@@ -2,7 +2,9 @@
 
 A partition without a committed offset answers -1 with no error, which is how a
 consumer learns to apply its `auto.offset.reset`. `topics=None` (v2+) means every
-partition the group has committed. v10 (topic ids) is not offered.
+partition the group has committed. v7+ `require_stable` (KIP-447): a partition whose
+offset a transaction committed but whose marker has not arrived yet answers
+UNSTABLE_OFFSET_COMMIT, and the consumer asks again. v10 (topic ids) is not offered.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ MAX_VERSION = 9
 
 
 def _fetch(
-    ctx: RequestContext, group_id: str, topics: Any
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False
 ) -> tuple[ErrorCode, list[FetchedOffset]]:
     wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
     coord = coordinator(ctx)
@@ -35,7 +37,7 @@ def _fetch(
         denied = {name for name, _ in (wanted or []) if not topic_allowed(
             ctx, AclOperation.DESCRIBE, name)}
         asked = None if wanted is None else [w for w in wanted if w[0] not in denied]
-        err, offsets = coord.fetch_offsets(group_id, asked)
+        err, offsets = coord.fetch_offsets(group_id, asked, require_stable)
         if err is ErrorCode.none:
             if wanted is None:
                 return err, [o for o in offsets
@@ -69,14 +71,15 @@ def _topics(
 async def handle(ctx: RequestContext, request: Any) -> Any:
     mod = response_module(ctx, "offset_fetch")
     if ctx.api_version < 8:
-        err, offsets = _fetch(ctx, request.group_id, request.topics)
+        err, offsets = _fetch(ctx, request.group_id, request.topics,
+                              bool(getattr(request, "require_stable", False)))
         topics = _topics(
             ctx, offsets, mod.OffsetFetchResponseTopic, mod.OffsetFetchResponsePartition
         )
         return response(ctx, topics=topics, error_code=err)
     groups = []
     for g in request.groups:
-        err, offsets = _fetch(ctx, g.group_id, g.topics)
+        err, offsets = _fetch(ctx, g.group_id, g.topics, bool(request.require_stable))
         topics = _topics(
             ctx, offsets, mod.OffsetFetchResponseTopics, mod.OffsetFetchResponsePartitions
         )

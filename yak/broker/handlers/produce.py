@@ -14,6 +14,15 @@ storage's (CRC, producer state, timestamps, and on compacted topics records with
 key, refused with KIP-467 record errors). A compressed batch is decompressed on this path
 only for that key check on compacted topics, bounded by storage like the cleaner's.
 
+Transactions (KIP-890 part 1): the first transactional batch of a producer's transaction
+in a partition is checked with the transaction coordinator before it is appended (is the
+partition in the ongoing transaction?), so a batch that arrives after its transaction
+ended, or from a fenced producer, cannot start a transaction nobody will ever close; a
+failure answers `produce_verification_error` (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH or
+a retriable NOT_ENOUGH_REPLICAS). Later batches of the same transaction are not checked
+(the partition already has it open), and the check and the append run without an await
+in between, so no marker can slip between them. Non-transactional batches pay nothing.
+
 acks=0 gets no response (its appends are still counted in the metrics).
 """
 
@@ -33,6 +42,7 @@ from yak.protocol.produce_codec import (
     encode_produce_response,
 )
 from yak.security.acl import AclOperation, ResourceType
+from yak.txn.coordinator import produce_verification_error
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -71,6 +81,17 @@ def _check_batch(data: memoryview, max_bytes: int) -> records.BatchHeader | None
     return h
 
 
+def _verify(broker: Any, txn_id: str, h: records.BatchHeader, topic: str,
+            index: int) -> ErrorCode:
+    """KIP-890 part 1: is this partition in the producer's ongoing transaction?"""
+    coordinator = broker.txn_coordinator
+    if coordinator is None:
+        return ErrorCode.invalid_txn_state
+    tp = (topic, index)
+    code = coordinator.verify_partitions(txn_id, h.producer_id, h.producer_epoch, [tp])[tp]
+    return produce_verification_error(code)
+
+
 class _Fail(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -89,6 +110,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     if authorizer is not None and request.transactional_id is not None and not ctx.authorized(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         denied_all = ErrorCode.transactional_id_authorization_failed
+    txn_id = request.transactional_id
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
     # Partitions to append, and the response slot each one's result fills.
     entries: list[tuple[str, int, memoryview, records.BatchHeader | None]] = []
@@ -124,6 +146,15 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 except _Fail as e:
                     res.error_code, res.error_message = e.code, e.message
                     continue
+                if (txn_id is not None and header is not None
+                        and header.attributes & records.TRANSACTIONAL_BIT
+                        and not partition.has_ongoing_txn(header.producer_id,
+                                                          header.producer_epoch)):
+                    code = _verify(broker, txn_id, header, name, index)
+                    if code is not ErrorCode.none:
+                        res.error_code = code
+                        res.error_message = f"transactional batch refused: {code.name}"
+                        continue
             entries.append((name, index, data, header))
             slots.append(res)
 

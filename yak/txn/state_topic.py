@@ -1,0 +1,186 @@
+"""The transaction coordinator's log and leadership on `__transaction_state`, through the
+partition layer.
+
+`TopicTransactionLog` implements `yak.txn.log.TransactionLog`: an append is one record in
+one uncompressed batch, appended with acks=all on the coordinator's behalf, and refused
+(NOT_LEADER_OR_FOLLOWER) unless this broker leads the partition at the coordinator epoch
+the coordinator loaded it with: the coordinator epoch is the partition's leader epoch, so
+a deposed coordinator's late write can never land. A replay reads the partition up to its
+high watermark (what every in-sync replica has).
+
+`TransactionStateHost` keeps the coordinator's partitions in step with this broker's
+leadership of `__transaction_state`. The topic is created on first use (the first
+FindCoordinator or InitProducerId for a transactional id), as Kafka does, so brokers that
+never see a transaction list no internal topic. On one broker, every partition is led
+here: they are all loaded at start-up if the topic exists, or right after it is created.
+In a cluster (issue 11) the partition layer's leadership changes call `on_election` /
+`on_resignation`, as for `__consumer_offsets`.
+
+Neither imports `yak.broker`: creating the topic is a callable the composition hands in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from yak.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError, error_for_code
+from yak.partition import AppendOrigin, FetchIsolation
+from yak.protocol import records as batches
+from yak.txn.log import Record
+from yak.txn.records import TRANSACTION_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from yak.partition import ReplicaManager
+    from yak.txn.coordinator import TransactionCoordinator
+
+__all__ = ["TopicTransactionLog", "TransactionStateHost", "transaction_topic_configs"]
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK = 1 << 20
+# Kafka bounds a `__transaction_state` append by the broker's request timeout (30 s).
+APPEND_TIMEOUT_MS = 30_000
+
+
+def transaction_topic_configs(segment_bytes: int, min_isr: int) -> dict[str, str]:
+    """Kafka's `transactionTopicConfigs`."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false",
+        "min.insync.replicas": str(min_isr),
+        "segment.bytes": str(segment_bytes),
+    }
+
+
+class TopicTransactionLog:
+    """`TransactionLog` on the partitions of `__transaction_state`."""
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        topic_partitions: Callable[[str], int | None],
+        create_topic: Callable[[str, int, Mapping[str, str]], object],
+        default_partitions: int,
+        topic_configs: Mapping[str, str],
+        timeout_ms: int = APPEND_TIMEOUT_MS,
+    ) -> None:
+        self._replicas = replicas
+        self._topic_partitions = topic_partitions
+        self._create_topic = create_topic
+        self._configs = dict(topic_configs)
+        self._timeout_ms = timeout_ms
+        existing = topic_partitions(TRANSACTION_STATE_TOPIC)
+        self._num_partitions = existing if existing is not None else default_partitions
+
+    @property
+    def num_partitions(self) -> int:
+        return self._num_partitions
+
+    def exists(self) -> bool:
+        return self._topic_partitions(TRANSACTION_STATE_TOPIC) is not None
+
+    def create(self) -> None:
+        log.info("creating %s with %d partitions", TRANSACTION_STATE_TOPIC, self._num_partitions)
+        self._create_topic(TRANSACTION_STATE_TOPIC, self._num_partitions, self._configs)
+
+    def leader_epoch(self, partition: int) -> int | None:
+        """The leader epoch of a partition this broker leads (the coordinator epoch), else
+        None."""
+        p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        if p is None or not p.is_leader:
+            return None
+        return p.leader_epoch
+
+    async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
+        if self.leader_epoch(partition) != coordinator_epoch:
+            raise NotLeaderOrFollowerError(
+                f"{TRANSACTION_STATE_TOPIC}-{partition} is not led here at epoch"
+                f" {coordinator_epoch}"
+            )
+        key, value = record
+        batch = batches.build_batch([batches.Record(key, value)])
+        (result,) = await self._replicas.append_records(
+            [(TRANSACTION_STATE_TOPIC, partition, memoryview(batch))],
+            required_acks=-1,
+            origin=AppendOrigin.COORDINATOR,
+            timeout_ms=self._timeout_ms,
+        )
+        if result.error:
+            raise error_for_code(result.error, result.error_message or "")
+
+    async def replay(self, partition: int) -> list[Record]:
+        p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        if p is None:
+            return []
+        out: list[Record] = []
+        offset = p.log_start_offset
+        end = p.high_watermark
+        while offset < end:
+            info = p.read(offset, _READ_CHUNK, FetchIsolation.HIGH_WATERMARK, True)
+            data = b"".join(bytes(b) for b in info.buffers)
+            if not data:
+                break
+            nxt = offset
+            for pos, h in batches.iter_batches(data):
+                nxt = h.next_offset
+                if h.next_offset <= offset or h.is_control:
+                    continue
+                for r in batches.decode_records(batches.batch_bytes(data, pos, h)):
+                    if r.key is not None and r.offset is not None and r.offset >= offset:
+                        out.append((r.key, r.value))
+            if nxt <= offset:
+                break
+            offset = nxt
+        return out
+
+
+class TransactionStateHost:
+    """Loads the coordinator's partitions when this broker leads them."""
+
+    def __init__(self, coordinator: TransactionCoordinator, txn_log: TopicTransactionLog) -> None:
+        self.coordinator = coordinator
+        self.txn_log = txn_log
+        self._ready: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        await self.coordinator.start()
+        if self.txn_log.exists():
+            await self._load_led_partitions()
+
+    async def stop(self) -> None:
+        await self.coordinator.stop()
+
+    async def _load_led_partitions(self) -> None:
+        for partition in range(self.txn_log.num_partitions):
+            epoch = self.txn_log.leader_epoch(partition)
+            if epoch is not None and not self.coordinator.owns(partition):
+                await self.coordinator.on_election(partition, epoch)
+
+    async def ensure_ready(self) -> ErrorCode:
+        """Create `__transaction_state` if it does not exist yet and load its partitions;
+        COORDINATOR_NOT_AVAILABLE (the client retries) if that failed. Concurrent callers
+        share one attempt."""
+        if self.txn_log.exists() and self._ready is None:
+            return ErrorCode.none
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_future()
+            try:
+                if not self.txn_log.exists():
+                    self.txn_log.create()
+                await self._load_led_partitions()
+                self._ready.set_result(None)
+            except (KafkaError, OSError) as e:
+                log.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
+                self._ready.set_exception(e)
+            ready, self._ready = self._ready, None
+        else:
+            ready = self._ready
+        try:
+            await asyncio.shield(ready)
+        except (KafkaError, OSError):
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
