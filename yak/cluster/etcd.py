@@ -606,7 +606,8 @@ class Watch:
                 async for msg in self._client._watch_stream(idx, create, self.idle_timeout):
                     if "error" in msg and "result" not in msg:
                         err = msg["error"]
-                        raise EtcdUnavailable(f"etcd watch: {err.get('message', err)}")
+                        text = err.get("message", err) if isinstance(err, dict) else err
+                        raise EtcdUnavailable(f"etcd watch: {text}")
                     res = msg.get("result", {})
                     hdr_rev = _int(res.get("header", {}), "revision")
                     if res.get("canceled"):

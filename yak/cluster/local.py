@@ -142,9 +142,12 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie (our exited child not yet reaped) counts as gone.
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+    # A zombie (an exited child not yet reaped) counts as gone, but only once every thread
+    # has exited: a multi-threaded process (etcd is Go) shows its main thread as a zombie
+    # while the others are still exiting, and its parent cannot reap it yet.
+    with contextlib.suppress(OSError, IndexError):
+        if (Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+                and len(os.listdir(f"/proc/{pid}/task")) <= 1):
             return False
     return True
 
@@ -189,6 +192,13 @@ class ManagedProcess:
         if not self.pid or not _pid_alive(self.pid):
             return False
         return _cmdline(self.pid) == self.argv
+
+    def _gone(self) -> bool:
+        """Exited for good (a zombie counts as gone). Unlike owns_pid() this does not look at
+        the command line, which the kernel empties while a process is still exiting."""
+        if self._proc is not None:
+            return self._proc.poll() is not None
+        return not self.pid or not _pid_alive(self.pid)
 
     def is_alive(self) -> bool:
         if self._proc is not None:
@@ -240,10 +250,10 @@ class ManagedProcess:
                     return True
                 except subprocess.TimeoutExpired:
                     continue
-            if not self.owns_pid():
+            if self._gone():
                 return True
             time.sleep(0.05)
-        return not self.is_alive()
+        return self._gone()
 
     def wait_ready(self, ready: Callable[[], bool], timeout: float) -> None:
         """Poll `ready()` until it holds; raise ClusterStateError (with the log's tail) if
