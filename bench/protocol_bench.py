@@ -14,7 +14,10 @@ disturbed run on a shared machine). Cases:
   fields, Fetch v11 = header v1);
 - framing through `KafkaConnection.data_received` (eight 2 KiB frames in one chunk; one
   1 MiB frame in 64 KiB chunks);
-- OffsetCommit response encode (v9, v2).
+- OffsetCommit response encode (v9, v2);
+- with `--alloc`: ways to assemble a frame that spans reads (1 MiB in 64 KiB chunks): the
+  join `FrameDecoder` uses, a bytearray pre-sized to the announced size, and an anonymous
+  `mmap` (pre-sized but committed page by page as bytes arrive).
 
 Results and the before/after comparison go to docs/benchmarks/protocol.md by hand.
 """
@@ -22,6 +25,7 @@ Results and the before/after comparison go to docs/benchmarks/protocol.md by han
 from __future__ import annotations
 
 import argparse
+import mmap
 import time
 import types
 import uuid
@@ -145,6 +149,36 @@ def cases() -> dict[str, Case]:
     return out
 
 
+def alloc_cases() -> dict[str, Case]:
+    size = 1 << 20
+    chunks = [memoryview(b"z" * 65536) for _ in range(size // 65536)]
+
+    def join() -> object:
+        return memoryview(b"".join(chunks))
+
+    def presized() -> object:
+        buf = bytearray(size)  # zero-filled: every page touched before a byte arrives
+        mv = memoryview(buf)
+        pos = 0
+        for c in chunks:
+            mv[pos : pos + len(c)] = c
+            pos += len(c)
+        return mv
+
+    def lazy_mmap() -> object:
+        m = mmap.mmap(-1, size)
+        with memoryview(m) as mv:
+            pos = 0
+            for c in chunks:
+                mv[pos : pos + len(c)] = c
+                pos += len(c)
+        m.close()
+        return m
+
+    return {"assemble 1MiB: join": join, "assemble 1MiB: pre-sized bytearray": presized,
+            "assemble 1MiB: anonymous mmap": lazy_mmap}
+
+
 def per_call_us(fn: Case, repeat: int, min_time: float) -> float:
     n = 1
     while True:  # calibrate: enough calls for min_time of CPU
@@ -170,10 +204,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--min-time", type=float, default=0.2)
     ap.add_argument("--only", default="", help="run cases whose name contains this")
+    ap.add_argument("--alloc", action="store_true", help="also the frame-assembly variants")
     args = ap.parse_args()
-    for name, fn in cases().items():
+    all_cases = cases()
+    if args.alloc:
+        all_cases.update(alloc_cases())
+    for name, fn in all_cases.items():
         if args.only in name:
-            print(f"{name:<32} {per_call_us(fn, args.repeat, args.min_time):9.2f} us/call",
+            print(f"{name:<36} {per_call_us(fn, args.repeat, args.min_time):9.2f} us/call",
                   flush=True)
 
 

@@ -258,7 +258,10 @@ def write_string(out: bytearray, s: str | None, flexible: bool) -> None:
         return
     b = s.encode()
     if flexible:
-        write_uvarint(out, len(b) + 1)
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+        else:
+            write_uvarint(out, len(b) + 1)
     else:
         if len(b) > 0x7FFF:
             raise ValueError(f"string of {len(b)} bytes does not fit an int16 length")
