@@ -107,7 +107,7 @@ def test_cluster_etcd_up_status_faults_stop_purge(tmp_path: Path) -> None:
         m3.kill()
         assert not m3.is_alive()
         assert run(put_get("3")) == b"3"
-        etcd.restart_member("etcd3")
+        etcd.restart_member(m3.name)
         assert run(put_get("4")) == b"4"
 
         # stop from another invocation: every process ends
