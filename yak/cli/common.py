@@ -7,10 +7,14 @@ one readable line, so clients here are quiet (`log_level` 0) and every wait has 
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from confluent_kafka import KafkaError, KafkaException
@@ -35,6 +39,77 @@ Timeout = Annotated[
 ]
 
 
+CommandConfig = Annotated[
+    str | None,
+    typer.Option(
+        "--command-config",
+        envvar="YAK_COMMAND_CONFIG",
+        help="Client settings file (Java .properties, as Kafka's tools take): "
+        "security.protocol, sasl.*, ssl.*.",
+        show_envvar=True,
+    ),
+]
+ClientSettings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-X",
+        "--client-setting",
+        help="Client setting KEY=VALUE (librdkafka or Kafka names, as kcat -X); repeatable; "
+        "wins over --command-config.",
+    ),
+]
+
+# The client security of this invocation (set by `secured` before the command runs).
+_security: Any = None
+
+
+def client_security() -> Any:
+    """The `ClientSecurity` of this command (PLAINTEXT unless options said otherwise)."""
+    from yak.security.client import ClientSecurity
+
+    return _security if _security is not None else ClientSecurity()
+
+
+def use_client_security(command_config: str | None, settings: list[str] | None) -> Any:
+    """Parse --command-config / -X; a bad setting is a usage error (one line, exit 2)."""
+    global _security
+    from yak.security.client import ClientSecurity
+
+    try:
+        _security = ClientSecurity.from_args(command_config, list(settings or []))
+    except ValueError as e:
+        fail(str(e), exit_code=2)
+    return _security
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def secured(fn: F) -> F:
+    """Give a client command `--command-config FILE` and `-X KEY=VALUE`, the client
+    security settings of Kafka's tools and kcat, applied by `client_config()`."""
+    sig = inspect.signature(fn, eval_str=True)
+    extra = [
+        inspect.Parameter("command_config", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=CommandConfig),
+        inspect.Parameter("client_setting", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=ClientSettings),
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, command_config: str | None = None,
+                client_setting: list[str] | None = None, **kwargs: Any) -> Any:
+        use_client_security(command_config, client_setting)
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[*sig.parameters.values(), *extra])
+    wrapper.__annotations__ = {**{k: v.annotation for k, v in sig.parameters.items()},
+                               "command_config": CommandConfig,
+                               "client_setting": ClientSettings}
+    return wrapper  # type: ignore[return-value]
+
+
 class CliError(Exception):
     """A failure to report as one line on stderr, with `exit_code`."""
 
@@ -52,14 +127,25 @@ def eprint(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+# librdkafka reports a refused login (or TLS failure) only to the error callback; the call
+# that then fails just says "transport failure". Kept so the one-line error can say why.
+_auth_errors: list[Any] = []
+
+
+def _remember_error(err: KafkaError) -> None:
+    if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        _auth_errors.append(err)
+
+
 def client_config(bootstrap: str, timeout: float, **extra: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         # Quiet: errors reach the user once, through CliError, not as librdkafka log spam.
         "log_level": 0,
         "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
-        "error_cb": lambda _err: None,
+        "error_cb": _remember_error,
     }
+    conf.update(client_security().librdkafka())
     conf.update(extra)
     return conf
 
@@ -89,6 +175,10 @@ def cluster_metadata(client: Any, bootstrap: str, timeout: float) -> ClusterMeta
     try:
         return client.list_topics(timeout=timeout)
     except KafkaException as e:
+        with contextlib.suppress(Exception):
+            client.poll(0)  # serve the error callback: it holds the reason
+        if _auth_errors:
+            fail(f"cannot connect to {bootstrap}: {describe_kafka_error(_auth_errors[-1])}")
         fail(f"cannot reach broker at {bootstrap}: {describe_kafka_error(e)}")
 
 
@@ -98,6 +188,9 @@ def require_topic(md: ClusterMetadata, topic: str) -> Any:
     if tmd is None or (
         tmd.error is not None and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     ):
+        if client_security().security_protocol != "PLAINTEXT":
+            # An authorizer hides the topics a principal may not describe (Kafka's rule).
+            fail(f"topic {topic!r} does not exist or this principal may not describe it")
         fail(f"topic {topic!r} does not exist")
     if tmd.error is not None:
         fail(f"topic {topic!r}: {describe_kafka_error(tmd.error)}")

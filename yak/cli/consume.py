@@ -28,6 +28,7 @@ from yak.cli.common import (
     describe_kafka_error,
     fail,
     require_topic,
+    secured,
 )
 
 
@@ -67,6 +68,7 @@ def format_json(msg: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
+@secured
 def consume(
     topic: Annotated[str, typer.Argument(help="Topic to read.")],
     from_beginning: Annotated[

@@ -34,6 +34,7 @@ from yak.cli.common import (
     connect_admin,
     fail,
     require_topic,
+    secured,
     wait,
 )
 
@@ -81,6 +82,7 @@ class PartitionLag:
 
 
 @app.command("list")
+@secured
 def list_groups(
     fmt: Format = "table",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
@@ -174,6 +176,7 @@ def group_lag(admin: AdminClient, group: str, timeout: float) -> tuple[Any, list
 
 
 @app.command("describe")
+@secured
 def describe(
     group: Annotated[str, typer.Argument(help="Group id.")],
     fmt: Format = "table",
@@ -252,6 +255,7 @@ def _parse_datetime(text: str) -> int:
 
 
 @app.command("reset-offsets")
+@secured
 def reset_offsets(
     group: Annotated[str, typer.Argument(help="Group id (must have no active members).")],
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose offsets to reset.")],
@@ -333,6 +337,7 @@ def reset_offsets(
 
 
 @app.command("delete")
+@secured
 def delete(
     group: Annotated[str, typer.Argument(help="Group id (must have no active members).")],
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,

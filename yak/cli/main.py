@@ -11,14 +11,17 @@ from typing import Any
 
 import typer
 
+from yak.cli import acl as _acl
 from yak.cli import bench as _bench
 from yak.cli import consume as _consume
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
 from yak.cli import produce as _produce
+from yak.cli import quota as _quota
 from yak.cli import schema as _schema
 from yak.cli import serve as _serve
 from yak.cli import topic as _topic
+from yak.cli import user as _user
 from yak.cli.common import CliError
 
 
@@ -59,6 +62,9 @@ app.command("gateway")(_gateway.gateway)
 app.add_typer(_bench.app, name="bench")
 app.add_typer(_group.app, name="group")
 app.add_typer(_schema.app, name="schema")
+app.add_typer(_acl.app, name="acl")
+app.add_typer(_user.app, name="user")
+app.add_typer(_quota.app, name="quota")
 
 if __name__ == "__main__":  # python -m yak.cli.main
     app()

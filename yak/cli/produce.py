@@ -24,9 +24,11 @@ from yak.cli.common import (
     fail,
     parse_pairs,
     require_topic,
+    secured,
 )
 
 
+@secured
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
     key_separator: Annotated[

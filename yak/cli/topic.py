@@ -35,6 +35,7 @@ from yak.cli.common import (
     fail,
     parse_pairs,
     require_topic,
+    secured,
     wait,
 )
 
@@ -45,6 +46,7 @@ out = Console(highlight=False, soft_wrap=True)
 
 
 @app.command("create")
+@secured
 def create(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     partitions: Annotated[
@@ -81,6 +83,7 @@ def create(
 
 
 @app.command("list")
+@secured
 def list_topics(
     internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
@@ -135,6 +138,7 @@ _SOURCE_NAMES = {
 
 
 @app.command("describe")
+@secured
 def describe(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     all_configs: Annotated[
@@ -202,6 +206,7 @@ def describe(
 
 
 @app.command("alter-config")
+@secured
 def alter_config(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     set_: Annotated[
@@ -233,6 +238,7 @@ def alter_config(
 
 
 @app.command("add-partitions")
+@secured
 def add_partitions(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     total: Annotated[int, typer.Option("--total", "-p", help="New total number of partitions.")],
@@ -251,6 +257,7 @@ def add_partitions(
 
 
 @app.command("delete")
+@secured
 def delete_topics(
     names: Annotated[list[str], typer.Argument(help="Topic names.")],
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,

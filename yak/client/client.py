@@ -32,6 +32,8 @@ _VERSIONS: dict[str, tuple[int, list[int]]] = {
     "produce": (0, [9, 8, 7, 3]),
     "init_producer_id": (22, [4, 1, 0]),
     "create_topics": (19, [5, 4, 2]),
+    "describe_client_quotas": (48, [1, 0]),
+    "alter_client_quotas": (49, [1, 0]),
 }
 
 
@@ -464,6 +466,51 @@ class KafkaClient:
                     int(t.error_code), f"create topic {topic!r}: {t.error_message}"
                 )
 
+    # -- client quotas (DescribeClientQuotas / AlterClientQuotas: no Python Kafka client
+    # offers them, and `yak quota` needs them) ------------------------------------------
+
+    def describe_client_quotas(
+        self, components: list[tuple[str, int, str | None]], strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """[(entity {type: name or None for the default}, {key: value})]; components are
+        (entity type, match type 0 exact / 1 default / 2 any, name)."""
+        node = self._any_node()
+        self._ensure(node)
+        version = self._versions.get("describe_client_quotas")
+        if version is None:
+            raise YakClientError("the broker does not support DescribeClientQuotas")
+        mod = import_module(f"kio.schema.describe_client_quotas.v{version}.request")
+        resp = self._call(node, "describe_client_quotas", strict=strict, components=tuple(
+            build(mod.ComponentData, entity_type=t, match_type=i8(m), match=n)
+            for t, m, n in components))
+        if resp.error_code != ErrorCode.none:
+            raise error_for_code(int(resp.error_code), resp.error_message or "")
+        return [({e.entity_type: e.entity_name for e in entry.entity},
+                 {v.key: float(v.value) for v in entry.values})
+                for entry in resp.entries or ()]
+
+
+    def alter_client_quotas(
+        self,
+        entries: list[tuple[dict[str, str | None], dict[str, float | None]]],
+        validate_only: bool = False,
+    ) -> list[tuple[dict[str, str | None], int, str | None]]:
+        """Set (value) or remove (None) quota keys per entity; [(entity, error code, message)]."""
+        node = self._any_node()
+        self._ensure(node)
+        version = self._versions.get("alter_client_quotas")
+        if version is None:
+            raise YakClientError("the broker does not support AlterClientQuotas")
+        mod = import_module(f"kio.schema.alter_client_quotas.v{version}.request")
+        resp = self._call(node, "alter_client_quotas", validate_only=validate_only, entries=tuple(
+            build(mod.EntryData,
+                  entity=tuple(build(mod.EntityData, entity_type=t, entity_name=n)
+                               for t, n in entity.items()),
+                  ops=tuple(build(mod.OpData, key=k, value=float(v or 0.0), remove=v is None)
+                            for k, v in ops.items()))
+            for entity, ops in entries))
+        return [({e.entity_type: e.entity_name for e in r.entity}, int(r.error_code),
+                 r.error_message) for r in resp.entries]
 
 def _parse_hostport(s: str) -> tuple[str, int]:
     s = s.strip()
