@@ -227,6 +227,11 @@ class Partition:
     def size_in_bytes(self) -> int:
         return self.log.size_in_bytes
 
+    @property
+    def recovered_uncleanly(self) -> bool:
+        """Was this partition's log loaded after an unclean shutdown (kill -9, a crash)?"""
+        return not self.log.recovery_stats.clean
+
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark to the smallest log end offset over the ISR.
 

@@ -106,6 +106,11 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {producer_id} epoch {epoch} is older than {cur_epoch}"
             )
+        if first_seq < 0:
+            # No sequence: a coordinator's write on the producer's behalf (TxnOffsetCommit
+            # into __consumer_offsets), which Kafka checks for the epoch only.
+            staged[producer_id] = (epoch, cur_last)
+            return
         if epoch > cur_epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(

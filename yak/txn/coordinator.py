@@ -333,9 +333,15 @@ class TransactionCoordinator:
         found = self._lookup(transactional_id)
         return found if isinstance(found, ErrorCode) else ErrorCode.none
 
-    async def on_election(self, partition: int, coordinator_epoch: int) -> None:
+    async def on_election(
+        self, partition: int, coordinator_epoch: int, abort_ongoing: bool = False
+    ) -> None:
         """This broker now leads `partition` at `coordinator_epoch` (its leader epoch):
-        load it, then finish what the previous coordinator left in a Prepare state."""
+        load it, then finish what the previous coordinator left in a Prepare state.
+        `abort_ongoing` (the host sets it after an unclean shutdown of this broker): the
+        transactions found Ongoing are aborted at once with a bumped epoch, as Yak
+        promises for a transaction open at a crash; otherwise they are left to their
+        producer or to the timeout, as in Kafka."""
         self._drop_partition(partition)
         self._loading[partition] = coordinator_epoch
         try:
@@ -358,9 +364,12 @@ class TransactionCoordinator:
             partition,
             coordinator_epoch,
         )
-        for meta in entry.txns.values():
+        for txn_id, meta in list(entry.txns.items()):
             if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
                 self._start_markers(entry, partition, meta)
+            elif abort_ongoing and meta.state is _S.ONGOING:
+                log.info("aborting %r: open when this broker stopped uncleanly", txn_id)
+                self._start_fenced_abort(txn_id, entry, meta, self.clock.now_ms())
 
     def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """Another broker leads `partition` now: forget its ids (it finishes their work).
@@ -871,20 +880,26 @@ class TransactionCoordinator:
                     and not meta.pending
                     and meta.txn_start_timestamp + meta.txn_timeout_ms < now
                 ):
-                    try:
-                        fence = meta.prepare_fence_epoch()
-                        target = meta.prepare_fenced_abort(fence, now)
-                    except IllegalStateTransition:
-                        log.exception("timing out %r", txn_id)
-                        meta.abort_transition()
-                        continue
                     log.info("aborting %r: open for longer than %d ms", txn_id, meta.txn_timeout_ms)
-                    self.stats.timed_out += 1
-                    started += 1
-                    self._spawn(
-                        self._write_prepare(txn_id, entry, meta, target), f"txn-timeout-{txn_id}"
-                    )
+                    if self._start_fenced_abort(txn_id, entry, meta, now):
+                        self.stats.timed_out += 1
+                        started += 1
         return started
+
+    def _start_fenced_abort(
+        self, txn_id: str, entry: _Partition, meta: TransactionMetadata, now: int
+    ) -> bool:
+        """Abort an Ongoing transaction in the background with a bumped epoch (its
+        producer is fenced): the timeout sweep's and a crash recovery's abort."""
+        try:
+            fence = meta.prepare_fence_epoch()
+            target = meta.prepare_fenced_abort(fence, now)
+        except IllegalStateTransition:
+            log.exception("aborting %r", txn_id)
+            meta.abort_transition()
+            return False
+        self._spawn(self._write_prepare(txn_id, entry, meta, target), f"txn-abort-{txn_id}")
+        return True
 
     def expire_transactional_ids(self) -> int:
         """Tombstone ids idle for `transactional.id.expiration.ms` with nothing in flight."""

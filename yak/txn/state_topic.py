@@ -95,6 +95,12 @@ class TopicTransactionLog:
             return None
         return p.leader_epoch
 
+    def recovered_uncleanly(self, partition: int) -> bool:
+        """Was the partition loaded after an unclean shutdown of this broker? (Then the
+        transactions it holds Ongoing were open at a crash, and Yak aborts them.)"""
+        p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        return p is not None and p.recovered_uncleanly
+
     async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
         if self.leader_epoch(partition) != coordinator_epoch:
             raise NotLeaderOrFollowerError(
@@ -158,7 +164,8 @@ class TransactionStateHost:
         for partition in range(self.txn_log.num_partitions):
             epoch = self.txn_log.leader_epoch(partition)
             if epoch is not None and not self.coordinator.owns(partition):
-                await self.coordinator.on_election(partition, epoch)
+                await self.coordinator.on_election(
+                    partition, epoch, abort_ongoing=self.txn_log.recovered_uncleanly(partition))
 
     async def ensure_ready(self) -> ErrorCode:
         """Create `__transaction_state` if it does not exist yet and load its partitions;
