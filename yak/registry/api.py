@@ -486,26 +486,27 @@ async def console_decode(request: Request) -> Response:
 
     from yak.registry import serde
 
-    reg = await _registry(request)
     body = await _body(request)
     values = body.get("values")
     if not isinstance(values, list) or len(values) > 1000:
         raise RegistryError(422, 422, "body needs 'values': a list of at most 1000 base64 strings")
-    out: list[Any] = []
+    framed: list[tuple[int, bytes] | None] = []
     for v in values:
-        if not isinstance(v, str):
-            out.append(None)
-            continue
         try:
-            data = base64.b64decode(v, validate=True)
-        except (binascii.Error, ValueError):
+            data = base64.b64decode(v, validate=True) if isinstance(v, str) else b""
+            framed.append((serde.schema_id_of(data), data))
+        except (binascii.Error, ValueError):  # FramingError is a ValueError
+            framed.append(None)
+    if not any(framed):
+        # nothing registry-framed: do not start the registry (or create _schemas) for it
+        return SRResponse({"decoded": [None] * len(values)})
+    reg = await _registry(request)
+    out: list[Any] = []
+    for item in framed:
+        if item is None:
             out.append(None)
             continue
-        try:
-            schema_id = serde.schema_id_of(data)
-        except serde.FramingError:
-            out.append(None)
-            continue
+        schema_id, data = item
         sv = reg.state.by_id.get(schema_id)
         if sv is None:
             out.append({"schema_id": schema_id,
