@@ -619,7 +619,9 @@ class TransactionCoordinator:
         return await self._add_partitions(transactional_id, producer_id, producer_epoch, {tp})
 
     def _unknown(self, tps: set[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
-        missing = {tp for tp in tps if not self.partition_exists(tp)}
+        # `__consumer_offsets` is created on first use (possibly by the TxnOffsetCommit
+        # being verified): its partitions count as existing.
+        missing = {tp for tp in tps if tp[0] != OFFSETS_TOPIC and not self.partition_exists(tp)}
         if not missing:
             return None
         return {

@@ -5,18 +5,24 @@ TRANSACTIONAL_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import response, response_module
 from yak.broker.handlers._txn import coordinator_or_error
-from yak.protocol.kio_compat import ErrorCode, build, ms_to_datetime, ms_to_timedelta
+from yak.protocol.kio_compat import ErrorCode, build, ms_to_timedelta
 from yak.security.acl import AclOperation, ResourceType
 from yak.txn.coordinator import TransactionDescription
 
 API_KEY = 65
 MIN_VERSION = 0
 MAX_VERSION = 0
+
+
+def _time(ms: int) -> datetime.datetime:
+    """The field is not nullable in kio: -1 (no transaction) is 1 ms before the epoch."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -40,7 +46,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             transactional_id=i,
             transaction_state=d.state,
             transaction_timeout=ms_to_timedelta(d.transaction_timeout_ms),
-            transaction_start_time=ms_to_datetime(d.transaction_start_time_ms),
+            transaction_start_time=_time(d.transaction_start_time_ms),
             producer_id=d.producer_id,
             producer_epoch=d.producer_epoch,
             topics=tuple(build(mod.TopicData, topic=t, partitions=tuple(ps))
