@@ -127,6 +127,11 @@ def test_metrics_over_http_count_appends_acks0_and_skip_unknown_topics(broker_fa
     assert "m-unknown-topic" not in text
     assert 'yak_broker_requests_total{api="produce"}' in text
 
+    # A deleted topic's series go away with it (label cardinality follows live topics).
+    admin.delete_topics(["m-ok"])["m-ok"].result(10)
+    assert not [line for line in _scrape(http).splitlines()
+                if line.startswith("yak_broker_") and 'topic="m-ok"' in line]
+
 
 def test_no_metrics_module_globals() -> None:
     import yak.broker.metrics as mod
