@@ -79,10 +79,11 @@ def secured_settings(listeners: list[str], certs: Certs, **extra: str) -> tuple[
     return ports, settings
 
 
-def start_secured(data_dir: Path, listeners: list[str], certs: Certs,
+def start_secured(data_dir: Path, listeners: list[str], certs: Certs, http: str | None = None,
                   **extra: str) -> SecuredBroker:
+    """`http="127.0.0.1:PORT"` also starts the embedded gateway."""
     ports, settings = secured_settings(listeners, certs, **extra)
-    b = SecuredBroker(data_dir, settings, port=next(iter(ports.values())))
+    b = SecuredBroker(data_dir, settings, port=next(iter(ports.values())), http=http)
     b.listener_port = ports
     return b.start()  # type: ignore[return-value]
 
@@ -91,10 +92,10 @@ def start_secured(data_dir: Path, listeners: list[str], certs: Certs,
 def secured_broker(tmp_path: Path, certs: Certs) -> Iterator[Callable[..., SecuredBroker]]:
     started: list[SecuredBroker] = []
 
-    def make(listeners: list[str], **extra: str) -> SecuredBroker:
+    def make(listeners: list[str], http: str | None = None, **extra: str) -> SecuredBroker:
         d = tmp_path / f"secured-{len(started)}"
         d.mkdir()
-        b = start_secured(d, listeners, certs, **extra)
+        b = start_secured(d, listeners, certs, http=http, **extra)
         started.append(b)
         return b
 

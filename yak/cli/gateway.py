@@ -16,9 +16,12 @@ from typing import Annotated, Any
 
 import typer
 
+from yak.cli.common import client_security, secured
+
 OFF = ("", "none", "off")
 
 
+@secured
 def gateway(
     bootstrap: Annotated[
         str, typer.Option("--bootstrap", help="HOST:PORT[,...] of the Kafka cluster.")
@@ -60,7 +63,8 @@ def gateway(
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = GatewaySettings(bootstrap=bootstrap, consumer_instance_timeout_s=consumer_timeout_s,
                                max_body_bytes=max_body_bytes,
-                               request_timeout_s=request_timeout_s)
+                               request_timeout_s=request_timeout_s,
+                               security=client_security())
 
     async def run() -> None:
         from yak.gateway.core import GatewayCore

@@ -7,6 +7,7 @@ client, plus the broker's metrics object, handed over here for `/metrics`.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -80,9 +81,18 @@ def _gateway(listen: str | None, grpc: str | None = None) -> Any:
 
     async def start(running: Any) -> Any:
         from yak.gateway.embed import start_embedded
+        from yak.security.client import ClientSecurity
 
+        # The gateway reaches the broker like any client, on the inter-broker listener and
+        # with the broker's own inter-broker credentials (Kafka's convention).
+        try:
+            security = ClientSecurity.for_inter_broker(running.broker.config.raw,
+                                                       running.broker.security.listeners)
+        except ValueError as e:
+            print(f"yak: warning: gateway not started: {e}", file=sys.stderr, flush=True)
+            return None
         server = await start_embedded(listen, running.bootstrap, running.broker.metrics,
-                                      grpc=grpc)
+                                      grpc=grpc, security=security)
         return None if server is None else server.stop
 
     return start

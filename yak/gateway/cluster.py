@@ -122,8 +122,9 @@ class ClusterClient:
     """Admin and producer access to one cluster; clients are created on first use."""
 
     def __init__(self, bootstrap: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 client_id: str = "yak-gateway") -> None:
+                 client_id: str = "yak-gateway", security: Any = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # ClientSecurity (TLS, SASL) or None: PLAINTEXT
         self.timeout_s = timeout_s
         self.client_id = client_id
         self._admin: AdminClient | None = None
@@ -144,6 +145,7 @@ class ClusterClient:
             "reconnect.backoff.max.ms": 1000,
             # A dead broker is reported by our own bounded timeouts, not by log spam.
             "log_level": 3,
+            **(self.security.librdkafka() if self.security is not None else {}),
         }
 
     @property
@@ -196,7 +198,7 @@ class ClusterClient:
             "request_timeout_ms": int(self.timeout_s * 1000),
             "fetch_max_wait_ms": 500,
             "metadata_max_age_ms": 5_000,
-        } | overrides
+        } | (self.security.aiokafka() if self.security is not None else {}) | overrides
         return AIOKafkaConsumer(**conf)
 
     async def start_consumer(self, group_id: str | None, client_id: str,

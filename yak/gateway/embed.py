@@ -135,15 +135,17 @@ class EmbeddedGateway:
 
 
 async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any = None,
-                         grpc: str | None = None) -> EmbeddedGateway | None:
+                         grpc: str | None = None,
+                         security: Any = None) -> EmbeddedGateway | None:
     """The gateway inside `yak serve`: HTTP on `listen`, gRPC on `grpc` (None: off).
 
     A port that cannot be bound only costs a warning: the broker must keep serving Kafka
     clients even if, say, another process holds 8080. `broker_metrics` is the broker's
-    metrics object, rendered on `/metrics`.
+    metrics object, rendered on `/metrics`; `security` the client security of the listener
+    it connects to (the broker's inter-broker listener, with the broker's own credentials).
     """
     settings = GatewaySettings(bootstrap=bootstrap, embedded=True,
-                               broker_metrics=broker_metrics)
+                               broker_metrics=broker_metrics, security=security)
     core = None
     if grpc is not None:  # gRPC is opt-in, so its imports are paid only when asked for
         from yak.gateway.core import GatewayCore

@@ -20,6 +20,9 @@ class GatewaySettings:
     consumer_instance_timeout_s: float = DEFAULT_INSTANCE_TIMEOUT_S
     metrics_interval_s: float = 5.0
     request_timeout_s: float = 10.0
+    # How the gateway's Kafka clients reach a secured cluster
+    # (`yak.security.client.ClientSecurity`: TLS, SASL); None: PLAINTEXT.
+    security: Any = None
 
 
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:

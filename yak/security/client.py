@@ -131,6 +131,42 @@ class ClientSecurity:
         """`--command-config FILE` (a Java .properties file) then `-X key=value` (wins)."""
         return cls.from_properties(client_properties(command_config, overrides))
 
+    @classmethod
+    def for_inter_broker(cls, settings: Mapping[str, str], listeners: Any) -> ClientSecurity:
+        """How a broker's own client (the embedded gateway) reaches it: on the inter-broker
+        listener, with the broker's credentials as Kafka brokers use them -- the
+        `username`/`password` of that listener's JAAS config for
+        `sasl.mechanism.inter.broker.protocol` (else its first enabled mechanism), the
+        truststore (else the keystore's CA) and, for mTLS, the keystore."""
+        from yak.security.jaas import parse_jaas_config as parse
+        from yak.security.settings import get_setting, lookup
+
+        name = listeners.inter_broker_listener_name
+        proto = listeners.inter_broker_security_protocol.name
+        props: dict[str, str] = {"security.protocol": proto}
+        if proto.startswith("SASL"):
+            enabled = get_setting(settings, "sasl.enabled.mechanisms", name)
+            mech = (settings.get("sasl.mechanism.inter.broker.protocol") or enabled[0]).upper()
+            found = lookup(settings, "sasl.jaas.config", name, mech)
+            opts = parse(found[1])[0].options if found else {}
+            if "username" not in opts or "password" not in opts:
+                raise ValueError(
+                    f"listener {name} ({proto}) needs the broker's own credentials: "
+                    f'username="..." password="..." in listener.name.{name.lower()}.'
+                    f"{mech.lower()}.sasl.jaas.config")
+            props.update({"sasl.mechanism": mech, "sasl.username": opts["username"],
+                          "sasl.password": opts["password"]})
+        if proto.endswith("SSL"):
+            trust = get_setting(settings, "ssl.truststore.location", name)
+            keystore = get_setting(settings, "ssl.keystore.location", name)
+            if trust or keystore:
+                props["ssl.ca.location"] = trust or keystore
+            if keystore and get_setting(settings, "ssl.client.auth", name) != "none":
+                props["ssl.certificate.location"] = props["ssl.key.location"] = keystore
+            algo = get_setting(settings, "ssl.endpoint.identification.algorithm", name)
+            props["ssl.endpoint.identification.algorithm"] = algo or "none"
+        return cls.from_properties(props)
+
     # ------------------------------------------------------------------ dialects
 
     def librdkafka(self) -> dict[str, str]:

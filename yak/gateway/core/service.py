@@ -52,7 +52,8 @@ class GatewayCore:
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
-        self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s)
+        self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s,
+                                     security=settings.security)
         self.formats = Formats()
         self.sessions = SessionRegistry(self.cluster, settings.consumer_instance_timeout_s)
 
