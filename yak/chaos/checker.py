@@ -619,6 +619,7 @@ def _check_torn(h: _History, rep: _Report) -> None:
             s = h.sends.get(r.value)
             if s is not None and s.txn is not None:
                 saw[consumer].add(s.txn)
+    seen_in: dict[int, set[Hashable]] = {}
     for consumer, txns in saw.items():
         for txn in sorted(txns, key=repr):
             if h.txns[txn].fate != "committed":
@@ -630,7 +631,9 @@ def _check_torn(h: _History, rep: _Report) -> None:
                 for reads in by_consumer[consumer].get(partition, []):
                     if reads[0].offset > lo or reads[-1].offset < hi:
                         continue  # these reads did not span the transaction here
-                    seen = {r.value for r in reads}
+                    seen = seen_in.get(id(reads))
+                    if seen is None:  # once per stream, not per transaction
+                        seen = seen_in[id(reads)] = {r.value for r in reads}
                     missing = sorted((o, v) for v, o in vals.items() if v not in seen)
                     if missing:
                         rep.add(
