@@ -15,6 +15,7 @@ from yak.protocol.framing import (
     FrameError,
     HeaderError,
     parse_request_header,
+    response_frame_head,
     skip_header_tagged_fields,
 )
 from yak.protocol.primitives import MAX_TAGGED_FIELDS
@@ -214,3 +215,28 @@ def test_random_bytes_parse_or_raise_header_error(data: bytes) -> None:
     except HeaderError:
         return
     assert size <= end <= len(data)
+
+
+# ---------------------------------------------------------------- response frame head
+
+
+@pytest.mark.parametrize(("api", "version"), [("api_versions", 3), ("metadata", 12),
+                                              ("fetch", 11), ("fetch", 16)])
+def test_response_frame_head_matches_the_header_kio_reads(api: str, version: int) -> None:
+    """Size and header v0/v1 in front of a body: a client (here kio) reads it back."""
+    key = kio_compat.api_key_for(api)
+    cls = kio_compat.response_class(key, version)
+    body = kio_compat.encode(sample_response(cls))
+    flexible = kio_compat.response_header_version(key, version) >= 1
+    frame = response_frame_head(len(body), 99, flexible) + body
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    correlation_id, decoded = kio_compat.decode_response(key, version, frame[4:])
+    assert correlation_id == 99 and kio_compat.encode(decoded) == body
+    assert frame == kio_compat.encode_response(99, decoded)
+
+
+def sample_response(cls: type) -> object:
+    from tests.protocol.samples import sample_request
+
+    return sample_request(cls, nulls=False)

@@ -36,6 +36,7 @@ from yak.protocol.framing import (
     FrameDecoder,
     HeaderError,
     parse_request_header,
+    response_frame_head,
     skip_header_tagged_fields,
 )
 from yak.protocol.kio_compat import ErrorCode
@@ -55,7 +56,6 @@ WRITE_LOW_WATER = 1024 * 1024
 
 API_VERSIONS_KEY = 18
 
-_RESP_HEADER = struct.Struct(">ii")
 
 
 class ProtocolViolation(Exception):
@@ -322,11 +322,8 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None or self._closed:
             return
         if isinstance(response, RawResponse):
-            header_tag = b"\x00" if response.flexible_header else b""
-            size = 4 + len(header_tag) + response.size
-            transport.writelines(
-                [_RESP_HEADER.pack(size, correlation_id) + header_tag, *response.buffers]
-            )
+            head = response_frame_head(response.size, correlation_id, response.flexible_header)
+            transport.writelines([head, *response.buffers])
         else:
             transport.write(kio_compat.encode_response(correlation_id, response))
 

@@ -32,13 +32,15 @@ from typing import TypeAlias
 from yak.protocol.primitives import skip_tagged_fields
 
 __all__ = ["MIN_FRAME_SIZE", "FrameDecoder", "FrameError", "RequestHeader", "HeaderError",
-           "parse_request_header", "skip_header_tagged_fields"]
+           "parse_request_header", "skip_header_tagged_fields", "response_frame_head"]
 
 MIN_FRAME_SIZE = 8
 """api_key (2) + api_version (2) + correlation_id (4): nothing shorter is a request."""
 
 _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_RESPONSE_HEAD = struct.Struct(">ii")  # size, correlation id
+_RESPONSE_HEAD_V1 = struct.Struct(">iiB")  # + empty tagged fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +176,12 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
 def skip_header_tagged_fields(frame: memoryview, pos: int) -> int:
     """Position after a request header v2's tagged fields (bounded: see primitives)."""
     return skip_tagged_fields(frame, pos, len(frame), HeaderError)
+
+
+def response_frame_head(body_size: int, correlation_id: int, flexible_header: bool) -> bytes:
+    """The 4-byte size and the response header that precede a response body of
+    `body_size` bytes: header v0 is the correlation id, v1 adds an empty tagged-field
+    section (which v1 a response uses is the API's, see `kio_compat`)."""
+    if flexible_header:
+        return _RESPONSE_HEAD_V1.pack(body_size + 5, correlation_id, 0)
+    return _RESPONSE_HEAD.pack(body_size + 4, correlation_id)

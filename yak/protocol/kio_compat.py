@@ -24,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from typing_extensions import Buffer
 
+from yak.protocol.framing import response_frame_head
 from yak.protocol.primitives import skip_tagged_fields
 
 __all__ = [
@@ -173,16 +174,11 @@ def encode(obj: Any) -> bytes:
     return out.getvalue()
 
 
-_HDR_RESPONSE = struct.Struct(">ii")
-
-
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A complete frame: 4-byte size, response header (v0 or v1), body."""
     body = encode(response)
     flexible_header = response.__header_schema__.__version__ >= 1
-    size = 4 + len(body) + (1 if flexible_header else 0)
-    head = _HDR_RESPONSE.pack(size, correlation_id)
-    return head + (b"\x00" if flexible_header else b"") + body
+    return response_frame_head(len(body), correlation_id, flexible_header) + body
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None = "yak") -> bytes:
