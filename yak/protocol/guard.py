@@ -31,7 +31,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from yak.protocol.primitives import MAX_TAGGED_FIELDS, read_uvarint
+from yak.protocol.primitives import read_tagged_fields, read_uvarint
 
 __all__ = ["GuardError", "check"]
 
@@ -90,18 +90,15 @@ def _walk(cls: type, buf: Any, pos: int, end: int) -> int:
     for step in steps:
         pos = _field(step, flexible, buf, pos, end)
     if flexible:
-        count, pos = _uvarint(buf, pos, end)
-        if count > MAX_TAGGED_FIELDS or count * 2 > end - pos:
-            raise GuardError(f"{count} tagged fields in {end - pos} bytes")
-        for _ in range(count):
-            tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
-            if size > end - pos:
-                raise GuardError("tagged field overruns the body")
+        if pos < end and buf[pos] == 0:  # no tagged fields: nearly always
+            return pos + 1
+        # Bounded like every tagged-field section (count capped, sizes checked); the
+        # fields kio knows are then walked inside their own bytes.
+        fields, pos = read_tagged_fields(buf, pos, end, GuardError)
+        for tag, value in fields.items():
             step = tags.get(tag)
             if step is not None:
-                _field(step, flexible, buf, pos, pos + size)
-            pos += size
+                _field(step, flexible, value, 0, len(value))
     return pos
 
 
