@@ -5,12 +5,15 @@ take the connection loop or the process down."""
 
 from __future__ import annotations
 
+from kio.serial.errors import OutOfBoundValue
 from protocol.samples import sample_request
 
 from yak.protocol import kio_compat
 
 from .rawclient import RawClient
 from .test_hostile import assert_still_serves
+
+DESCRIBE_TRANSACTIONS = 65
 
 
 def test_every_api_version_answers_or_closes(broker_factory) -> None:
@@ -33,6 +36,11 @@ def test_every_api_version_answers_or_closes(broker_factory) -> None:
                         answered += 1
                     except (TimeoutError, ConnectionError, OSError):
                         closed += 1
+                    except OutOfBoundValue as e:
+                        # Kafka answers an unknown transactional id with start time -1,
+                        # which kio's timestamp type cannot hold: an answer all the same.
+                        assert api_key == DESCRIBE_TRANSACTIONS and "negative" in str(e), e
+                        answered += 1
                 assert broker.is_alive(), (api_key, version, nulls)
     # Closing is allowed (an API with no top-level error field whose handler failed), but
     # well-formed requests should nearly always get an answer.
