@@ -224,6 +224,15 @@ class BrokerConfig:
         "transaction.abort.timed.out.transaction.cleanup.interval.ms")
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _d(
         "transaction.remove.expired.transaction.cleanup.interval.ms")
+    # replication (issue 11)
+    replica_lag_time_max_ms: int = _d("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = _d("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = _d("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = _d("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = _d("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = _d("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = _d("replica.socket.timeout.ms")
+    num_replica_fetchers: int = _d("num.replica.fetchers")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were
@@ -314,6 +323,10 @@ class BrokerConfig:
             # Clients cannot connect to a wildcard: advertise the loopback name, as a
             # single-node dev broker would be used; set advertised.listeners otherwise.
             kwargs["advertised_host"] = "127.0.0.1" if kwargs["listen_host"] == "0.0.0.0" else "::1"
+        if kwargs.get("replica_fetch_wait_max_ms", _d("replica.fetch.wait.max.ms")) > \
+                kwargs.get("replica_socket_timeout_ms", _d("replica.socket.timeout.ms")):
+            raise ConfigError("replica.fetch.wait.max.ms must not be above"
+                              " replica.socket.timeout.ms")
         log_props = resolve_log_props(settings)
         return cls(
             **kwargs,

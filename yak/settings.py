@@ -488,6 +488,23 @@ BROKER_SETTINGS: dict[str, Setting] = {
            "transaction_abort_timed_out_transaction_cleanup_interval_ms", lo=1),
         _b("transaction.remove.expired.transaction.cleanup.interval.ms", "int", "3600000", "txn",
            "transaction_remove_expired_transaction_cleanup_interval_ms", lo=1),
+        # --- replication (issue 11): the followers' fetchers and the leader's ISR
+        _b("replica.lag.time.max.ms", "long", "30000", "cluster", "replica_lag_time_max_ms",
+           lo=1, doc="a follower that has not caught up for this long leaves the ISR"),
+        _b("replica.fetch.wait.max.ms", "int", "500", "cluster", "replica_fetch_wait_max_ms",
+           lo=0, doc="how long a follower's fetch waits at the leader for new data"),
+        _b("replica.fetch.min.bytes", "int", "1", "cluster", "replica_fetch_min_bytes", lo=1),
+        _b("replica.fetch.max.bytes", "int", "1048576", "cluster", "replica_fetch_max_bytes",
+           lo=0, doc="per partition (a larger first batch is still fetched whole)"),
+        _b("replica.fetch.response.max.bytes", "int", "10485760", "cluster",
+           "replica_fetch_response_max_bytes", lo=0),
+        _b("replica.fetch.backoff.ms", "int", "1000", "cluster", "replica_fetch_backoff_ms",
+           lo=0, doc="pause after a failed fetch before the partition is fetched again"),
+        _b("replica.socket.timeout.ms", "int", "30000", "cluster",
+           "replica_socket_timeout_ms", lo=1,
+           doc="a fetch unanswered for this long is abandoned and the connection closed"),
+        _b("num.replica.fetchers", "int", "1", "cluster", "num_replica_fetchers", lo=1,
+           doc="fetcher connections per source broker"),
     ]
     + _SECURITY_SETTINGS
     + _synonym_settings()
