@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from yak.protocol.records import Record, build_batch
-from yak.storage import LogConfig, LogManager
+from yak.storage import LogConfig, LogManager, checkpoint
 from yak.storage.cleaner import clean_log
 
 
@@ -89,6 +89,28 @@ def bench_append_small(base: str, count: int, rounds: int = 5) -> None:
         m.shutdown()
 
 
+def bench_key_check(count: int, rounds: int = 5) -> None:
+    """Cost of refusing keyless records on compacted topics (`keyless_records`, run per
+    batch only when cleanup.policy has compact): 100 records of 100 B per batch, plain
+    and compressed (the batch is decompressed for the check). CPU ns per record."""
+    from yak.protocol import compression
+    from yak.protocol.records import keyless_records, parse_header
+
+    now = int(time.time() * 1000)
+    recs = [Record(b"key-%d" % i, bytes(100), now) for i in range(100)]
+    for codec in (compression.NONE, compression.LZ4, compression.ZSTD):
+        raw = build_batch(recs, compression_type=codec)
+        h = parse_header(raw)
+        best = float("inf")
+        for _ in range(rounds):
+            c0 = time.process_time()
+            for _ in range(count):
+                keyless_records(raw, h)
+            best = min(best, time.process_time() - c0)
+        print(f"key check, 100 x 100 B records, {compression.CODEC_NAMES[codec]:<5} "
+              f"{best / count / 100 * 1e9:7.0f} ns CPU per record")
+
+
 def bench_read(base: str, lookups: int) -> None:
     cfg = LogConfig(segment_bytes=64 * 1024 * 1024)
     m = fresh_manager(os.path.join(base, "read"), cfg)
@@ -114,37 +136,87 @@ def bench_read(base: str, lookups: int) -> None:
     m.shutdown()
 
 
-def bench_recovery(base: str, total_mb: int) -> None:
-    cfg = LogConfig(segment_bytes=256 * 1024 * 1024)
-    path = os.path.join(base, "recovery")
-    m = fresh_manager(path, cfg)
-    log = m.create("bench", 0)
+def _evict(path: str) -> None:
+    """fsync and drop this log's files from the page cache (POSIX_FADV_DONTNEED), so the
+    next restart reads them from the disk; touches no other process's cache."""
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def _unclean_restart(path: str, cfg: LogConfig) -> tuple[float, float, str]:
+    """Time LogManager.startup() after a crash; leaves the directory as unclean as it was."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    m = LogManager(path, cfg, start_cleaner=False)
+    m.startup()
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    assert not m.was_clean_shutdown
+    log = m.get("bench", 0)
+    stats = getattr(log, "recovery_stats", None)  # not in the pre-issue-10 code
+    what = (
+        f"scanned {len(stats.scanned)}/{stats.segments} segments, "
+        f"{stats.bytes_scanned / 1e6:,.0f} MB"
+        if stats is not None
+        else ""
+    )
+    m.crash()
+    return wall, cpu, what
+
+
+def bench_recovery(base: str, sizes_gb: list[float], segment_mb: int = 128) -> None:
+    """Unclean restart of one partition of 1 GB / 10 GB (64 KiB batches, `segment_mb`
+    segments): with the recovery point the roll flushes checkpointed (only the segment
+    written since the last roll is scanned) and with the checkpoint removed (every byte is
+    scanned, what happened when the checkpoint stayed empty), from the page cache and from
+    the disk; then a clean restart."""
+    cfg = LogConfig(segment_bytes=segment_mb * 1024 * 1024)
     value = random.Random(3).randbytes(64 * 1024)
     batch = build_batch([Record(None, value, int(time.time() * 1000))])
-    for _ in range(total_mb * 1024 * 1024 // len(batch)):
-        log.append_as_leader(batch, 0)
-    size = log.size_in_bytes
-    m.crash()  # no flush, no checkpoint: everything after offset 0 is scanned
-
-    def run() -> float:
+    for gb in sizes_gb:
+        path = os.path.join(base, f"recovery-{gb:g}gb")
+        m = fresh_manager(path, cfg)
+        log = m.create("bench", 0)
+        w0 = time.perf_counter()
+        for _ in range(int(gb * 1e9) // len(batch)):
+            log.append_as_leader(batch, 0)
+        wait = getattr(m, "wait_for_flushes", None)  # the roll flusher (issue 10)
+        if wait is not None:
+            wait(3600)
+        size, n_segs = log.size_in_bytes, len(log.segments)
+        print(f"{gb:g} GB log: {size / 1e6:,.0f} MB in {n_segs} segments, active "
+              f"{log.segments[-1].size / 1e6:,.0f} MB, recovery point {log.recovery_point:,} "
+              f"of {log.log_end_offset:,} (written in {time.perf_counter() - w0:.1f} s)")
+        m.crash()
+        rp_file = os.path.join(path, checkpoint.RECOVERY_POINT_FILE)
+        with open(rp_file, "rb") as f:
+            saved = f.read()
+        for cache in ("page cache", "disk"):
+            for label, keep in (("recovery point", True), ("no checkpoint", False)):
+                if not keep:
+                    os.remove(rp_file)
+                if cache == "disk":
+                    _evict(path)
+                wall, cpu, what = _unclean_restart(path, cfg)
+                checkpoint.write_atomic(rp_file, saved)
+                print(f"  unclean restart, {label:<14} {cache:<10}: wall {wall:7.3f} s, "
+                      f"cpu {cpu:6.3f} s  {what}")
         m2 = LogManager(path, cfg, start_cleaner=False)
         m2.startup()
-        assert not m2.was_clean_shutdown
         m2.shutdown()
-        return size / 1e6
-
-    n, wall, cpu = measure(run)
-    report("recovery scan (64 KiB batches)", n, "MB", wall, cpu)
-
-    def clean() -> float:
+        _evict(path)
+        w0, c0 = time.perf_counter(), time.process_time()
         m3 = LogManager(path, cfg, start_cleaner=False)
         m3.startup()
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         assert m3.was_clean_shutdown
         m3.shutdown()
-        return 1
-
-    n, wall, cpu = measure(clean)
-    print(f"clean restart of {size / 1e6:,.0f} MB: wall {wall * 1000:.1f} ms, cpu {cpu * 1000:.1f} ms")
+        print(f"  clean restart (disk): wall {wall * 1000:.1f} ms, cpu {cpu * 1000:.1f} ms")
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def bench_compaction(base: str, total_mb: int, value_size: int, keys: int) -> None:
@@ -223,13 +295,14 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="data dir (default: a temp dir on /tmp)")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--recovery-gb", default="1", help="log sizes for --only recovery, e.g. 1,10")
     args = ap.parse_args()
     base = args.dir or tempfile.mkdtemp(prefix="yak-bench-")
     s = args.scale
     todo = (
         args.only.split(",")
         if args.only
-        else ["append", "append_small", "read", "recovery", "compaction", "sync"]
+        else ["append", "append_small", "keys", "read", "recovery", "compaction", "sync"]
     )
     print(f"data dir {base}; cpu count {os.cpu_count()}")
     try:
@@ -238,10 +311,12 @@ def main() -> None:
             bench_append(base, 16 * 1024, int(100_000 * s))
         if "append_small" in todo:
             bench_append_small(base, int(100_000 * s))
+        if "keys" in todo:
+            bench_key_check(int(2000 * s))
         if "read" in todo:
             bench_read(base, int(100_000 * s))
         if "recovery" in todo:
-            bench_recovery(base, int(1024 * s))
+            bench_recovery(base, [float(x) * s for x in args.recovery_gb.split(",")])
         if "compaction" in todo:
             bench_compaction(base, int(100 * s), 1024, 10_000)
             bench_compaction(base, int(100 * s), 100, 10_000)

@@ -42,6 +42,14 @@ def test_keyless_records_finds_exactly_the_null_keys(keys, value_size, codec):
     assert keyless_records(raw, parse_header(raw)) == [i for i, k in enumerate(keys) if k is None]
 
 
+def test_long_records_and_many_offsets():
+    """Record lengths of three varint bytes and offset deltas of two."""
+    keys = [None if i % 5 == 0 else b"k%d" % i for i in range(200)]
+    recs = [Record(k, b"v" * (20_000 if i % 50 == 1 else 10), 1000) for i, k in enumerate(keys)]
+    raw = build_batch(recs)
+    assert keyless_records(raw, parse_header(raw)) == list(range(0, 200, 5))
+
+
 def test_truncated_records_are_corrupt():
     raw = bytearray(build_batch([Record(b"k", b"v" * 50), Record(None, b"w")]))
     h = parse_header(raw)

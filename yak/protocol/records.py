@@ -453,29 +453,37 @@ def keyless_records(
     """
     mv = memoryview(batch)[HEADER_SIZE : header.batch_length + LOG_OVERHEAD]
     codec = header.attributes & COMPRESSION_MASK
-    body = compression.decompress(codec, mv, max_size) if codec != compression.NONE else mv
+    # bytes, not the memoryview: indexing bytes is ~2x cheaper, and the copy is one memcpy.
+    body = compression.decompress(codec, mv, max_size) if codec != compression.NONE else bytes(mv)
     out: list[int] = []
     pos = 0
     n = len(body)
     try:
+        # One- and two-byte record lengths inline (call overhead dominates in CPython).
         for i in range(header.record_count):
             b = body[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif body[pos + 1] < 0x80:
+                u = (b & 0x7F) | (body[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 length, pos = _read_varint(body, pos)
             end = pos + length
             if length < 0 or end > n:
                 raise CorruptRecordError("record overruns the batch")
-            pos += 1  # attributes
-            while body[pos] & 0x80:  # timestamp delta
-                pos += 1
-            pos += 1
-            while body[pos] & 0x80:  # offset delta
-                pos += 1
-            pos += 1
-            if body[pos] == 1:  # key length -1: null key
+            p = pos + 1  # after the attributes byte
+            while body[p] & 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            while body[p] & 0x80:  # offset delta
+                p += 1
+            p += 1
+            if p >= end:
+                raise CorruptRecordError("record shorter than its fields")
+            if body[p] == 1:  # key length -1: null key
                 out.append(i)
             pos = end
     except IndexError:
