@@ -143,7 +143,10 @@ def test_header_of_every_api_version_as_kio_writes_it(client_id: str | None) -> 
     from tests.protocol.samples import sample_request
 
     checked = 0
-    for key, version in _every_request():
+    requests = _every_request()
+    if client_id != "rdkafka":  # the other client ids: each API's newest version is enough
+        requests = [(k, max(kio_compat.known_versions(k))) for k in {k for k, _ in requests}]
+    for key, version in requests:
         cls = kio_compat.request_class(key, version)
         try:
             req = sample_request(cls, nulls=False)
@@ -158,7 +161,7 @@ def test_header_of_every_api_version_as_kio_writes_it(client_id: str | None) -> 
         decoded, used = kio_compat.decode(cls, frame, pos)
         assert pos + used == len(frame) and decoded == req
         checked += 1
-    assert checked > 300
+    assert checked > (300 if client_id == "rdkafka" else 50)
 
 
 def test_header_with_tagged_fields_is_skipped() -> None:
