@@ -12,9 +12,23 @@ through here, so the checks Kafka makes per partition are made in one place:
   before anything is written.
 
 The high watermark is the smallest log end offset over the ISR (Kafka's
-`maybeIncrementLeaderHW`). Followers' log end offsets are tracked in `_replica_leo`, which
-replica fetches will fill (issue 11); on one broker the ISR is the leader alone, so the
-high watermark follows every append at once.
+`maybeIncrementLeaderHW`), and it only moves while the ISR has at least
+`min.insync.replicas` members (KAFKA-15583): a write that could not have been acknowledged
+with acks=all is not exposed to consumers as committed either. On one broker the ISR is the
+leader alone, so the high watermark follows every append at once.
+
+Replication (issue 11), Kafka's rules:
+- the leader learns each follower's log end offset from its fetches
+  (`update_follower_fetch_state`, with the time it was last caught up with the leader);
+- a follower that has everything below the high watermark and the current epoch's first
+  offset is added to the ISR; one that has not caught up for `replica.lag.time.max.ms` is
+  removed (`maybe_shrink_isr`, run periodically). Changes are asked of the
+  `AlterPartitionManager` (yak/partition/isr.py) against the partition epoch, one at a time;
+  while one is in flight the high watermark counts the larger of the two ISRs (Kafka's
+  "maximal ISR"), so it never passes a replica that may still be in the ISR;
+- a follower appends the leader's batches as they are (`append_as_follower`), keeps its
+  high watermark at min(leader's, own log end) and truncates where its log diverges from
+  the leader's epochs (`truncate_to`, driven by the replica fetcher).
 
 Reads return storage's buffers untouched (the zero-copy Fetch path); nothing is decoded.
 A read_committed read stops at the last stable offset and carries the aborted transactions
@@ -27,6 +41,7 @@ coordinator's behalf: the WriteTxnMarkers path, local or from another broker.
 from __future__ import annotations
 
 import logging
+import time
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +53,12 @@ from yak.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from yak.partition.isr import IsrChange
 from yak.partition.state import NO_LEADER, PartitionState
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Callable
 
     from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
     from yak.protocol.records import BatchHeader
@@ -57,6 +74,7 @@ __all__ = [
     "LogAppendInfo",
     "LogReadInfo",
     "Partition",
+    "FollowerState",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,6 +131,29 @@ class LogReadInfo:
         self.aborted_transactions = aborted_transactions
 
 
+class FollowerState:
+    """What the leader knows of one follower (Kafka's `ReplicaState`), from its fetches."""
+
+    __slots__ = ("log_end_offset", "log_start_offset", "last_caught_up_ms",
+                 "last_fetch_leader_leo", "last_fetch_ms", "broker_epoch")
+
+    def __init__(self, last_caught_up_ms: int) -> None:
+        self.log_end_offset = -1
+        self.log_start_offset = -1
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_ms = 0
+        self.broker_epoch = -1
+
+    def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
+        return self.log_end_offset == leader_leo or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+
+# After a refused or failed ISR change, the same partition waits this long before asking
+# again (the metadata usually brings the newer state meanwhile).
+ISR_RETRY_MS = 500
+
+
 class Partition:
     def __init__(
         self,
@@ -123,6 +164,8 @@ class Partition:
         log: PartitionLog,
         fetch_purgatory: FetchPurgatory,
         produce_purgatory: ProducePurgatory,
+        submit_isr: Callable[[Partition, IsrChange], bool] | None = None,
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -131,11 +174,24 @@ class Partition:
         self.log = log
         self._fetch_purgatory = fetch_purgatory
         self._produce_purgatory = produce_purgatory
+        self._submit_isr = submit_isr
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.state = PartitionState((), (), NO_LEADER, NO_EPOCH, NO_EPOCH)
         self.leader_epoch = NO_EPOCH
         self.is_leader = False
-        # Log end offset of every other replica, as its fetches reported it (issue 11).
-        self._replica_leo: dict[int, int] = {}
+        # What each other replica's fetches told this leader (empty on a follower).
+        self._followers: dict[int, FollowerState] = {}
+        # The ISR change in flight (one at a time) and the ISR the high watermark counts
+        # meanwhile: the union of the committed and the requested ISR.
+        self._pending_isr: IsrChange | None = None
+        self._maximal_isr: tuple[int, ...] = ()
+        self._isr_retry_at_ms = 0
+        # Log end offset when this leader epoch began: a follower must reach it to join
+        # the ISR (it then has every batch of earlier epochs this leader has).
+        self._leader_epoch_start_offset = -1
+        # Counted for metrics: ISR changes this leader committed.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.state.leader}, "
@@ -143,20 +199,35 @@ class Partition:
 
     # ------------------------------------------------------------------ leadership
 
-    def make_leader(self, state: PartitionState) -> bool:
+    def make_leader(self, state: PartitionState, now_ms: int | None = None) -> bool:
         """Become (or stay) leader under `state`; False if `state` is older than ours.
 
-        Followers' fetch state starts over: a follower is only known to have what it
-        fetches from this leader epoch on.
+        Followers' fetch state starts over on a new leader epoch: a follower is only known
+        to have what it fetches from this leader epoch on; the ISR members count as caught
+        up now (Kafka's `resetReplicaState`), so they have `replica.lag.time.max.ms` to show
+        up before they are dropped.
         """
         if not self._is_newer(state):
             return False
+        now = _now_ms() if now_ms is None else now_ms
         new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
         self.state = state
         self.leader_epoch = state.leader_epoch
         self.is_leader = True
+        self._pending_isr = None
+        self._maximal_isr = state.isr
         if new_epoch:
-            self._replica_leo = {r: -1 for r in state.replicas if r != self.node_id}
+            self._followers = {
+                r: FollowerState(now if r in state.isr else 0)
+                for r in state.replicas if r != self.node_id
+            }
+            self._leader_epoch_start_offset = self.log.log_end_offset
+        else:
+            for r in state.replicas:
+                if r != self.node_id and r not in self._followers:
+                    self._followers[r] = FollowerState(now if r in state.isr else 0)
+            for r in [r for r in self._followers if r not in state.replicas]:
+                del self._followers[r]
         self.maybe_increment_high_watermark()
         return True
 
@@ -169,7 +240,9 @@ class Partition:
         self.state = state
         self.leader_epoch = state.leader_epoch
         self.is_leader = False
-        self._replica_leo = {}
+        self._followers = {}
+        self._pending_isr = None
+        self._maximal_isr = state.isr
         if was_leader:
             self._produce_purgatory.fail(self.topic, self.index)
         self._fetch_purgatory.notify(self.topic, self.index)
@@ -232,21 +305,35 @@ class Partition:
         """Was this partition's log loaded after an unclean shutdown (kill -9, a crash)?"""
         return not self.log.recovery_stats.clean
 
+    @property
+    def under_min_isr(self) -> bool:
+        return len(self.state.isr) < self.log.config.min_insync_replicas
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Led here with fewer in-sync replicas than replicas (Kafka's URP)."""
+        return self.is_leader and len(self.state.isr) < len(self.state.replicas)
+
     def maybe_increment_high_watermark(self) -> bool:
-        """Move the high watermark to the smallest log end offset over the ISR.
+        """Move the high watermark to the smallest log end offset over the ISR (the maximal
+        ISR while a change is in flight), if the ISR has `min.insync.replicas` members.
 
         It never moves back, and only a leader moves it. Returns True if it moved; then
         waiting acks=all produces and fetches are re-checked.
         """
         if not self.is_leader:
             return False
-        new_hw = self.log.log_end_offset
-        for replica in self.state.isr:
+        log_ = self.log
+        if len(self.state.isr) < log_.config.min_insync_replicas:
+            return False
+        new_hw = log_.log_end_offset
+        followers = self._followers
+        for replica in self._maximal_isr:
             if replica != self.node_id:
-                leo = self._replica_leo.get(replica, -1)
+                f = followers.get(replica)
+                leo = -1 if f is None else f.log_end_offset
                 if leo < new_hw:
                     new_hw = leo
-        log_ = self.log
         if new_hw <= log_.high_watermark:
             return False
         log_.update_high_watermark(new_hw)
@@ -254,16 +341,173 @@ class Partition:
         self._fetch_purgatory.notify(self.topic, self.index)
         return True
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
-        """A follower fetched: it has everything below `log_end_offset`. Returns True if
-        the high watermark moved. (Replica fetches and ISR expansion/shrinking arrive with
-        the cluster issue; this is the hook they call, Kafka's `updateFollowerFetchState`.)
+    def follower(self, replica_id: int) -> FollowerState | None:
+        return self._followers.get(replica_id)
+
+    def update_follower_fetch_state(
+        self, replica_id: int, log_end_offset: int, now_ms: int | None = None,
+        broker_epoch: int = -1, log_start_offset: int = -1,
+    ) -> bool:
+        """A follower fetched from `log_end_offset`: it has everything below it (Kafka's
+        `updateFollowerFetchState`). Updates when it was last caught up, asks to add it to
+        the ISR if it now qualifies, and moves the high watermark. Returns True if the
+        high watermark moved. A replica not assigned to this partition is ignored.
         """
-        if not self.is_leader or replica_id not in self._replica_leo:
+        if not self.is_leader:
             return False
-        if log_end_offset > self._replica_leo[replica_id]:
-            self._replica_leo[replica_id] = min(log_end_offset, self.log.log_end_offset)
-        return self.maybe_increment_high_watermark()
+        f = self._followers.get(replica_id)
+        if f is None:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        leader_leo = self.log.log_end_offset
+        leo = min(log_end_offset, leader_leo)
+        # Kafka's ReplicaState.updateFetchState: caught up now if it has all the leader
+        # has; caught up as of its previous fetch if it has what the leader had then.
+        if leo >= leader_leo:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, now)
+        elif leo >= f.last_fetch_leader_leo >= 0:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.last_fetch_leader_leo = leader_leo
+        f.last_fetch_ms = now
+        if broker_epoch >= 0:
+            f.broker_epoch = broker_epoch
+        if log_start_offset >= 0:
+            f.log_start_offset = log_start_offset
+        previous = f.log_end_offset
+        f.log_end_offset = leo
+        if replica_id not in self.state.isr:
+            self._maybe_expand_isr(replica_id, f, now)
+        if leo != previous:
+            return self.maybe_increment_high_watermark()
+        return False
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def _maybe_expand_isr(self, replica_id: int, f: FollowerState, now: int) -> None:
+        """Kafka's `isFollowerInSync`: it has everything below the high watermark and
+        everything of earlier epochs this leader has."""
+        if self._pending_isr is not None or now < self._isr_retry_at_ms:
+            return
+        if f.log_end_offset < self.log.high_watermark \
+                or f.log_end_offset < self._leader_epoch_start_offset:
+            return
+        isr = self.state.isr
+        new_isr = tuple(r for r in self.state.replicas if r in isr or r == replica_id)
+        self._request_isr_change(new_isr, maximal=tuple(dict.fromkeys(isr + (replica_id,))))
+
+    def out_of_sync_replicas(self, now_ms: int | None = None) -> list[int]:
+        """ISR members (other than this leader) that have not been caught up for
+        `replica.lag.time.max.ms`."""
+        if not self.is_leader:
+            return []
+        now = _now_ms() if now_ms is None else now_ms
+        leo = self.log.log_end_offset
+        lag = self.replica_lag_time_max_ms
+        out = []
+        for r in self.state.isr:
+            if r == self.node_id:
+                continue
+            f = self._followers.get(r)
+            if f is None or not f.is_caught_up(leo, now, lag):
+                out.append(r)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
+        """Drop the ISR members that fell behind (Kafka's `maybeShrinkIsr`, run every
+        half `replica.lag.time.max.ms`). The high watermark keeps waiting for them until
+        the store has accepted the smaller ISR. Returns True if a change was submitted."""
+        now = _now_ms() if now_ms is None else now_ms
+        if not self.is_leader or self._pending_isr is not None or now < self._isr_retry_at_ms:
+            return False
+        lagging = self.out_of_sync_replicas(now)
+        if not lagging:
+            return False
+        new_isr = tuple(r for r in self.state.isr if r not in lagging)
+        log.info("%s-%d: shrinking the ISR from %s to %s (no catch-up for %d ms)",
+                 self.topic, self.index, list(self.state.isr), list(new_isr),
+                 self.replica_lag_time_max_ms)
+        return self._request_isr_change(new_isr, maximal=self.state.isr)
+
+    def _request_isr_change(self, new_isr: tuple[int, ...], maximal: tuple[int, ...]) -> bool:
+        if self._submit_isr is None:
+            return False
+        st = self.state
+        change = IsrChange(
+            self.topic, self.index, self.topic_id, self.node_id, st.leader_epoch,
+            st.partition_epoch, new_isr,
+            tuple((r, f.broker_epoch) for r in new_isr
+                  if r != self.node_id and (f := self._followers.get(r)) is not None),
+        )
+        if not self._submit_isr(self, change):
+            return False
+        self._pending_isr = change
+        self._maximal_isr = maximal
+        return True
+
+    def isr_change_done(self, change: IsrChange, state: PartitionState | None,
+                        now_ms: int | None = None) -> None:
+        """The store answered `change`: `state` is what it stored (None: refused or
+        failed, try again after ISR_RETRY_MS). A newer decision that arrived meanwhile
+        (leadership moved, a later epoch) wins over this answer."""
+        if self._pending_isr is not change:
+            return
+        self._pending_isr = None
+        if state is None or not self.is_leader or state.leader != self.node_id \
+                or state.leader_epoch != self.leader_epoch or not self._is_newer(state):
+            self._maximal_isr = self.state.isr
+            self._isr_retry_at_ms = (_now_ms() if now_ms is None else now_ms) + ISR_RETRY_MS
+            return
+        before = set(self.state.isr)
+        self.state = state
+        self._maximal_isr = state.isr
+        after = set(state.isr)
+        if after - before:
+            self.isr_expands += 1
+            log.info("%s-%d: ISR expanded to %s", self.topic, self.index, list(state.isr))
+        if before - after:
+            self.isr_shrinks += 1
+            log.info("%s-%d: ISR shrunk to %s", self.topic, self.index, list(state.isr))
+        self.maybe_increment_high_watermark()
+
+    # ------------------------------------------------------------------ follower side
+
+    def update_high_watermark_as_follower(self, leader_high_watermark: int,
+                                          leader_log_start_offset: int = -1) -> None:
+        """A follower's high watermark is min(leader's, own log end); it only moves
+        forward. The leader's log start offset moves ours (DeleteRecords, retention)."""
+        log_ = self.log
+        hw = min(leader_high_watermark, log_.log_end_offset)
+        if hw > log_.high_watermark:
+            log_.update_high_watermark(hw)
+        if leader_log_start_offset > log_.log_start_offset:
+            target = min(leader_log_start_offset, log_.high_watermark)
+            if target > log_.log_start_offset:
+                log_.delete_records(target)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch` in this log, the offset where it ends): Kafka's
+        `endOffsetForEpoch`, for OffsetForLeaderEpoch and the diverging-epoch check."""
+        return self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at or after `offset` (a follower diverged from its leader).
+        Disk work: the replica manager runs it off the event loop."""
+        if self.is_leader:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led here")
+        self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (the leader's log starts after ours
+        ends). Disk work, off the event loop."""
+        if self.is_leader:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led here")
+        self.log.truncate_fully_and_start_at(offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The epoch of the last batch in this log (-1: none): a follower's
+        `last_fetched_epoch`."""
+        return self.log.leader_epoch_cache.latest
 
     # ------------------------------------------------------------------ append
 
@@ -445,3 +689,7 @@ class Partition:
         if target > log_.log_start_offset:
             log_.delete_records(target)
         return int(log_.log_start_offset)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

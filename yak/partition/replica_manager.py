@@ -11,7 +11,19 @@ watermark), the threads that do disk work off the event loop (fsync for
 Which partitions exist and who leads them is not decided here: the controller does, and
 hands each decision to `apply_partition_state` (Kafka's `applyDelta`/`makeLeaders`). On one
 broker that is the local metadata store's controller at start-up and on every topic
-change; in a cluster it will be the etcd controller's watch (issue 11).
+change; in a cluster it is the etcd controller's watch (issue 11).
+
+Replication (issue 11): a Fetch from a follower (`FetchParams.replica_id >= 0`) is answered
+here like Kafka's leader does: the follower's `last_fetched_epoch` is checked against this
+log's epochs (a `diverging_epoch` tells it where to truncate), its fetch offset becomes its
+known log end offset (which moves the high watermark and may add it to the ISR), and it
+reads up to the log end. On a follower the replica fetcher (yak/cluster/replica_fetcher.py)
+calls `append_as_follower`, `truncate` and `end_offset_for_epoch`. A periodic task drops
+lagging followers from the ISR; ISR changes go to the `AlterPartitionManager`.
+
+Fencing: a broker that lost its registration (`fence()`), or whose session is no longer
+known to be valid (`session_valid`, a check without I/O), acknowledges nothing: leader
+appends are refused and waiting acks=all produces fail, until `unfence()`.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import contextlib
 import logging
 import os
 import shutil
+import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +42,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from yak.errors import (
+    CorruptRecordError,
     DuplicateSequenceError,
     ErrorCode,
     InvalidRecordError,
@@ -36,15 +50,18 @@ from yak.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from yak.partition.isr import AlterPartitionManager, IsrChange
 from yak.partition.partition import FetchIsolation, LogAppendInfo, Partition
 from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
 from yak.partition.state import INTERNAL_TOPICS, PartitionState
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Callable
 
     from yak.protocol.records import BatchHeader
     from yak.storage import LogConfig, LogManager
@@ -69,6 +86,9 @@ _UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
 _STORAGE = int(ErrorCode.kafka_storage_error)
 _TIMED_OUT = int(ErrorCode.request_timed_out)
 _NOT_LEADER = int(ErrorCode.not_leader_or_follower)
+_FENCED_EPOCH = int(ErrorCode.fenced_leader_epoch)
+_NOT_ENOUGH_AFTER = int(ErrorCode.not_enough_replicas_after_append)
+_I32 = struct.Struct(">i")
 
 
 class AppendOrigin(IntEnum):
@@ -97,14 +117,22 @@ class PartitionAppendResult:
 
 
 class PartitionReadResult:
-    """One partition's answer to a fetch. Offsets are -1 where the partition is unknown."""
+    """One partition's answer to a fetch. Offsets are -1 where the partition is unknown.
+
+    `diverging_epoch` (a follower's fetch only): (epoch, end offset) where the follower's
+    log stops matching this leader's; `current_leader`: (leader id, leader epoch) sent with
+    NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH so the fetcher need not ask for metadata
+    (KIP-951)."""
 
     __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "buffers", "size", "aborted_transactions")
+                 "buffers", "size", "aborted_transactions", "diverging_epoch",
+                 "current_leader")
 
     def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
                  log_start_offset: int = -1, buffers: list[Any] | None = None, size: int = 0,
-                 aborted_transactions: list[tuple[int, int]] | None = None) -> None:
+                 aborted_transactions: list[tuple[int, int]] | None = None,
+                 diverging_epoch: tuple[int, int] | None = None,
+                 current_leader: tuple[int, int] | None = None) -> None:
         self.error = error
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
@@ -112,6 +140,8 @@ class PartitionReadResult:
         self.buffers = buffers if buffers is not None else []
         self.size = size
         self.aborted_transactions = aborted_transactions
+        self.diverging_epoch = diverging_epoch
+        self.current_leader = current_leader
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +165,8 @@ class FetchPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # a follower's: the epoch of the last batch it has
+    log_start_offset: int = -1  # a follower's log start offset
 
 
 @dataclass(slots=True)
@@ -146,6 +178,7 @@ class FetchParams:
     max_bytes: int
     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
     replica_id: int = -1  # -1: a consumer; a broker id: a follower (issue 11)
+    replica_epoch: int = -1  # the follower's broker epoch (KIP-903), -1 unknown
 
 
 @dataclass
@@ -159,10 +192,25 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4) -> None:
+    def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4,
+                 replica_lag_time_max_ms: int = 30_000,
+                 alter_partition: AlterPartitionManager | None = None) -> None:
         self.node_id = node_id
         self.logs = logs
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Where ISR changes go (None: nowhere, the ISR never changes: one broker alone).
+        self.alter_partition = alter_partition
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self._fenced = False
+        self._fenced_reason = ""
+        # The broker's no-I/O session check (the lease's local deadline), set by the
+        # composition in a cluster: False means "not known to be registered", ack nothing.
+        self.session_valid: Callable[[], bool] | None = None
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+        self._isr_expiration: asyncio.Task[None] | None = None
+        # Totals for metrics (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.fetch_purgatory = FetchPurgatory()
         self.produce_purgatory = ProducePurgatory()
         # fsync for write.caching=false runs here so the event loop never blocks on disk.
@@ -176,16 +224,19 @@ class ReplicaManager:
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
-        self._maintenance = asyncio.get_running_loop().create_task(
-            self._maintenance_loop(), name="log-maintenance"
-        )
+        loop = asyncio.get_running_loop()
+        self._maintenance = loop.create_task(self._maintenance_loop(), name="log-maintenance")
+        self._isr_expiration = loop.create_task(self._isr_expiration_loop(),
+                                                name="isr-expiration")
 
     async def stop(self) -> None:
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            self._maintenance = None
+        for task in (self._maintenance, self._isr_expiration, *self._isr_tasks):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._maintenance = self._isr_expiration = None
+        self._isr_tasks.clear()
         # A pass already running in its thread must finish before the logs shut down.
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._maintenance_pool.shutdown, True)
@@ -205,6 +256,89 @@ class ReplicaManager:
                 )
             except Exception:
                 log.exception("log maintenance failed")
+
+    async def _isr_expiration_loop(self) -> None:
+        """Kafka's "isr-expiration" task: every half `replica.lag.time.max.ms`, each led
+        partition drops the followers that have not caught up for that long."""
+        interval = max(self.replica_lag_time_max_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            if self._fenced:
+                continue
+            now = _now_ms()
+            for p in list(self._partitions.values()):
+                if p.is_leader:
+                    try:
+                        p.maybe_shrink_isr(now)
+                    except Exception:
+                        log.exception("ISR check of %s-%d failed", p.topic, p.index)
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def _submit_isr(self, p: Partition, change: IsrChange) -> bool:
+        """A partition asks for an ISR change: send it to the store in the background.
+        Refused (False) while fenced or with no store: the ISR then stays as it is."""
+        if self._fenced or self.alter_partition is None:
+            return False
+        task = asyncio.get_running_loop().create_task(self._alter_isr(p, change),
+                                                      name=f"alter-isr-{p.topic}-{p.index}")
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+        return True
+
+    async def _alter_isr(self, p: Partition, change: IsrChange) -> None:
+        assert self.alter_partition is not None
+        before = set(p.state.isr)
+        try:
+            state = await self.alter_partition.submit(change)
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as e:
+            log.info("%s-%d: ISR change to %s refused: %s", change.topic, change.partition,
+                     list(change.new_isr), e)
+            p.isr_change_done(change, None)
+            return
+        except Exception as e:
+            log.warning("%s-%d: ISR change to %s not made (%s); the ISR stays %s",
+                        change.topic, change.partition, list(change.new_isr), e,
+                        list(p.state.isr))
+            p.isr_change_done(change, None)
+            return
+        p.isr_change_done(change, state)
+        after = set(p.state.isr)
+        if after - before:
+            self.isr_expands += 1
+        if before - after:
+            self.isr_shrinks += 1
+
+    # ------------------------------------------------------------------ fencing
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
+    def fence(self, reason: str = "the broker lost its registration") -> None:
+        """Stop acknowledging anything (the broker's session is gone or unknown): leader
+        appends are refused and every waiting acks=all produce fails, until `unfence()`.
+        Waiting produces may still be completed by the new leader after a client retry;
+        none is acknowledged from here."""
+        if not self._fenced:
+            log.warning("fenced: %s; no write is acknowledged until the controller's"
+                        " state arrives", reason)
+        self._fenced = True
+        self._fenced_reason = reason
+        self.produce_purgatory.fail_all()
+
+    def unfence(self) -> None:
+        if self._fenced:
+            log.info("unfenced: acknowledging writes again")
+        self._fenced = False
+
+    def _may_acknowledge(self) -> bool:
+        if self._fenced:
+            return False
+        check = self.session_valid
+        return check is None or check()
 
     # ------------------------------------------------------------------ partitions
 
@@ -243,7 +377,9 @@ class ReplicaManager:
         if p is None:
             plog = self.logs.create(topic, partition, config)
             p = Partition(topic, partition, topic_id, self.node_id, plog,
-                          self.fetch_purgatory, self.produce_purgatory)
+                          self.fetch_purgatory, self.produce_purgatory,
+                          submit_isr=self._submit_isr,
+                          replica_lag_time_max_ms=self.replica_lag_time_max_ms)
             self._partitions[key] = p
         elif p.log.config != config:
             p.log.update_config(config)
@@ -296,6 +432,10 @@ class ReplicaManager:
             if origin is AppendOrigin.REPLICATION:
                 info = p.append_as_follower(records)
             else:
+                if not self._may_acknowledge():
+                    raise NotLeaderOrFollowerError(
+                        f"{topic}-{partition}: this broker is fenced"
+                        f" ({self._fenced_reason if self._fenced else 'session not valid'})")
                 info = p.append_as_leader(records, required_acks, header)
         except DuplicateSequenceError as e:
             # A retry of a batch already in the log: success with the original offsets;
@@ -389,17 +529,37 @@ class ReplicaManager:
             if not p.config.write_caching:
                 waits.append((r, self._sync(p, required)))
         if not waits:
+            self._check_still_acknowledging(results)
             return
         done, pending = await asyncio.wait([w for _, w in waits], timeout=timeout_ms / 1000)
         for r, w in waits:
+            if r.info is None:
+                if w in pending:
+                    w.cancel()
+                continue  # already failed by its other wait
             if w in pending:
                 w.cancel()
-                r.error, r.info = _TIMED_OUT, None
+                p = self._partitions.get((r.topic, r.partition))
+                # Kafka's DelayedProduce: the ISR fell below min.insync.replicas after the
+                # append (the high watermark cannot move then), else a plain timeout.
+                r.error = _NOT_ENOUGH_AFTER if p is not None and p.under_min_isr \
+                    else _TIMED_OUT
+                r.info = None
             elif w.exception() is not None:
                 # Written but not durable: the client must not take it as acknowledged.
                 log.error("fsync of %s-%d failed: %r", r.topic, r.partition, w.exception())
                 r.error, r.info = _STORAGE, None
             elif w.result() is False:  # leadership moved away while waiting
+                r.error, r.info = _NOT_LEADER, None
+        self._check_still_acknowledging(results)
+
+    def _check_still_acknowledging(self, results: Sequence[PartitionAppendResult]) -> None:
+        """Last check before acks=all answers success: a broker fenced meanwhile (or
+        whose session lapsed while it waited, e.g. paused) acknowledges nothing."""
+        if self._may_acknowledge():
+            return
+        for r in results:
+            if r.info is not None:
                 r.error, r.info = _NOT_LEADER, None
 
     def _sync(self, p: Partition, offset: int) -> asyncio.Future[None]:
@@ -415,7 +575,10 @@ class ReplicaManager:
         no error, park in the fetch purgatory until new data or `max_wait_ms`, then read
         again (Kafka's DelayedFetch). Results are in the order of `wanted`."""
         resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
-        results, total, errors = self._read_all(params, wanted, resolved)
+        if params.replica_id >= 0:
+            results, total, errors = self._read_for_follower(params, wanted, resolved)
+        else:
+            results, total, errors = self._read_all(params, wanted, resolved)
         if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
             return results
         loop = asyncio.get_running_loop()
@@ -430,6 +593,53 @@ class ReplicaManager:
             results, total, errors = self._read_all(params, wanted, resolved)
             if not woken or total >= params.min_bytes or errors:
                 return results
+
+    def _read_for_follower(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None],
+    ) -> tuple[list[PartitionReadResult], int, bool]:
+        """A follower's fetch, first pass (Kafka's leader side of replication): check its
+        epochs, answer a diverging epoch where its log stops matching ours, record its log
+        end offset (moving the high watermark, maybe adding it to the ISR), then read up to
+        the log end. A later pass after a long-poll wake-up is a plain read."""
+        now = _now_ms()
+        replica = params.replica_id
+        epoch = params.replica_epoch
+        early = False  # an error or a diverging epoch: answer at once, never long-poll
+        plain_wanted: list[FetchPartition] = []
+        plain_resolved: list[Partition | None] = []
+        slots: list[int | PartitionReadResult] = []
+        for w, p in zip(wanted, resolved, strict=True):
+            if p is None:
+                slots.append(PartitionReadResult(_UNKNOWN_TP))
+                early = True
+                continue
+            try:
+                p.check_epoch(w.current_leader_epoch)
+            except KafkaError as e:
+                slots.append(PartitionReadResult(int(e.code), current_leader=(
+                    p.state.leader, p.leader_epoch)))
+                early = True
+                continue
+            offset = w.fetch_offset
+            if w.last_fetched_epoch >= 0:
+                # Kafka's Partition.fetchRecords: the follower's last epoch must end here
+                # at or after its fetch offset, or it must truncate first.
+                end_epoch, end_offset = p.end_offset_for_epoch(w.last_fetched_epoch)
+                if end_epoch < w.last_fetched_epoch or end_offset < offset:
+                    early = True
+                    slots.append(PartitionReadResult(
+                        _NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                        diverging_epoch=(end_epoch, end_offset)))
+                    continue
+            if p.log_start_offset <= offset <= p.log_end_offset:
+                p.update_follower_fetch_state(replica, offset, now, epoch, w.log_start_offset)
+            slots.append(len(plain_wanted))
+            plain_wanted.append(w)
+            plain_resolved.append(p)
+        read, total, errors = self._read_all(params, plain_wanted, plain_resolved)
+        out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
+        return out, total, errors or early
 
     def _read_all(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
@@ -458,7 +668,10 @@ class ReplicaManager:
                 errors = True
                 continue
             except KafkaError as e:
-                out.append(PartitionReadResult(int(e.code)))
+                code = int(e.code)
+                out.append(PartitionReadResult(
+                    code, current_leader=(p.state.leader, p.leader_epoch)
+                    if code in (_NOT_LEADER, _FENCED_EPOCH) else None))
                 errors = True
                 continue
             total += info.size
@@ -466,6 +679,72 @@ class ReplicaManager:
                                            info.log_start_offset, info.buffers, info.size,
                                            info.aborted_transactions))
         return out, total, errors
+
+    # ------------------------------------------------------------------ follower side
+
+    def follower_partition(self, topic: str, partition: int, leader_epoch: int) -> Partition:
+        """The partition a replica fetcher works on, if this broker still follows it at
+        `leader_epoch` (a fetch answered under an older leadership is dropped)."""
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+        if p.is_leader or p.leader_epoch != leader_epoch:
+            raise NotLeaderOrFollowerError(
+                f"{topic}-{partition} is no longer followed here at epoch {leader_epoch}")
+        return p
+
+    def append_as_follower(
+        self, topic: str, partition: int, leader_epoch: int, records: memoryview,
+        leader_high_watermark: int, leader_log_start_offset: int,
+    ) -> LogAppendInfo | None:
+        """Append batches fetched from the leader (offsets and epochs as they are; the
+        producers' state follows them, so a new leader knows their sequences), then
+        take the leader's high watermark and log start offset. A trailing partial batch
+        is left for the next fetch. Returns None when there was nothing to append;
+        raises KafkaError (not followed at this epoch any more, corrupt data)."""
+        p = self.follower_partition(topic, partition, leader_epoch)
+        info = None
+        n = _whole_batches(records)
+        if n:
+            info = p.append_as_follower(records[:n] if n != len(records) else records)
+        p.update_high_watermark_as_follower(leader_high_watermark, leader_log_start_offset)
+        return info
+
+    def truncate(self, topic: str, partition: int, leader_epoch: int, offset: int) -> int:
+        """Truncate a follower's log at `offset` (diverging epochs); returns its new log
+        end offset. Runs on the event loop on purpose: no leadership change or append
+        may interleave with a truncation, and it is rare (after a leader change)."""
+        p = self.follower_partition(topic, partition, leader_epoch)
+        if offset < p.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)",
+                     topic, partition, p.log_end_offset, offset, leader_epoch)
+            p.truncate_to(offset)
+            self.fetch_purgatory.notify(topic, partition)
+        return p.log_end_offset
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, leader_epoch: int,
+                                    offset: int) -> None:
+        """Empty a follower's log and start it at `offset` (the leader's log starts after
+        ours ends, or our log is ahead of a leader that has nothing in common with it)."""
+        p = self.follower_partition(topic, partition, leader_epoch)
+        log.info("%s-%d: restarting the log at %d (was %d..%d) to follow the leader",
+                 topic, partition, offset, p.log_start_offset, p.log_end_offset)
+        p.truncate_fully_and_start_at(offset)
+        self.fetch_purgatory.notify(topic, partition)
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int = -1,
+        require_leader: bool = True,
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= `leader_epoch`, its end offset), or
+        (-1, -1) if this log has no such epoch; raises KafkaError for the epoch checks
+        (clients, KIP-320) and for a partition not led here when `require_leader`."""
+        p = self.partition_or_error(topic, partition)
+        p.check_epoch(current_leader_epoch, require_leader=require_leader)
+        return p.end_offset_for_epoch(leader_epoch)
+
+    def under_replicated_partitions(self) -> int:
+        return sum(1 for p in self._partitions.values() if p.is_under_replicated)
 
     # ------------------------------------------------------------------ offsets, deletes
 
@@ -502,3 +781,22 @@ class ReplicaManager:
                 size = 0
             desc.topics.setdefault(p.topic, []).append((p.index, size))
         return desc
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _whole_batches(records: memoryview) -> int:
+    """Bytes of the whole batches at the start of `records` (a fetch may end in a partial
+    batch when a byte limit cut it). Reads one length field per batch."""
+    n = len(records)
+    pos = 0
+    while n - pos >= 12:
+        size = _I32.unpack_from(records, pos + 8)[0] + 12
+        if size < 12 + 49:
+            raise CorruptRecordError(f"batch length {size - 12} at byte {pos}")
+        if pos + size > n:
+            break
+        pos += size
+    return pos
