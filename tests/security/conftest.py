@@ -35,7 +35,10 @@ class Certs:
 
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    d = tmp_path_factory.mktemp("certs")
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def make_certs(d: Path) -> Certs:
     ca = trustme.CA(organization_name="Yak Test CA")
     server = ca.issue_cert("localhost", "127.0.0.1")
     (d / "ca.pem").write_bytes(ca.cert_pem.bytes())

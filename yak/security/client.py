@@ -112,13 +112,18 @@ class ClientSecurity:
             if t is not None and t.upper() != "PEM":
                 raise ValueError(f"invalid value {t!r} for {key}: only PEM files are read "
                                  "(convert with openssl)")
-        ca = get("ssl.ca.location") or get("ssl.truststore.location")
-        cert = get("ssl.certificate.location") or get("ssl.keystore.location")
-        key = get("ssl.key.location") or (get("ssl.keystore.location") if cert else None)
-        for k, path in (("ssl.ca.location", ca), ("ssl.certificate.location", cert),
-                        ("ssl.key.location", key)):
-            if path and not Path(path).is_file():
-                raise ValueError(f"invalid value for {k}: no such file {path}")
+        def path(*keys: str) -> str | None:
+            for k in keys:
+                p = get(k)
+                if p:
+                    if not Path(p).is_file():
+                        raise ValueError(f"invalid value for {k}: no such file {p}")
+                    return p
+            return None
+
+        ca = path("ssl.ca.location", "ssl.truststore.location")
+        cert = path("ssl.certificate.location", "ssl.keystore.location")
+        key = path("ssl.key.location", "ssl.keystore.location") if cert else None
         algo = (get("ssl.endpoint.identification.algorithm") or "https").lower()
         if algo not in ("https", "none", ""):
             raise ValueError(f"invalid value {algo!r} for ssl.endpoint.identification.algorithm:"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yak.errors import KafkaError
+from yak.security.client import CLIENT_SECURITY_KEYS, ClientSecurity
 
 
 class YakOptionError(KafkaError, ValueError):
@@ -47,7 +48,9 @@ _SOURCE = {
     "valueschemasubject",
 }
 _SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
-         "valueformat", "schema.registry.url"}
+         "valueformat", "schema.registry.url", "exactlyoncemode", "transactionalidprefix",
+         "kafka.transaction.timeout.ms"}
+EXACTLY_ONCE_MODES = ("auto", "transactions", "markers")
 # Options Spark itself may add to a data source's options.
 _SPARK_ADDED = {"path", "checkpointlocation", "queryname"}
 # `kafka.`-prefixed client settings this client understands (Java client names).
@@ -67,8 +70,7 @@ CLIENT_OPTIONS = {
     "kafka.compression.type",
     "kafka.enable.idempotence",
     "kafka.group.id",
-    "kafka.security.protocol",
-}
+} | {f"kafka.{k}" for k in CLIENT_SECURITY_KEYS}  # security.protocol, sasl.*, ssl.*
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
 
@@ -131,16 +133,22 @@ class ClientSettings:
     acks: int = -1
     batch_size: int = 1 << 20
     compression: str = "none"
+    security: ClientSecurity | None = None  # TLS / SASL (kafka.security.protocol, ...)
 
-    def client(self) -> Any:
+    def client(self, transactional: bool = False) -> Any:
+        """A client with these settings; `transactional`: one that also speaks the
+        transaction APIs (the exactly-once sink)."""
         from yak.client import KafkaClient
+        from yak.client.transactions import TransactionalClient
 
-        return KafkaClient(
+        return (TransactionalClient if transactional else KafkaClient)(
             self.bootstrap_servers,
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             retries=self.retries,
             retry_backoff_ms=self.retry_backoff_ms,
+            security=self.security,
+            isolation_level=self.isolation_level,
         )
 
 
@@ -165,8 +173,7 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
     servers = (opts.get("kafka.bootstrap.servers") or "").strip()
     if not servers:
         raise YakOptionError("option kafka.bootstrap.servers is required (e.g. 'localhost:9092')")
-    if opts.get("kafka.security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
-        raise YakOptionError("option kafka.security.protocol: only PLAINTEXT is supported")
+    security = _security(opts)
     iso = str(opts.get("kafka.isolation.level", "read_uncommitted")).lower()
     if iso not in ("read_uncommitted", "read_committed"):
         raise YakOptionError(f"option kafka.isolation.level: {iso!r} is not read_(un)committed")
@@ -189,7 +196,24 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
         acks=-1 if acks in ("all", "-1") else int(acks),
         batch_size=_int(opts, "kafka.batch.size", 1 << 20, 1),  # type: ignore[arg-type]
         compression=comp,
+        security=security,
     )
+
+
+def _security(opts: Mapping[str, str]) -> ClientSecurity:
+    """`kafka.security.protocol`, `kafka.sasl.*`, `kafka.ssl.*` (Spark's Kafka connector
+    options: the Java client's names after `kafka.`), checked on the driver."""
+    props = {k[len("kafka."):]: v for k, v in opts.items()
+             if k.startswith("kafka.") and k[len("kafka."):] in CLIENT_SECURITY_KEYS}
+    try:
+        return ClientSecurity.from_properties(props)
+    except ValueError as e:
+        msg = str(e)
+        for k in sorted(CLIENT_SECURITY_KEYS, key=len, reverse=True):
+            if k in msg:
+                msg = msg.replace(k, f"kafka.{k}", 1)
+                break
+        raise YakOptionError(f"option {msg}" if msg.startswith("kafka.") else msg) from None
 
 
 @dataclass
@@ -336,6 +360,12 @@ class SinkOptions:
     state_topic: str = "__yak_spark_sink_state"
     value_format: str | None = None
     registry_url: str | None = None
+    # How streaming writes are made exactly once: broker transactions ("transactions"),
+    # the state-topic markers ("markers", for clusters without transactions), or
+    # transactions when the cluster has them ("auto").
+    exactly_once_mode: str = "auto"
+    transactional_id_prefix: str = "yak-spark"
+    transaction_timeout_ms: int = 60_000
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -351,6 +381,13 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     if fmt is not None and topic is None:
         raise YakOptionError("option topic is required with valueFormat (the schema is "
                              "registered as <topic>-value)")
+    mode = opts.get("exactlyoncemode", "auto").strip().lower()
+    if mode not in EXACTLY_ONCE_MODES:
+        raise YakOptionError(f"option exactlyOnceMode: {mode!r} is not one of "
+                             + ", ".join(EXACTLY_ONCE_MODES))
+    prefix = opts.get("transactionalidprefix", "yak-spark").strip()
+    if not prefix:
+        raise YakOptionError("option transactionalIdPrefix: empty prefix")
     return SinkOptions(
         client=client,
         topic=topic,
@@ -358,4 +395,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         state_topic=opts.get("sinkstatetopic", "__yak_spark_sink_state"),
         value_format=fmt,
         registry_url=url,
+        exactly_once_mode=mode,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_int(opts, "kafka.transaction.timeout.ms", 60_000, 1000),  # type: ignore[arg-type]
     )
