@@ -18,7 +18,7 @@ ROOT = Path(yak.__file__).resolve().parent
 # the edges (rank 9) reach the cluster over the wire and may use each other.
 RANK = {
     "errors": 0, "settings": 0,
-    "protocol": 1, "client": 2,
+    "protocol": 1,
     "storage": 3,
     "config": 4, "partition": 4,
     # The transaction coordinator reuses the group's timer queue and record helpers
@@ -27,7 +27,9 @@ RANK = {
     "cluster": 6,
     "security": 7,
     "broker": 8,
+    # client/ is the small wire client the Spark connector (and its TLS/SASL) uses: an edge.
     "gateway": 9, "console": 9, "spark": 9, "cli": 9, "bench": 9, "registry": 9, "chaos": 9,
+    "client": 9,
 }
 EDGE = 9
 
