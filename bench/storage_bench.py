@@ -89,6 +89,26 @@ def bench_append_small(base: str, count: int, rounds: int = 5) -> None:
         m.shutdown()
 
 
+def bench_append_ir(base: str, mode: str, count: int) -> None:
+    """No timing: `count` prebuilt 1-record 100 B batches (`mode`: plain/idempotent, with
+    "-build" only building them) appended to a fresh log, for an instruction counter:
+    valgrind --tool=callgrind on the run with appends minus the build-only run, / count."""
+    kind, _, only_build = mode.partition("-")
+    m = fresh_manager(os.path.join(base, "append-ir"), LogConfig())
+    log = m.create("bench", 0)
+    now = int(time.time() * 1000)
+    idem = kind == "idempotent"
+    batches = [
+        build_batch([Record(b"k", b"v" * 100, now)], producer_id=1 if idem else -1,
+                    producer_epoch=0 if idem else -1, base_sequence=i if idem else -1)
+        for i in range(count)
+    ]
+    if not only_build:
+        for b in batches:
+            log.append_as_leader(b, 0)
+    m.crash()
+
+
 def bench_key_check(count: int, rounds: int = 5) -> None:
     """Cost of refusing keyless records on compacted topics (`keyless_records`, run per
     batch only when cleanup.policy has compact): 100 records of 100 B per batch, plain
@@ -295,6 +315,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="data dir (default: a temp dir on /tmp)")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--ir-mode", default="plain", help="append_ir: plain|idempotent[-build]")
+    ap.add_argument("--ir-count", type=int, default=20000)
     ap.add_argument("--recovery-gb", default="1", help="log sizes for --only recovery, e.g. 1,10")
     args = ap.parse_args()
     base = args.dir or tempfile.mkdtemp(prefix="yak-bench-")
@@ -311,6 +333,8 @@ def main() -> None:
             bench_append(base, 16 * 1024, int(100_000 * s))
         if "append_small" in todo:
             bench_append_small(base, int(100_000 * s))
+        if "append_ir" in todo:
+            bench_append_ir(base, args.ir_mode, args.ir_count)
         if "keys" in todo:
             bench_key_check(int(2000 * s))
         if "read" in todo:
