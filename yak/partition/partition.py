@@ -41,6 +41,7 @@ coordinator's behalf: the WriteTxnMarkers path, local or from another broker.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 NO_EPOCH = -1
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 
 
 class FetchIsolation(IntEnum):
@@ -544,7 +547,17 @@ class Partition:
             raise NotLeaderOrFollowerError(
                 f"{self.topic}-{self.index} is led here: replication appends go to followers"
             )
-        result = self.log.append_as_follower(records)
+        log_ = self.log
+        if log_.log_end_offset == log_.log_start_offset and len(records) >= 27:
+            # An empty log started at the leader's log start, which DeleteRecords may have
+            # put inside a batch: the leader sends that whole batch. Restart the log at the
+            # batch's base (Kafka's UnexpectedAppendOffsetException case); the log start
+            # offset moves back up with the leader's in the same fetch.
+            base, = _I64.unpack_from(records, 0)
+            last = base + _I32.unpack_from(records, 23)[0]
+            if base < log_.log_end_offset <= last:
+                log_.truncate_fully_and_start_at(base)
+        result = log_.append_as_follower(records)
         return LogAppendInfo(result.base_offset, result.last_offset, -1, result.log_start_offset,
                              result.last_offset - result.base_offset + 1, len(records))
 
@@ -641,8 +654,12 @@ class Partition:
         epoch of the batch found, from the leader-epoch cache.
         """
         log_ = self.log
-        upper = self.last_stable_offset if isolation is FetchIsolation.TXN_COMMITTED \
-            else log_.high_watermark
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            upper = self.last_stable_offset
+        elif isolation is FetchIsolation.LOG_END:
+            upper = log_.log_end_offset
+        else:
+            upper = log_.high_watermark
         if timestamp == LATEST_TIMESTAMP:
             return upper, -1, self.leader_epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

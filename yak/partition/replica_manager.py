@@ -258,11 +258,11 @@ class ReplicaManager:
                 log.exception("log maintenance failed")
 
     async def _isr_expiration_loop(self) -> None:
-        """Kafka's "isr-expiration" task: every half `replica.lag.time.max.ms`, each led
-        partition drops the followers that have not caught up for that long."""
-        interval = max(self.replica_lag_time_max_ms / 2000, 0.05)
+        """Kafka's "isr-expiration" task: every half `replica.lag.time.max.ms` (at most a
+        second), each led partition drops the followers that have not caught up for that
+        long."""
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(min(max(self.replica_lag_time_max_ms / 2000, 0.05), 1.0))
             if self._fenced:
                 continue
             now = _now_ms()
@@ -626,6 +626,13 @@ class ReplicaManager:
                 # Kafka's Partition.fetchRecords: the follower's last epoch must end here
                 # at or after its fetch offset, or it must truncate first.
                 end_epoch, end_offset = p.end_offset_for_epoch(w.last_fetched_epoch)
+                if end_epoch < 0 or end_offset < 0:
+                    # No epoch of ours is that old: nothing to compare; the follower
+                    # learns our log's bounds from OFFSET_OUT_OF_RANGE (Kafka's answer).
+                    early = True
+                    slots.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
+                                                     p.last_stable_offset, p.log_start_offset))
+                    continue
                 if end_epoch < w.last_fetched_epoch or end_offset < offset:
                     early = True
                     slots.append(PartitionReadResult(

@@ -12,6 +12,11 @@ Batches read from storage go to the socket as the buffers storage returned (see
 
 Fetch sessions (KIP-227) are answered with session id 0, which clients accept as "no
 session": they keep sending full requests.
+
+A follower's fetch (replica id >= 0; v15+ in `replica_state` with its broker epoch) reads
+up to the log end, carries each partition's `last_fetched_epoch` so the partition layer
+can answer a `diverging_epoch`, and is neither counted as messages out nor held to
+consumer quotas (Kafka counts replication separately).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from typing import Any
 from yak.broker.context import RawResponse, RequestContext
 from yak.partition import FetchIsolation, FetchParams, FetchPartition
 from yak.protocol.fetch_codec import (
+    EpochEndOffset,
     FetchPartitionResult,
     FetchTopicResult,
+    LeaderIdAndEpoch,
     encode_fetch_response,
 )
 from yak.protocol.kio_compat import ErrorCode, timedelta_to_ms
@@ -53,7 +60,8 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     # TOPIC_AUTHORIZATION_FAILED. Once per topic, never per record.
     authorizer = broker.authorizer
     replica_ok = True
-    if authorizer is not None and _replica_id(request, v) >= 0:
+    replica_id, replica_epoch = _replica(request, v)
+    if authorizer is not None and replica_id >= 0:
         replica_ok = ctx.cluster_authorized(AclOperation.CLUSTER_ACTION)
     for t in request.topics:
         if by_id:
@@ -74,23 +82,29 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
             slots.append((p.partition, len(wanted)))
             wanted.append(FetchPartition(name, p.partition, p.fetch_offset,
                                          p.partition_max_bytes,
-                                         getattr(p, "current_leader_epoch", -1)))
+                                         getattr(p, "current_leader_epoch", -1),
+                                         getattr(p, "last_fetched_epoch", -1),
+                                         getattr(p, "log_start_offset", -1)))
         plan.append((FetchTopicResult(name or "", getattr(t, "topic_id", _NO_ID) or _NO_ID),
                      slots))
 
-    isolation = (FetchIsolation.TXN_COMMITTED
-                 if getattr(request, "isolation_level", 0) == READ_COMMITTED
-                 else FetchIsolation.HIGH_WATERMARK)
+    if replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
     max_bytes = request.max_bytes
     quota = broker.quotas.fetch
-    if quota.enabled:  # never more than the consumer_byte_rate quota window holds
+    quota_on = quota.enabled and replica_id < 0
+    if quota_on:  # never more than the consumer_byte_rate quota window holds
         max_bytes = int(min(max_bytes, quota.max_value_in_quota_window(
             ctx.principal, ctx.client_id or "")))
     params = FetchParams(timedelta_to_ms(request.max_wait), request.min_bytes,
-                         max_bytes, isolation)
+                         max_bytes, isolation, replica_id, replica_epoch)
     reads = await broker.replica_manager.fetch_messages(params, wanted)
     throttle = 0  # > 0: answer without data
-    if quota.enabled:
+    if quota_on:
         # consumer_byte_rate (Kafka's): the response size counts; a throttled fetch is
         # taken back and answered without data, to be fetched again after the throttle.
         size = sum(r.size for r in reads)
@@ -101,6 +115,7 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         ctx.throttle_time_ms = throttle
 
     metrics = broker.metrics
+    count_out = replica_id < 0
     topics: list[FetchTopicResult] = []
     for topic, slots in plan:
         parts = topic.partitions
@@ -119,10 +134,15 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
                                                   r.last_stable_offset, r.log_start_offset,
                                                   r.aborted_transactions))
                 continue
-            parts.append(FetchPartitionResult(index, r.error, r.high_watermark,
-                                              r.last_stable_offset, r.log_start_offset,
-                                              r.aborted_transactions, -1, r.buffers, r.size))
-            if r.size:
+            part = FetchPartitionResult(index, r.error, r.high_watermark,
+                                        r.last_stable_offset, r.log_start_offset,
+                                        r.aborted_transactions, -1, r.buffers, r.size)
+            if r.diverging_epoch is not None:
+                part.diverging_epoch = EpochEndOffset(*r.diverging_epoch)
+            if r.current_leader is not None:
+                part.current_leader = LeaderIdAndEpoch(*r.current_leader)
+            parts.append(part)
+            if r.size and count_out:
                 buffers.extend(r.buffers)
                 size += r.size
         if size:
@@ -132,9 +152,12 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     return RawResponse(out, total, flexible_header=v >= 12)
 
 
-def _replica_id(request: Any, version: int) -> int:
-    """-1 for consumers; a broker id for a follower's fetch (v15+: in replica_state)."""
+def _replica(request: Any, version: int) -> tuple[int, int]:
+    """(replica id, broker epoch): (-1, -1) for consumers; a broker id for a follower's
+    fetch (v15+: in replica_state, with its broker epoch, KIP-903)."""
     if version >= 15:
         state = getattr(request, "replica_state", None)
-        return -1 if state is None else int(state.replica_id)
-    return int(getattr(request, "replica_id", -1))
+        if state is None:
+            return -1, -1
+        return int(state.replica_id), int(state.replica_epoch)
+    return int(getattr(request, "replica_id", -1)), -1

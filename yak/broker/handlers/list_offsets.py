@@ -1,7 +1,8 @@
 """ListOffsets: offsets by timestamp, plus Kafka's special timestamps.
 
 -2 earliest (log start offset), -1 latest (high watermark, or the last stable offset
-for read_committed), -3 the offset of the record with the largest timestamp (v7+),
+for read_committed; the log end offset for a follower, replica id >= 0), -3 the offset
+of the record with the largest timestamp (v7+),
 -4 earliest local (= earliest: Yak has no tiered storage), -5 latest tiered (= -1 offset,
 nothing is tiered). Any other value is the first offset whose timestamp is at or after
 it, found through the time index; none -> offset -1 with timestamp -1, as Kafka does.
@@ -32,9 +33,12 @@ _ZERO = datetime.timedelta(0)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     mod = kio_compat.schema_module("list_offsets", ctx.api_version, "response")
-    isolation = (FetchIsolation.TXN_COMMITTED
-                 if getattr(request, "isolation_level", 0) == READ_COMMITTED
-                 else FetchIsolation.HIGH_WATERMARK)
+    if getattr(request, "replica_id", -1) >= 0:
+        isolation = FetchIsolation.LOG_END  # a follower asks for the leader's log end
+    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
     replicas = ctx.broker.replica_manager
     topics = []
     for t in request.topics:

@@ -1,0 +1,502 @@
+"""Replica fetchers: how a follower copies its leaders' logs (Kafka's ReplicaFetcherManager).
+
+The broker's metadata publisher tells the `ReplicaFetcherManager` which partitions this
+broker follows and who leads them (`follow(topic, partition, leader_id, leader_epoch)`,
+`unfollow(topic, partition)`). Partitions are grouped by source broker (and spread over
+`num.replica.fetchers` connections to it); each group is one asyncio task with one TCP
+connection to the leader's inter-broker listener, sending one Fetch at a time with every
+partition it copies:
+
+- each partition asks from its log end offset, with the leader epoch it follows
+  (`current_leader_epoch`: a leader that moved on answers FENCED_LEADER_EPOCH, one that has
+  not yet heard UNKNOWN_LEADER_EPOCH) and the epoch of its last batch
+  (`last_fetched_epoch`); the request also carries this broker's id and broker epoch
+  (KIP-903 `replica_state`), which is how the leader knows a replica is fetching;
+- the leader long-polls the request (`replica.fetch.wait.max.ms`) until it has new data, so
+  an acks=all produce on the leader is followed at once by the fetch that copies it, and
+  the next fetch (from the new log end) is what lets the leader's high watermark pass it;
+- the answer is appended as it is (`ReplicaManager.append_as_follower`: the leader's offsets
+  and epochs, producer state rebuilt from the batches), and the follower's high watermark
+  becomes min(leader's, own log end);
+- a `diverging_epoch` means this log has records the leader does not (a former leader's
+  uncommitted tail): the follower truncates where the two agree (Kafka's
+  `truncateOnFetchResponse`) and fetches again; OFFSET_OUT_OF_RANGE means the leader's log
+  starts after ours ends (restart there: a wiped data dir rejoins this way, as an empty
+  follower) or ends before ours (truncate to it, learnt with ListOffsets);
+- errors back the partition off for `replica.fetch.backoff.ms`; a broken or silent
+  connection (`replica.socket.timeout.ms`) is closed and opened again, re-resolving the
+  leader's address. The publisher's next `follow` with a newer epoch clears a back-off.
+
+Data of a fetch answered under an older leadership than the one followed now is dropped.
+This module is in the cluster layer: it opens connections to other brokers and reaches
+the partitions only through the ReplicaManager. Inter-broker security (TLS/SASL) plugs in
+through `connect`, which by default opens a plain TCP connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from yak.errors import ErrorCode, KafkaError
+from yak.protocol import kio_compat
+from yak.protocol.fetch_client_codec import (
+    FetchDecodeError,
+    FetchRequestPartition,
+    FetchRequestTopic,
+    decode_fetch_response,
+    encode_fetch_request,
+)
+
+if TYPE_CHECKING:
+    from yak.partition import ReplicaManager
+    from yak.protocol.fetch_codec import FetchPartitionResult
+
+__all__ = ["FetcherConfig", "ReplicaFetcherManager", "Resolve"]
+
+log = logging.getLogger(__name__)
+
+# node id -> (host, port) of its inter-broker listener, or None if it is not known/live.
+Resolve = Callable[[int], "tuple[str, int] | None"]
+Connect = Callable[[str, int], Awaitable["tuple[asyncio.StreamReader, asyncio.StreamWriter]"]]
+
+MAX_RESPONSE_BYTES = 256 << 20  # a frame announcing more is a broken peer
+FETCH_VERSION = 15
+LIST_OFFSETS_VERSION = 7
+_I32 = struct.Struct(">i")
+_EMPTY = memoryview(b"")
+_NONE = int(ErrorCode.none)
+_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    """Kafka's replica.* settings, and who this broker is."""
+
+    node_id: int
+    broker_epoch: Callable[[], int] = lambda: -1
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 1 << 20
+    fetch_response_max_bytes: int = 10 << 20
+    fetch_backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    num_fetchers: int = 1
+    fetch_version: int = FETCH_VERSION
+
+    @classmethod
+    def from_broker_config(cls, config: Any, broker_epoch: Callable[[], int] = lambda: -1
+                           ) -> FetcherConfig:
+        """From a `yak.config.BrokerConfig` (duck-typed: the cluster layer does not import
+        the loader)."""
+        return cls(
+            node_id=config.node_id,
+            broker_epoch=broker_epoch,
+            fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            fetch_min_bytes=config.replica_fetch_min_bytes,
+            fetch_max_bytes=config.replica_fetch_max_bytes,
+            fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+            num_fetchers=config.num_replica_fetchers,
+        )
+
+
+async def _plain_connect(host: str, port: int
+                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(host, port, limit=1 << 20)
+
+
+class _PartitionFetch:
+    """One followed partition: the leadership it follows and whether it is backing off."""
+
+    __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error")
+
+    def __init__(self, topic: str, partition: int, leader_epoch: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.delayed_until = 0.0
+        self.lag = 0
+        self.last_error = _NONE
+
+
+class ReplicaFetcherManager:
+    def __init__(self, replica_manager: ReplicaManager, resolve: Resolve,
+                 config: FetcherConfig, connect: Connect | None = None) -> None:
+        self.replica_manager = replica_manager
+        self.resolve = resolve
+        self.config = config
+        self.connect = connect or _plain_connect
+        self._fetchers: dict[tuple[int, int], _SourceFetcher] = {}
+        self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
+        self._stopped = False
+
+    # ------------------------------------------------------------------ the publisher's API
+
+    def follow(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
+        """Copy `topic-partition` from `leader_id` under `leader_epoch` (called again on
+        every change of leadership; the same leadership again is a no-op)."""
+        if self._stopped:
+            return
+        if leader_id < 0 or leader_id == self.config.node_id:
+            self.unfollow(topic, partition)
+            return
+        tp = (topic, partition)
+        key = (leader_id, self._fetcher_id(topic, partition))
+        current = self._assigned.get(tp)
+        if current is not None and current != key:
+            self._remove(tp, current)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = _SourceFetcher(self, leader_id, key[1])
+            self._fetchers[key] = fetcher
+        self._assigned[tp] = key
+        fetcher.add(topic, partition, leader_epoch)
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        """Stop copying `topic-partition` (this broker leads it now, or no longer hosts it)."""
+        tp = (topic, partition)
+        key = self._assigned.pop(tp, None)
+        if key is not None:
+            self._remove(tp, key)
+
+    def _remove(self, tp: tuple[str, int], key: tuple[int, int]) -> None:
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            return
+        fetcher.remove(tp)
+        if not fetcher.partitions:
+            del self._fetchers[key]
+            fetcher.shutdown()
+
+    def _fetcher_id(self, topic: str, partition: int) -> int:
+        n = self.config.num_fetchers
+        return 0 if n <= 1 else (zlib.crc32(topic.encode()) * 31 + partition) % n
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        self._stopped = False
+
+    async def stop(self) -> None:
+        self._stopped = True
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        self._assigned.clear()
+        for f in fetchers:
+            f.shutdown()
+        for f in fetchers:
+            await f.wait_closed()
+
+    # ------------------------------------------------------------------ observability
+
+    def followed(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(topic, partition) -> (leader id, leader epoch) of every followed partition."""
+        out = {}
+        for (leader, _), f in self._fetchers.items():
+            for tp, pf in f.partitions.items():
+                out[tp] = (leader, pf.leader_epoch)
+        return out
+
+    def lags(self) -> dict[tuple[str, int], int]:
+        """Per followed partition: the leader's high watermark minus this log end at the
+        last fetch (Kafka's follower ConsumerLag metric)."""
+        return {tp: pf.lag for f in self._fetchers.values() for tp, pf in f.partitions.items()}
+
+    def max_lag(self) -> int:
+        return max(self.lags().values(), default=0)
+
+
+class _SourceFetcher:
+    """All the partitions this broker copies from one leader (one connection)."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int
+                 ) -> None:
+        self.manager = manager
+        self.rm = manager.replica_manager
+        self.cfg = manager.config
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.partitions: dict[tuple[str, int], _PartitionFetch] = {}
+        self._changed = asyncio.Event()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+        self._down_logged = False
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{leader_id}-{fetcher_id}")
+
+    def add(self, topic: str, partition: int, leader_epoch: int) -> None:
+        tp = (topic, partition)
+        pf = self.partitions.get(tp)
+        if pf is None:
+            self.partitions[tp] = _PartitionFetch(topic, partition, leader_epoch)
+        elif leader_epoch != pf.leader_epoch:
+            pf.leader_epoch = leader_epoch
+            pf.delayed_until = 0.0  # a new leadership: try at once
+        else:
+            return
+        self._changed.set()
+
+    def remove(self, tp: tuple[str, int]) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self._changed.set()
+
+    def shutdown(self) -> None:
+        self._task.cancel()
+        self._close()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        backoff = self.cfg.fetch_backoff_ms / 1000
+        try:
+            while True:
+                now = time.monotonic()
+                ready = [pf for pf in self.partitions.values() if pf.delayed_until <= now]
+                if not ready:
+                    wake = min((pf.delayed_until for pf in self.partitions.values()),
+                               default=None)
+                    await self._wait_changed(None if wake is None else wake - now)
+                    continue
+                if self._writer is None and not await self._connect():
+                    self._delay(ready, backoff)
+                    continue
+                try:
+                    await self._fetch(ready)
+                except (TimeoutError, OSError, EOFError, FetchDecodeError) as e:
+                    self._connection_failed(e)
+                    self._delay(ready, backoff)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("replica fetcher for broker %d failed", self.leader_id)
+        finally:
+            self._close()
+
+    async def _wait_changed(self, timeout: float | None) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def _delay(self, partitions: list[_PartitionFetch], seconds: float) -> None:
+        until = time.monotonic() + seconds
+        for pf in partitions:
+            pf.delayed_until = until
+
+    async def _connect(self) -> bool:
+        address = self.manager.resolve(self.leader_id)
+        if address is None:
+            self._report_down(f"broker {self.leader_id} has no known address")
+            return False
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                self.manager.connect(*address), self.cfg.socket_timeout_ms / 1000)
+        except (TimeoutError, OSError) as e:
+            self._report_down(f"cannot connect to broker {self.leader_id} at"
+                              f" {address[0]}:{address[1]}: {e!r}")
+            return False
+        if self._down_logged:
+            log.info("replica fetcher connected to broker %d at %s:%d", self.leader_id,
+                     *address)
+        self._down_logged = False
+        return True
+
+    def _report_down(self, message: str) -> None:
+        """Logged once per outage, not once per retry."""
+        if not self._down_logged:
+            log.warning("replica fetcher: %s; retrying every %d ms", message,
+                        self.cfg.fetch_backoff_ms)
+            self._down_logged = True
+
+    def _connection_failed(self, e: BaseException) -> None:
+        self._report_down(f"fetch from broker {self.leader_id} failed: {e!r}")
+        self._close()
+
+    def _close(self) -> None:
+        w = self._writer
+        self._reader = self._writer = None
+        if w is not None:
+            w.transport.abort()
+
+    async def _round_trip(self, frame: bytes | bytearray, timeout_s: float) -> memoryview:
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        writer.write(frame)
+        (correlation,) = _I32.unpack_from(frame, 8)
+
+        async def read() -> memoryview:
+            head = await reader.readexactly(4)
+            (size,) = _I32.unpack(head)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                raise FetchDecodeError(f"response frame of {size} bytes")
+            return memoryview(await reader.readexactly(size))
+
+        body = await asyncio.wait_for(read(), timeout_s)
+        (got,) = _I32.unpack_from(body, 0)
+        if got != correlation:
+            raise FetchDecodeError(f"correlation id {got}, expected {correlation}")
+        return body
+
+    def _next_correlation(self) -> int:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return self._correlation
+
+    # ------------------------------------------------------------------ one fetch
+
+    async def _fetch(self, ready: list[_PartitionFetch]) -> None:
+        cfg = self.cfg
+        rm = self.rm
+        by_topic: dict[str, FetchRequestTopic] = {}
+        sent: dict[tuple[Any, int], tuple[_PartitionFetch, int]] = {}
+        by_id = cfg.fetch_version >= 13
+        for pf in ready:
+            p = rm.get_partition(pf.topic, pf.partition)
+            if p is None or p.is_leader:
+                continue  # the publisher has not caught up with this change yet
+            t = by_topic.get(pf.topic)
+            if t is None:
+                t = by_topic[pf.topic] = FetchRequestTopic(p.topic_id, pf.topic, [])
+            t.partitions.append(FetchRequestPartition(
+                pf.partition, p.log_end_offset, pf.leader_epoch, p.latest_epoch,
+                p.log_start_offset, cfg.fetch_max_bytes))
+            sent[(p.topic_id if by_id else pf.topic, pf.partition)] = (pf, pf.leader_epoch)
+        if not sent:
+            self._delay(ready, cfg.fetch_backoff_ms / 1000)
+            return
+        frame = encode_fetch_request(
+            cfg.fetch_version, self._next_correlation(), f"yak-replica-{cfg.node_id}",
+            cfg.node_id, cfg.broker_epoch(), cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
+            cfg.fetch_response_max_bytes, list(by_topic.values()))
+        body = await self._round_trip(
+            frame, (cfg.socket_timeout_ms + cfg.fetch_wait_max_ms) / 1000)
+        response = decode_fetch_response(cfg.fetch_version, body)
+        if response.error_code != _NONE:
+            log.info("fetch from broker %d failed: %s", self.leader_id,
+                     ErrorCode(response.error_code).name)
+            self._delay(ready, cfg.fetch_backoff_ms / 1000)
+            return
+        for t in response.topics:
+            key0 = t.topic_id if by_id else t.name
+            for r in t.partitions:
+                entry = sent.get((key0, r.partition_index))
+                if entry is None:
+                    continue
+                pf, epoch = entry
+                if self.partitions.get((pf.topic, pf.partition)) is not pf \
+                        or pf.leader_epoch != epoch:
+                    continue  # followed differently since the request left: drop it
+                await self._partition_result(pf, epoch, r)
+
+    async def _partition_result(self, pf: _PartitionFetch, epoch: int,
+                                r: FetchPartitionResult) -> None:
+        rm = self.rm
+        code = r.error_code
+        try:
+            if code == _NONE:
+                if r.diverging_epoch is not None:
+                    self._truncate_diverging(pf, epoch, r.diverging_epoch)
+                    return
+                records = r.records[0] if r.records_size else _EMPTY
+                rm.append_as_follower(pf.topic, pf.partition, epoch, records,
+                                      r.high_watermark, r.log_start_offset)
+                p = rm.get_partition(pf.topic, pf.partition)
+                if p is not None:
+                    pf.lag = max(0, r.high_watermark - p.log_end_offset)
+                if pf.last_error != _NONE:
+                    log.info("%s-%d: fetching from broker %d again", pf.topic, pf.partition,
+                             self.leader_id)
+                pf.last_error = _NONE
+                return
+            if code == _OUT_OF_RANGE:
+                await self._out_of_range(pf, epoch, r)
+                return
+        except KafkaError as e:
+            code = int(e.code)
+            log.warning("%s-%d: replication from broker %d failed: %s", pf.topic,
+                        pf.partition, self.leader_id, e)
+        if code != pf.last_error:
+            log.info("%s-%d: broker %d answered %s; retrying in %d ms", pf.topic,
+                     pf.partition, self.leader_id, _name(code), self.cfg.fetch_backoff_ms)
+        pf.last_error = code
+        self._delay([pf], self.cfg.fetch_backoff_ms / 1000)
+
+    def _truncate_diverging(self, pf: _PartitionFetch, epoch: int,
+                            diverging: tuple[int, int]) -> None:
+        """Kafka's getOffsetTruncationState for a diverging epoch (leader_epoch E, end
+        offset O on the leader): if this log has E, it agrees with the leader up to
+        min(O, where E ends here); if its largest epoch below E is E' < E, everything after
+        E' ends is not the leader's: truncate there and let the next fetch check again."""
+        leader_epoch, leader_end = diverging
+        p = self.rm.follower_partition(pf.topic, pf.partition, epoch)
+        mine, my_end = p.end_offset_for_epoch(leader_epoch)
+        if mine < 0:
+            target = min(leader_end, p.log_end_offset)
+        elif mine == leader_epoch:
+            target = min(leader_end, my_end)
+        else:
+            target = min(my_end, p.log_end_offset)
+        self.rm.truncate(pf.topic, pf.partition, epoch, target)
+
+    async def _out_of_range(self, pf: _PartitionFetch, epoch: int,
+                            r: FetchPartitionResult) -> None:
+        """The leader has no records at our log end: either its log starts after ours ends
+        (restart ours there), or it ends before ours (truncate to its end)."""
+        p = self.rm.follower_partition(pf.topic, pf.partition, epoch)
+        leader_start = r.log_start_offset
+        if leader_start >= 0 and p.log_end_offset < leader_start:
+            self.rm.truncate_fully_and_start_at(pf.topic, pf.partition, epoch, leader_start)
+            return
+        leader_end = await self._leader_log_end(pf, epoch)
+        if leader_end is None:
+            self._delay([pf], self.cfg.fetch_backoff_ms / 1000)
+            return
+        if p.log_end_offset > leader_end:
+            self.rm.truncate(pf.topic, pf.partition, epoch, leader_end)
+        elif leader_start >= 0:
+            # Within the leader's range and still refused: this log's epochs are older than
+            # any the leader has, so nothing here can be matched with it. Copy it afresh.
+            log.warning("%s-%d: no common epoch with broker %d's log; copying it from %d",
+                        pf.topic, pf.partition, self.leader_id, leader_start)
+            self.rm.truncate_fully_and_start_at(pf.topic, pf.partition, epoch, leader_start)
+
+    async def _leader_log_end(self, pf: _PartitionFetch, epoch: int) -> int | None:
+        """ListOffsets(latest) as a replica: the leader's log end offset."""
+        v = LIST_OFFSETS_VERSION
+        mod = kio_compat.schema_module("list_offsets", v, "request")
+        req = kio_compat.build(
+            kio_compat.request_class(2, v), replica_id=self.cfg.node_id, isolation_level=0,
+            topics=(mod.ListOffsetsTopic(name=pf.topic, partitions=(
+                kio_compat.build(mod.ListOffsetsPartition, partition_index=pf.partition,
+                                 current_leader_epoch=epoch, timestamp=-1,
+                                 max_num_offsets=1),)),))
+        frame = kio_compat.encode_request(req, self._next_correlation(),
+                                          f"yak-replica-{self.cfg.node_id}")
+        body = await self._round_trip(frame, self.cfg.socket_timeout_ms / 1000)
+        _, resp = kio_compat.decode_response(2, v, body)
+        for t in resp.topics:
+            for part in t.partitions:
+                if part.error_code == ErrorCode.none and part.offset >= 0:
+                    return int(part.offset)
+                log.info("%s-%d: ListOffsets on broker %d answered %s", pf.topic,
+                         pf.partition, self.leader_id, part.error_code.name)
+        return None
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
