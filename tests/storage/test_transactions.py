@@ -84,10 +84,8 @@ def test_abort_writes_a_34_byte_entry_with_kafkas_fields(manager):
 def test_aborted_transactions_are_found_across_segments(manager):
     log = manager(LogConfig(segment_bytes=400)).create("t", 0)
     log.append_as_leader(txn_batch(9, 0, 0, [b"x" * 50]), 0)  # 0, first segment
-    seq = 0
     for i in range(12):  # plenty of other data: several rolls
         log.append_as_leader(plain([b"p%d" % i * 20]), 0)
-        seq += 1
     marker = log.append_txn_marker(9, 0, 0, commit=False, leader_epoch=0).base_offset
     log.update_high_watermark()
     assert len(log.segments) > 2
@@ -261,7 +259,7 @@ def test_cleaner_stops_at_the_first_open_transaction(manager):
     log = manager(cfg).create("t", 0)
     log.append_as_leader(plain([b"old"], key=b"k"), 0)
     log.append_as_leader(txn_batch(1, 0, 0, [b"open"], key=b"other"), 0)  # 1, stays open
-    for i in range(10):
+    for _ in range(10):
         log.append_as_leader(plain([b"x" * 30], key=b"k"), 0)
     log.update_high_watermark()
     assert log.last_stable_offset == 1
