@@ -131,9 +131,11 @@ def test_fetch_range_beyond_log_end_is_data_loss(module_broker):
 
 
 def test_fenced_sink_replay_writes_only_missing_rows(module_broker):
-    """A crashed attempt wrote a prefix of the task's rows; the replay adds only the rest."""
+    """Without transactions (the markers fallback): a crashed attempt wrote a prefix of the
+    task's rows; the replay adds only the rest."""
     topic = f"eo-{uuid.uuid4().hex[:6]}"
-    opts = parse_sink_options({"kafka.bootstrap.servers": module_broker.bootstrap, "topic": topic})
+    opts = parse_sink_options({"kafka.bootstrap.servers": module_broker.bootstrap, "topic": topic,
+                               "exactlyOnceMode": "markers"})
     n = 3000
     table = pa.table(
         {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -14,11 +13,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.txn.wire import read_all, wait_until, watermarks
+
 from .conftest import spark_env
-from .test_client_sink import _read_all
 
 JOB = Path(__file__).with_name("stream_job.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -65,24 +65,51 @@ def test_sigkill_mid_run_then_restart_delivers_exactly_once(module_broker, tmp_p
     ckpt = str(tmp_path / "ckpt")
     log = tmp_path / "job.log"
 
-    job = _start([bs, src, dst, ckpt, "continuous"], log)
+    # big micro-batches written in small record batches: a task's transaction stays open
+    # long enough (hundreds of Produce rounds) for the kill to land inside one
+    job = _start([bs, src, dst, ckpt, "continuous", "6000", "2048"], log)
+    t_start = time.monotonic()
     deadline = time.monotonic() + 150
     written = 0
-    while time.monotonic() < deadline:
-        written = len(_read_all(bs, dst))
-        if written >= 4000 or job.poll() is not None:
-            break
-        time.sleep(0.2)
+    # Kill while a write task's transaction is open (its rows in the log, uncommitted:
+    # LSO < HW on an output partition) once a few batches are in, or at the deadline.
+    wm = Consumer({"bootstrap.servers": bs, "group.id": "eo-wm",
+                   "isolation.level": "read_committed"})
+    try:
+        while time.monotonic() < deadline and job.poll() is None:
+            marks = []
+            for part in (0, 1):
+                with contextlib.suppress(Exception):
+                    lso = wm.get_watermark_offsets(TopicPartition(dst, part), timeout=2)[1]
+                    hw = watermarks(bs, dst, part, "read_uncommitted")[1]
+                    marks.append((lso, hw))
+            written = sum(hw for _lso, hw in marks)
+            if written >= 1000 and any(hw - lso > 50 for lso, hw in marks):
+                break
+            time.sleep(0.01)
+    finally:
+        wm.close()
     assert job.poll() is None, log.read_text()[-3000:]
     _kill_tree(job)
+    print(f"killed {time.monotonic() - t_start:.0f} s after the start")
     assert 0 < written < total, "the kill must land mid-run"
 
     again = _start([bs, src, dst, ckpt, "available-now"], log)
     assert again.wait(180) == 0, log.read_text()[-3000:]
-    values = [r[1] for r in _read_all(bs, dst)]
+    print(f"restarted run done {time.monotonic() - t_start:.0f} s after the start")
+    check_exactly_once(bs, dst, total, written)
+
+
+def check_exactly_once(bs: str, dst: str, total: int, written: int) -> None:
+    """Every source record once in `dst`, as a read_committed consumer (the default of
+    librdkafka and of Kafka's exactly-once readers) sees it. The killed run's transactions
+    were aborted by the restart's InitProducerId (same task ids), or at their timeout."""
+    for part in (0, 1):
+        wait_until(lambda part=part: watermarks(bs, dst, part, "read_committed")
+                   == watermarks(bs, dst, part, "read_uncommitted"), 90,
+                   f"every transaction of {dst}-{part} decided")
+    values = [v for _p, _o, v in read_all(bs, dst, [0, 1], "read_committed")]
     assert len(values) == total, f"{len(values) - len(set(values))} duplicates"
     assert sorted(values) == [b"event-%06d" % i for i in range(total)]
-    # how the kill landed: a fence with two producer ids means a task's write was replayed
-    state = [json.loads(r[1]) for r in _read_all(bs, "__yak_spark_sink_state")]
-    replays = [s for s in state if len(s["pids"]) > 1]
-    print(f"killed after {written} rows; {len(replays)} task write(s) replayed")
+    in_log = len(read_all(bs, dst, [0, 1], "read_uncommitted"))
+    print(f"killed after {written} rows; {in_log - total} rows of aborted attempts in the log")

@@ -21,6 +21,7 @@ from yak.cli import quota as _quota
 from yak.cli import schema as _schema
 from yak.cli import serve as _serve
 from yak.cli import topic as _topic
+from yak.cli import txn as _txn
 from yak.cli import user as _user
 from yak.cli.common import CliError
 
@@ -65,6 +66,7 @@ app.add_typer(_schema.app, name="schema")
 app.add_typer(_acl.app, name="acl")
 app.add_typer(_user.app, name="user")
 app.add_typer(_quota.app, name="quota")
+app.add_typer(_txn.app, name="txn")
 
 if __name__ == "__main__":  # python -m yak.cli.main
     app()

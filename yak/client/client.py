@@ -34,6 +34,17 @@ _VERSIONS: dict[str, tuple[int, list[int]]] = {
     "create_topics": (19, [5, 4, 2]),
     "describe_client_quotas": (48, [1, 0]),
     "alter_client_quotas": (49, [1, 0]),
+    # transactions (yak.client.transactions): the classic protocol's versions
+    "find_coordinator": (10, [3, 2, 1]),
+    "add_partitions_to_txn": (24, [3, 2, 1, 0]),
+    "add_offsets_to_txn": (25, [3, 2, 1, 0]),
+    "end_txn": (26, [3, 2, 1, 0]),
+    "write_txn_markers": (27, [1]),
+    "txn_offset_commit": (28, [3, 2, 1, 0]),
+    "offset_fetch": (9, [7]),  # require_stable (KIP-447) needs v7
+    "describe_producers": (61, [0]),
+    "describe_transactions": (65, [0]),
+    "list_transactions": (66, [2, 1, 0]),
 }
 
 
@@ -78,12 +89,16 @@ class KafkaClient:
         retries: int = 5,
         retry_backoff_ms: int = 200,
         security: ClientSecurity | None = None,
+        isolation_level: int = 0,
     ) -> None:
         self.bootstrap = [_parse_hostport(s) for s in bootstrap_servers.split(",") if s.strip()]
         if not self.bootstrap:
             raise YakClientError("kafka.bootstrap.servers is empty")
         self.client_id = client_id
         self.security = security  # TLS / SASL for every connection (None: PLAINTEXT)
+        # ListOffsets' isolation, as a Kafka consumer's: 1 (read_committed) makes "latest"
+        # the last stable offset, so nothing is planned past an open transaction.
+        self.isolation_level = isolation_level
         self.timeout_s = request_timeout_ms / 1000.0
         self.retries = retries
         self.backoff_s = retry_backoff_ms / 1000.0
@@ -278,7 +293,8 @@ class KafkaClient:
                 for t, ps in by_topic.items()
             )
             resp = self._call(
-                node, "list_offsets", replica_id=i32(-1), isolation_level=i8(0), topics=topics
+                node, "list_offsets", replica_id=i32(-1),
+                isolation_level=i8(self.isolation_level), topics=topics
             )
             for t in resp.topics:
                 for p in t.partitions:
@@ -378,8 +394,10 @@ class KafkaClient:
         *,
         acks: int = -1,
         timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> dict[tuple[str, int], int]:
         """Send one encoded record set per partition; returns each partition's base offset.
+        `transactional_id`: the batches belong to that producer's ongoing transaction.
 
         Retriable errors (leader moved, duplicate sequence after a lost response) are
         handled here; a duplicate-sequence answer means the batch is already in the log,
@@ -404,7 +422,7 @@ class KafkaClient:
                 resp = self._call(
                     node,
                     "produce",
-                    transactional_id=None,
+                    transactional_id=transactional_id,
                     acks=i16(acks),
                     timeout=timedelta(milliseconds=timeout_ms),
                     topic_data=topic_data,

@@ -48,7 +48,9 @@ _SOURCE = {
     "valueschemasubject",
 }
 _SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
-         "valueformat", "schema.registry.url"}
+         "valueformat", "schema.registry.url", "exactlyoncemode", "transactionalidprefix",
+         "kafka.transaction.timeout.ms"}
+EXACTLY_ONCE_MODES = ("auto", "transactions", "markers")
 # Options Spark itself may add to a data source's options.
 _SPARK_ADDED = {"path", "checkpointlocation", "queryname"}
 # `kafka.`-prefixed client settings this client understands (Java client names).
@@ -133,16 +135,20 @@ class ClientSettings:
     compression: str = "none"
     security: ClientSecurity | None = None  # TLS / SASL (kafka.security.protocol, ...)
 
-    def client(self) -> Any:
+    def client(self, transactional: bool = False) -> Any:
+        """A client with these settings; `transactional`: one that also speaks the
+        transaction APIs (the exactly-once sink)."""
         from yak.client import KafkaClient
+        from yak.client.transactions import TransactionalClient
 
-        return KafkaClient(
+        return (TransactionalClient if transactional else KafkaClient)(
             self.bootstrap_servers,
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             retries=self.retries,
             retry_backoff_ms=self.retry_backoff_ms,
             security=self.security,
+            isolation_level=self.isolation_level,
         )
 
 
@@ -354,6 +360,12 @@ class SinkOptions:
     state_topic: str = "__yak_spark_sink_state"
     value_format: str | None = None
     registry_url: str | None = None
+    # How streaming writes are made exactly once: broker transactions ("transactions"),
+    # the state-topic markers ("markers", for clusters without transactions), or
+    # transactions when the cluster has them ("auto").
+    exactly_once_mode: str = "auto"
+    transactional_id_prefix: str = "yak-spark"
+    transaction_timeout_ms: int = 60_000
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -369,6 +381,13 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     if fmt is not None and topic is None:
         raise YakOptionError("option topic is required with valueFormat (the schema is "
                              "registered as <topic>-value)")
+    mode = opts.get("exactlyoncemode", "auto").strip().lower()
+    if mode not in EXACTLY_ONCE_MODES:
+        raise YakOptionError(f"option exactlyOnceMode: {mode!r} is not one of "
+                             + ", ".join(EXACTLY_ONCE_MODES))
+    prefix = opts.get("transactionalidprefix", "yak-spark").strip()
+    if not prefix:
+        raise YakOptionError("option transactionalIdPrefix: empty prefix")
     return SinkOptions(
         client=client,
         topic=topic,
@@ -376,4 +395,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         state_topic=opts.get("sinkstatetopic", "__yak_spark_sink_state"),
         value_format=fmt,
         registry_url=url,
+        exactly_once_mode=mode,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_int(opts, "kafka.transaction.timeout.ms", 60_000, 1000),  # type: ignore[arg-type]
     )

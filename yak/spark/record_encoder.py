@@ -22,6 +22,7 @@ from yak.protocol.compression import compress
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_TRANSACTIONAL = 0x10  # batch attribute: part of a transaction
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
@@ -109,8 +110,10 @@ def encode_batches(
     base_sequence: int = 0,
     compression: str = "none",
     timestamp_ms: int | None = None,
+    transactional: bool = False,
 ) -> list[EncodedBatch]:
-    """Encode rows into as many batches as `max_batch_bytes` needs (offsets start at 0)."""
+    """Encode rows into as many batches as `max_batch_bytes` needs (offsets start at 0).
+    `transactional`: the batches belong to the producer's ongoing transaction."""
     n = len(value)
     if n == 0:
         return []
@@ -166,6 +169,7 @@ def encode_batches(
     joffs = np.frombuffer(jbufs[1], np.int32, n + 1, joined.offset * 4)
     raw = memoryview(jbufs[2])
     codec = _CODECS[compression]
+    attributes = codec | (_TRANSACTIONAL if transactional else 0)
     result = []
     for b in range(len(bounds) - 1):
         lo, hi = bounds[b], bounds[b + 1]
@@ -183,7 +187,7 @@ def encode_batches(
             -1,
             2,
             0,
-            codec,
+            attributes,
             count - 1,
             now,
             now,

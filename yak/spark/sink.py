@@ -1,6 +1,26 @@
 """The `yak` Spark sink: batch and streaming writers, the streaming one exactly-once.
 
-Exactly-once without broker transactions, fenced on (query id, batch id, task partition):
+Exactly-once with broker transactions (the default when the cluster has them), one
+transaction per streaming write task and micro-batch:
+
+1. The task's transactional id is `<transactionalIdPrefix>-<queryId>-<partitionId>`, stable
+   across attempts and restarts. InitProducerId with it fences any earlier attempt of the
+   task (a crashed one, a retry still running) and aborts what it left open.
+2. The task reads the offset its sink group (named like the transactional id) committed
+   for `<sinkStateTopic>-0` with `require_stable` (never a value an open transaction may
+   still undo). It holds the next batch id to write: if that is beyond this batch, an
+   earlier attempt committed it, and the task writes nothing (a replay is skipped).
+3. Otherwise, in one transaction: AddPartitionsToTxn for its target partitions,
+   AddOffsetsToTxn for the sink group, the rows (transactional batches), TxnOffsetCommit of
+   batch id + 1 to the sink group, EndTxn(commit). Rows and "batch done" become visible
+   together or not at all; any failure aborts and Spark retries the task.
+
+So read_committed consumers (librdkafka's default) see each row of each micro-batch exactly
+once; read_uncommitted ones may also see an aborted attempt's rows.
+
+Without transactions (`exactlyOnceMode=markers`, or `auto` on a cluster that lacks them),
+exactly-once comes from markers in a state topic, fenced on (query id, batch id, task
+partition):
 
 1. A task materializes its rows, places them on (topic, partition) deterministically (the
    `partition` column, else murmur2 of the key, else a round-robin over the row index).
@@ -41,6 +61,7 @@ from pyspark.sql.datasource import (
 )
 
 from yak.client import EARLIEST, LATEST, KafkaClient
+from yak.client.transactions import TransactionalClient
 from yak.errors import UnknownTopicOrPartitionError
 from yak.spark.options import SinkOptions, YakOptionError
 from yak.spark.partitioner import partition_for
@@ -176,7 +197,8 @@ def _column(t: pa.Table, name: str) -> pa.Array | None:
 
 
 def _produce(
-    client: KafkaClient, opts: SinkOptions, groups: list[_Group], pid: int = -1, epoch: int = -1
+    client: KafkaClient, opts: SinkOptions, groups: list[_Group], pid: int = -1, epoch: int = -1,
+    transactional_id: str | None = None,
 ) -> dict[str, int]:
     written: dict[str, int] = {}
     s = opts.client
@@ -193,13 +215,15 @@ def _produce(
             producer_epoch=epoch,
             base_sequence=0,
             compression=s.compression,
+            transactional=transactional_id is not None,
         )
         pending[(g.topic, g.partition)] = [b.data for b in batches]
         written[f"{g.topic}-{g.partition}"] = g.rows.num_rows
     # one Produce per round carries the next batch of every partition (sequences in order)
     while pending:
         round_ = {tp: bs.pop(0) for tp, bs in pending.items()}
-        client.produce(round_, acks=s.acks, timeout_ms=s.request_timeout_ms)
+        client.produce(round_, acks=-1 if transactional_id else s.acks,
+                       timeout_ms=s.request_timeout_ms, transactional_id=transactional_id)
         pending = {tp: bs for tp, bs in pending.items() if bs}
     return written
 
@@ -259,13 +283,65 @@ class YakStreamWriter(DataSourceStreamArrowWriter):
         log.info("yak sink committed batch %d (%d rows)", batchId, rows)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("yak sink batch %d aborted; its replay will skip rows already written", batchId)
+        log.warning("yak sink batch %d aborted; its replay writes it exactly once", batchId)
 
 
 def write_fenced(
     opts: SinkOptions, table: pa.Table, query_id: str | None, batch_id: str | int | None, task: int
 ) -> YakCommitMessage:
-    """Write one task's rows of one micro-batch, skipping what an earlier attempt wrote."""
+    """Write one task's rows of one micro-batch exactly once: in a transaction, or with
+    the state-topic markers when the cluster has no transactions."""
+    if opts.exactly_once and batch_id is not None and query_id is not None \
+            and opts.exactly_once_mode != "markers":
+        with opts.client.client(transactional=True) as client:
+            if opts.exactly_once_mode == "transactions" or client.supports_transactions():
+                return write_transactional(client, opts, table, query_id, int(batch_id), task)
+    return _write_with_markers(opts, table, query_id, batch_id, task)
+
+
+def sink_group(opts: SinkOptions, query_id: str, task: int) -> str:
+    """The transactional id of a write task, also the group its batch ids are committed to."""
+    return f"{opts.transactional_id_prefix}-{query_id}-{task}"
+
+
+def write_transactional(
+    client: TransactionalClient, opts: SinkOptions, table: pa.Table, query_id: str, batch: int,
+    task: int,
+) -> YakCommitMessage:
+    """One task's rows of micro-batch `batch` in one transaction (module docstring)."""
+    txn_id = group = sink_group(opts, query_id, task)
+    done_tp = (opts.state_topic, 0)
+    client.create_topic(opts.state_topic, 1)
+    pid, epoch = client.init_transactions(txn_id, opts.transaction_timeout_ms)
+    next_batch, _meta = client.committed_offsets(group, [done_tp], require_stable=True)[done_tp]
+    if next_batch > batch:
+        log.warning("batch %d task %d was committed by an earlier attempt; skipped", batch, task)
+        return YakCommitMessage(rows=table.num_rows, skipped=table.num_rows)
+    table, _ = _encode_values(table, opts, None)
+    seed = zlib.crc32(f"{query_id}/{batch}/{task}".encode())
+    groups = _placed(table, opts, client, seed)
+    client.add_partitions_to_txn(txn_id, pid, epoch, [(g.topic, g.partition) for g in groups])
+    client.add_offsets_to_txn(txn_id, pid, epoch, group)
+    try:
+        parts = _produce(client, opts, groups, pid, epoch, transactional_id=txn_id)
+        meta = json.dumps({"batch": batch, "rows": table.num_rows})
+        client.txn_offset_commit(txn_id, group, pid, epoch, {done_tp: (batch + 1, meta)})
+        client.end_txn(txn_id, pid, epoch, True)
+    except Exception:
+        # whatever failed, nothing of this attempt may become visible: abort (a fenced
+        # producer cannot; its successor's InitProducerId has aborted it already)
+        try:
+            client.end_txn(txn_id, pid, epoch, False)
+        except Exception as e:  # noqa: BLE001 - the original error is the one to report
+            log.warning("aborting %s failed: %s", txn_id, e)
+        raise
+    return YakCommitMessage(rows=table.num_rows, partitions=parts)
+
+
+def _write_with_markers(
+    opts: SinkOptions, table: pa.Table, query_id: str | None, batch_id: str | int | None, task: int
+) -> YakCommitMessage:
+    """Without transactions: skip what an earlier attempt wrote (state-topic markers)."""
     table, _ = _encode_values(table, opts, None)
     with opts.client.client() as client:
         seed = zlib.crc32(f"{query_id}/{batch_id}/{task}".encode())
