@@ -1,9 +1,16 @@
 """One client connection: framing, header parsing, dispatch, ordered responses.
 
 Kafka's contract per connection is strict ordering: responses leave in request order.
-Yak serves one connection's requests one at a time (as Kafka does, which mutes a
-channel while a request is in flight), while different connections run concurrently on
-the event loop. Memory per connection is bounded on both sides:
+Kafka mutes a channel while one request is in flight, so a producer's pipelined acks=all
+requests each wait for their own fsync or replication round in turn. Yak pipelines the two
+APIs whose handlers wait on delayed operations, Produce and Fetch (Kafka's purgatory APIs):
+consecutive ones on a connection are started in order, each runs to its first wait (a
+Produce has appended by then: appends keep the request order), and they wait together;
+each response is written only after the one before it, so responses still leave in
+request order. Any other API is a barrier: it starts once everything before it has
+answered, and nothing after it starts until it has (Kafka's muting). At most
+`MAX_INFLIGHT` requests are in flight per connection. Different connections run
+concurrently on the event loop. Memory per connection is bounded on both sides:
 
 - reading: the sans-IO `yak.protocol.framing.FrameDecoder` checks a frame's 4-byte
   length against `socket.request.max.bytes` before anything is kept (negative or
@@ -50,6 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 16
+MAX_INFLIGHT = 16  # pipelined Produce/Fetch requests per connection awaiting their turn
+PIPELINED_APIS = frozenset({0, 1})  # Produce, Fetch: handlers that park on delayed operations
+_API_KEY = struct.Struct(">h")
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
@@ -81,6 +91,9 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        # Pipelined requests in request order; each writes after the one before it.
+        self._inflight: collections.deque[asyncio.Task[int]] = collections.deque()
+        self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
         self.extras: dict[str, Any] = {}
 
     # ------------------------------------------------------------ asyncio callbacks
@@ -109,7 +122,15 @@ class KafkaConnection(asyncio.Protocol):
         self._queue.clear()
         self._can_write.set()
         self._wake()
+        self._cancel_inflight()
         self.broker.connections.discard(self)
+
+    def _cancel_inflight(self) -> None:
+        """Nobody will read the answers: stop waiting for them (a Produce already appended
+        stays appended, as with any request whose connection dropped)."""
+        for task in self._inflight:
+            task.cancel()
+        self._inflight.clear()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -149,6 +170,8 @@ class KafkaConnection(asyncio.Protocol):
             self._closed = True
             self._queue.clear()
             self._wake()
+            if not flush:
+                self._cancel_inflight()
             if self.transport is not None:
                 if flush:
                     self.transport.close()
@@ -173,16 +196,29 @@ class KafkaConnection(asyncio.Protocol):
                     self._reading_paused = False
                     if self.transport is not None and not self._closed:
                         self.transport.resume_reading()
-                try:
-                    throttle_ms = await self._handle_frame(frame)
-                except ProtocolViolation as e:
-                    log.info("closing connection from %s: %s", self.peer, e)
-                    self.close()
-                    return
-                if throttle_ms:
+                muted = self._muted_until - loop.time()
+                if muted > 0:
                     # KIP-219: the response went out at once, carrying throttle_time_ms;
                     # the channel stays muted (nothing more is handled) until it is over.
-                    await asyncio.sleep(throttle_ms / 1000)
+                    await asyncio.sleep(muted)
+                if self._pipelinable(frame):
+                    while len(self._inflight) >= MAX_INFLIGHT:
+                        await self._wait_oldest()
+                    while self._inflight and self._inflight[0].done():
+                        self._inflight.popleft()
+                    prev = self._inflight[-1] if self._inflight else None
+                    self._inflight.append(loop.create_task(self._pipelined(frame, prev)))
+                else:
+                    while self._inflight:
+                        await self._wait_oldest()
+                    if self._closed:
+                        return
+                    try:
+                        self._mute(await self._handle_frame(frame))
+                    except ProtocolViolation as e:
+                        log.info("closing connection from %s: %s", self.peer, e)
+                        self.close()
+                        return
                 if not self._can_write.is_set():
                     await self._can_write.wait()
         except asyncio.CancelledError:
@@ -191,8 +227,51 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
 
-    async def _handle_frame(self, frame: memoryview) -> int:
-        """Handle one request; returns how long to hold the connection back (quotas)."""
+    def _pipelinable(self, frame: memoryview) -> bool:
+        """Produce and Fetch, once the connection is past any SASL exchange."""
+        if len(frame) < 2 or _API_KEY.unpack_from(frame, 0)[0] not in PIPELINED_APIS:
+            return False
+        session = self.session
+        authenticator = session.authenticator if session is not None else None
+        return authenticator is None or (authenticator.authenticated
+                                         and not authenticator.awaiting_raw_token)
+
+    async def _wait_oldest(self) -> None:
+        task = self._inflight[0]
+        await _finished(task)
+        if self._inflight and self._inflight[0] is task:
+            self._inflight.popleft()
+
+    def _mute(self, throttle_ms: int) -> None:
+        if throttle_ms:
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000
+            self._muted_until = max(self._muted_until, until)
+
+    async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None) -> int:
+        """One pipelined request: handled at once, answered after `prev` answered."""
+        try:
+            throttle_ms = await self._handle_frame(frame, prev)
+        except ProtocolViolation as e:
+            log.info("closing connection from %s: %s", self.peer, e)
+            self.close()
+            return 0
+        except Exception:
+            log.exception("connection loop for %s failed", self.peer)
+            self.close()
+            return 0
+        self._mute(throttle_ms)
+        return throttle_ms
+
+    @staticmethod
+    async def _turn(prev: asyncio.Task[int] | None) -> None:
+        """Wait until the request before this one has written its response."""
+        if prev is not None and not prev.done():
+            await _finished(prev)
+
+    async def _handle_frame(self, frame: memoryview,
+                            prev: asyncio.Task[int] | None = None) -> int:
+        """Handle one request; returns how long to hold the connection back (quotas).
+        `prev`: the pipelined request before this one, whose response goes out first."""
         session = self.session
         authenticator = session.authenticator if session is not None else None
         if authenticator is not None and authenticator.awaiting_raw_token:
@@ -267,6 +346,8 @@ class KafkaConnection(asyncio.Protocol):
             if response is None:
                 raise ProtocolViolation("handler failed") from None
         throttle_ms = self._throttle(ctx, started)
+        if prev is not None:
+            await self._turn(prev)
         if throttle_ms and response is not None and hasattr(response, "throttle_time"):
             response = dataclasses.replace(
                 response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
@@ -335,6 +416,18 @@ class KafkaConnection(asyncio.Protocol):
             for s in sorted(handlers.registry().values(), key=lambda s: s.api_key)
         )
         return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
+
+
+async def _finished(task: asyncio.Task[int]) -> None:
+    """Wait for another request's task to end however it ends; only a cancellation of the
+    waiter itself propagates."""
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+    except Exception:
+        pass
 
 
 def _now_ms() -> int:
