@@ -200,6 +200,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     txn_coordinator, txn_state, txn_markers = _construct("transaction coordinator", make_txn)
 
     metrics = _construct("metrics", BrokerMetrics)
+    metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
     security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))

@@ -22,12 +22,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from yak.protocol import kio_compat
 from yak.protocol.records import HEADER_SIZE, LOG_OVERHEAD, read_header
 
 if TYPE_CHECKING:
     from yak.partition import PartitionAppendResult
+    from yak.txn.coordinator import TransactionCoordinator
 
 __all__ = ["BrokerMetrics", "count_records"]
 
@@ -146,6 +148,11 @@ class BrokerMetrics:
                 for m in metrics:
                     m.remove(topic)
 
+    def bind_transactions(self, coordinator: TransactionCoordinator) -> None:
+        """Export the transaction coordinator's counters and open transactions, read at
+        scrape time from the coordinator (nothing is counted on the request path)."""
+        self.registry.register(_TxnCollector(coordinator))
+
     def bind_connections(self, count: Callable[[], int]) -> None:
         """Let the gauge read the live connection count at scrape time (no per-connect hook)."""
         self.connections.set_function(count)
@@ -165,3 +172,39 @@ class BrokerMetrics:
                         total += s.value
             out[key] = total
         return out
+
+
+class _TxnCollector:
+    """`yak_transactions_*`: the coordinator's `TxnStats` and its open transactions."""
+
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def describe(self) -> list[Any]:
+        return list(self._families(zero=True))
+
+    def collect(self) -> Iterable[Any]:
+        return self._families()
+
+    def _families(self, zero: bool = False) -> Iterable[Any]:
+        c = self.coordinator
+        stats = c.stats
+        counters = (
+            ("yak_transactions_committed", "Transactions whose commit was decided.",
+             stats.commits),
+            ("yak_transactions_aborted", "Transactions whose abort was decided (by the "
+             "producer, a timeout, a new producer instance or a crash).", stats.aborts),
+            ("yak_transactions_timed_out", "Transactions aborted for running longer than "
+             "their transaction.timeout.ms.", stats.timed_out),
+            ("yak_transactions_fenced", "Open transactions aborted because a new instance "
+             "of their transactional id initialised.", stats.fenced),
+            ("yak_transactional_ids_expired", "Idle transactional ids expired after "
+             "transactional.id.expiration.ms.", stats.expired_ids),
+            ("yak_transaction_marker_retries", "Rounds of COMMIT/ABORT markers re-sent after "
+             "a retriable error.", stats.marker_retries),
+        )
+        for name, doc, value in counters:
+            yield CounterMetricFamily(name, doc, value=0 if zero else value)
+        yield GaugeMetricFamily("yak_transactions_open",
+                                "Transactions in progress (Ongoing or being completed).",
+                                value=0 if zero else c.open_transactions())

@@ -270,12 +270,13 @@ class TransactionalClient(KafkaClient):
                                        t.transaction_state) for t in resp.transaction_states]
         return sorted(out, key=lambda t: t.transactional_id)
 
-    def describe_transaction(self, txn_id: str) -> TransactionDescription:
+    def describe_transaction(self, txn_id: str, known: bool = False) -> TransactionDescription:
+        """`known`: the caller just listed the id (skips the check below)."""
         self._version("describe_transactions")
         # An unknown id is answered with start time -1, which kio cannot decode: learn
         # that it is unknown from ListTransactions first.
-        if not [t for t in self.list_transactions(pattern=re.escape(txn_id))
-                if t.transactional_id == txn_id]:
+        if not known and not [t for t in self.list_transactions(pattern=re.escape(txn_id))
+                              if t.transactional_id == txn_id]:
             raise error_for_code(int(ErrorCode.transactional_id_not_found),
                                  f"describe {txn_id!r}: transactional_id_not_found")
         resp = self._txn_call(txn_id, f"describe {txn_id!r}", "describe_transactions",

@@ -103,6 +103,10 @@ class ClusterMeta:
     topics: dict[str, TopicMeta]
 
 
+# Transaction states with work in flight (the rest are finished or idle ids).
+OPEN_TXN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
 @dataclass
 class Watermarks:
     log_start_offset: int
@@ -454,6 +458,31 @@ class ClusterClient:
             except KafkaException as e:
                 delivery.fail(i, _cluster_error(e))
         return delivery
+
+    async def transactions(self) -> list[dict[str, Any]]:
+        """The transactions the coordinators know (ListTransactions), open ones described
+        (DescribeTransactions: start time, timeout, partitions). No Python Kafka client has
+        these APIs: Yak's blocking client, in a thread, with this cluster's security."""
+
+        def fetch() -> list[dict[str, Any]]:
+            from yak.client.transactions import TransactionalClient
+
+            with TransactionalClient(self.bootstrap, client_id=self.client_id,
+                                     request_timeout_ms=int(self.timeout_s * 1000), retries=1,
+                                     security=self.security) as c:
+                out = []
+                for t in c.list_transactions():
+                    row: dict[str, Any] = {"transactional_id": t.transactional_id,
+                                           "producer_id": t.producer_id, "state": t.state}
+                    if t.state in OPEN_TXN_STATES:
+                        d = c.describe_transaction(t.transactional_id, known=True)
+                        row.update(producer_epoch=d.producer_epoch, timeout_ms=d.timeout_ms,
+                                   start_time_ms=d.start_time_ms,
+                                   partitions=[list(tp) for tp in d.partitions])
+                    out.append(row)
+                return out
+
+        return await self._blocking(fetch)
 
     async def ping(self) -> float:
         """Round-trip time of a metadata request, in seconds (raises if unreachable)."""

@@ -1,4 +1,5 @@
-"""The JSON API behind the web console (`/api/...`): overview, topics, messages, groups.
+"""The JSON API behind the web console (`/api/...`): overview, topics, messages, groups,
+transactions.
 
 It is shaped for the page rather than for REST Proxy compatibility: one call per view,
 with every number the view shows (log start, log end, high watermark and size per
@@ -287,6 +288,40 @@ async def groups(request: Request) -> Any:
 
     await asyncio.gather(*(fill(r) for r in rows))
     return rows
+
+
+@router.get("/transactions", responses=_ERRORS)
+async def transactions(request: Request) -> Any:
+    """Open transactions with their age and the LSO lag (high watermark - last stable
+    offset) of each partition they hold, and every partition whose LSO lags its HW (what
+    read_committed consumers cannot read yet)."""
+    cluster = _cluster(request)
+    txns, md = await asyncio.gather(cluster.transactions(), cluster.metadata())
+    tps = [(t, p) for t, tm in md.topics.items() for p in tm.partitions]
+    marks = await cluster.watermarks(tps)
+    now = int(time.time() * 1000)
+
+    def lag(t: str, p: int) -> dict[str, Any]:
+        m = marks.get((t, p))
+        hw, lso = (m.high_watermark, m.last_stable_offset) if m else (-1, -1)
+        return {"topic": t, "partition": p, "high_watermark": hw, "last_stable_offset": lso,
+                "lso_lag": max(hw - lso, 0) if hw >= 0 and lso >= 0 else None}
+
+    open_rows = []
+    for row in txns:
+        if "start_time_ms" not in row:
+            continue
+        start = row["start_time_ms"]
+        row["age_ms"] = now - start if start >= 0 else None
+        row["partitions"] = [lag(t, p) for t, p in row["partitions"]]
+        open_rows.append(row)
+    held = [lag(t, p) for t, p in sorted(tps)]
+    return {
+        "open": sorted(open_rows, key=lambda r: -(r["age_ms"] or 0)),
+        "total": len(txns),
+        "lagging_partitions": [r for r in held if r["lso_lag"]],
+        "time": now / 1000,
+    }
 
 
 @router.get("/groups/{group}", responses=_ERRORS)

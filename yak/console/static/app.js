@@ -510,6 +510,50 @@ async function groupPage(id) {
   every(3000, () => guarded(load));
 }
 
+function fmtAge(ms) {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 7200000) return `${Math.floor(ms / 60000)} min`;
+  return `${(ms / 3600000).toFixed(1)} h`;
+}
+
+async function transactions() {
+  const g = generation;
+  view.innerHTML = `<h1>Transactions</h1><div id="txn-summary" class="cards"></div>
+    <h2>Open transactions <span class="legend">(oldest first)</span></h2><div id="txns"></div>
+    <h2>Partitions held back <span class="legend">(LSO lag: records read_committed consumers
+    cannot read yet)</span></h2><div id="lso"></div>`;
+  const load = async () => {
+    const d = await api("/transactions");
+    if (g !== generation) return;
+    const held = d.lagging_partitions.reduce((s, r) => s + r.lso_lag, 0);
+    document.getElementById("txn-summary").innerHTML = [["Open", d.open.length],
+      ["Known transactional ids", d.total], ["Partitions held back", d.lagging_partitions.length],
+      ["Records held back", held]].map(([l, v]) =>
+      `<div class="card"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div></div>`).join("");
+    const parts = (ps) => ps.map((p) => `<span class="tp">${esc(`${p.topic}-${p.partition}`)}` +
+      ` <span class="lag" title="LSO lag">${p.lso_lag ?? "–"}</span></span>`).join(", ");
+    document.getElementById("txns").innerHTML = d.open.length ? `<table id="txn-table"><thead><tr>
+      <th>Transactional id</th><th>State</th><th class="num">Producer</th><th class="num">Age</th>
+      <th class="num">Timeout</th><th>Partitions (LSO lag)</th></tr></thead><tbody>${d.open.map((t) =>
+      `<tr data-txn="${esc(t.transactional_id)}"><td>${esc(t.transactional_id)}</td><td>${esc(t.state)}</td>
+      <td class="num">${t.producer_id}/${t.producer_epoch}</td><td class="num age">${fmtAge(t.age_ms)}</td>
+      <td class="num">${fmtMs(t.timeout_ms)}</td><td>${parts(t.partitions)}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">No open transactions.</p>`;
+    document.getElementById("lso").innerHTML = d.lagging_partitions.length ? `<table id="lso-table"><thead><tr>
+      <th>Topic</th><th class="num">Partition</th><th class="num">High watermark</th>
+      <th class="num">Last stable offset</th><th class="num">LSO lag</th></tr></thead><tbody>${d.lagging_partitions.map((r) =>
+      `<tr data-tp="${esc(`${r.topic}-${r.partition}`)}"><td>${esc(r.topic)}</td><td class="num">${r.partition}</td>
+      <td class="num">${r.high_watermark}</td><td class="num">${r.last_stable_offset}</td>
+      <td class="num lag">${r.lso_lag}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">Every partition is readable up to its high watermark.</p>`;
+    clearError();
+  };
+  await guarded(load);
+  every(3000, () => guarded(load));
+}
+
 // ------------------------------------------------------------------ router
 
 function route() {
@@ -528,6 +572,7 @@ function route() {
   if (page === "schemas") return guarded(schemas);
   if (page === "subject" && decoded) return guarded(() => subjectPage(decoded));
   if (page === "group" && decoded) return groupPage(decoded);
+  if (page === "transactions") return transactions();
   return overview();
 }
 
