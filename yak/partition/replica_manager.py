@@ -191,6 +191,14 @@ class LogDirDescription:
     topics: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
+class _SyncState:
+    __slots__ = ("waiters", "running")
+
+    def __init__(self) -> None:
+        self.waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.running = False
+
+
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4,
                  replica_lag_time_max_ms: int = 30_000,
@@ -207,6 +215,8 @@ class ReplicaManager:
         # composition in a cluster: False means "not known to be registered", ack nothing.
         self.session_valid: Callable[[], bool] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # write.caching=false: per partition, the fsync job in flight and who waits on it.
+        self._syncs: dict[Partition, _SyncState] = {}
         self._isr_expiration: asyncio.Task[None] | None = None
         # Totals for metrics (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -563,8 +573,58 @@ class ReplicaManager:
                 r.error, r.info = _NOT_LEADER, None
 
     def _sync(self, p: Partition, offset: int) -> asyncio.Future[None]:
-        """fsync `p` up to `offset` off the event loop (storage group-commits fsyncs)."""
-        return asyncio.get_running_loop().run_in_executor(self.io_pool, p.log.sync, offset)
+        """A future done once `p` is durable up to `offset` (fsync off the event loop).
+
+        Group commit on the loop side: at most one fsync job per partition is in the io
+        threads; requests arriving while it runs wait for the next one, which then covers
+        everything appended meanwhile. So a burst of pipelined acks=all produces costs one
+        thread hand-off per fsync, not one per request."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        st = self._syncs.get(p)
+        if st is None:
+            st = self._syncs[p] = _SyncState()
+        st.waiters.append((offset, fut))
+        if not st.running:
+            self._start_sync(loop, p, st)
+        return fut
+
+    def _start_sync(self, loop: asyncio.AbstractEventLoop, p: Partition, st: _SyncState
+                    ) -> None:
+        target = max(o for o, _ in st.waiters)
+        try:
+            job = loop.run_in_executor(self.io_pool, p.log.sync, target)
+        except RuntimeError as e:  # the io threads are shut down: the broker is stopping
+            for _, fut in st.waiters:
+                if not fut.done():
+                    fut.set_exception(KafkaStorageError(f"not synced: {e}"))
+            st.waiters = []
+            self._syncs.pop(p, None)
+            return
+        st.running = True
+        job.add_done_callback(lambda j: self._sync_done(loop, p, st, target, j))
+
+    def _sync_done(self, loop: asyncio.AbstractEventLoop, p: Partition, st: _SyncState,
+                   target: int, job: asyncio.Future[None]) -> None:
+        st.running = False
+        exc = None if not job.cancelled() else asyncio.CancelledError()
+        if exc is None:
+            exc = job.exception()
+        later: list[tuple[int, asyncio.Future[None]]] = []
+        for offset, fut in st.waiters:
+            if fut.done():
+                continue  # given up on (request timeout)
+            if offset > target:
+                later.append((offset, fut))
+            elif exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+        st.waiters = later
+        if later:
+            self._start_sync(loop, p, st)
+        elif not later and self._syncs.get(p) is st:
+            del self._syncs[p]
 
     # ------------------------------------------------------------------ fetch
 
