@@ -43,6 +43,12 @@ def gateway(
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", help="Largest HTTP request body accepted.")
     ] = 8 * 1024 * 1024,
+    grpc_tls: Annotated[
+        str | None,
+        typer.Option("--grpc-tls", help="Serve gRPC over TLS: a .properties file with Kafka's "
+                     "server settings ssl.keystore.type=PEM, ssl.keystore.location, and for "
+                     "mTLS ssl.truststore.location and ssl.client.auth=required."),
+    ] = None,
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
     from yak.cli.common import fail
@@ -58,6 +64,17 @@ def gateway(
                 parse_hostport(value)
             except ValueError as e:
                 fail(f"{flag}: {e}", 2)
+    credentials = None
+    if grpc_tls is not None:
+        if grpc_listen is None:
+            fail("--grpc-tls needs --grpc", 2)
+        from yak.config import ConfigError, read_config_file
+        from yak.gateway.grpc_api.server import tls_credentials
+
+        try:
+            credentials = tls_credentials(read_config_file(grpc_tls))
+        except ConfigError as e:
+            fail(f"--grpc-tls {grpc_tls}: {e}", 2)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -86,7 +103,7 @@ def gateway(
                 from yak.gateway.grpc_api.server import start_grpc
 
                 try:
-                    gserver = await start_grpc(grpc_listen, core)
+                    gserver = await start_grpc(grpc_listen, core, credentials)
                 except (OSError, ValueError) as e:
                     _fail(f"cannot serve gRPC on {grpc_listen}: {e}")
                 servers.append(gserver)

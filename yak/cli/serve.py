@@ -39,6 +39,11 @@ def serve(
         list[str] | None,
         typer.Option("--set", help="Setting KEY=VALUE with Kafka's names; repeatable; wins."),
     ] = None,
+    metadata: Annotated[
+        str | None,
+        typer.Option("--metadata", help="Metadata store (metadata.store): local, or"
+                     " etcd://HOST:PORT[,HOST:PORT...][/NAME] to join a cluster."),
+    ] = None,
     http: Annotated[
         str,
         typer.Option("--http", help="HOST:PORT for REST, WebSocket, console, /metrics; 'none' = off."),
@@ -68,7 +73,8 @@ def serve(
         listen=listen,
         advertised_listener=advertised_listener,
         config_file=config,
-        overrides=tuple(set_ or ()),
+        # --metadata is the setting metadata.store; an explicit --set still wins.
+        overrides=(*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ())),
         companions=[_gateway(http_listen, grpc_listen)] if http_listen or grpc_listen else [],
     )
     if code:  # serve() already printed the one-line reason

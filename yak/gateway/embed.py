@@ -136,7 +136,8 @@ class EmbeddedGateway:
 
 async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any = None,
                          grpc: str | None = None,
-                         security: Any = None) -> EmbeddedGateway | None:
+                         security: Any = None,
+                         grpc_credentials: Any = None) -> EmbeddedGateway | None:
     """The gateway inside `yak serve`: HTTP on `listen`, gRPC on `grpc` (None: off).
 
     A port that cannot be bound only costs a warning: the broker must keep serving Kafka
@@ -165,7 +166,7 @@ async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any
         from yak.gateway.grpc_api.server import start_grpc
 
         try:
-            grpc_server = await start_grpc(grpc, core)
+            grpc_server = await start_grpc(grpc, core, grpc_credentials)
         except (OSError, ValueError) as e:
             log.warning("gRPC gateway not started on %s: %s", grpc, e)
         else:

@@ -328,6 +328,29 @@ def build_server_context(
     return ctx
 
 
+def server_pem_material(
+    settings: Mapping[str, str], listener: str | None = None
+) -> tuple[bytes, bytes, bytes | None, bool]:
+    """For TLS servers that take PEM bytes rather than an SSLContext (the gRPC gateway):
+    (private key as unencrypted PKCS#8 PEM, in memory only; certificate chain PEM; client
+    CA PEM or None; whether client certificates are required), from the same Kafka
+    settings as a listener (`ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth`)."""
+    ks = _load_keystore(settings, listener)
+    if ks is None:
+        raise ConfigError("TLS needs a key: set ssl.keystore.location (ssl.keystore.type=PEM)"
+                          " or ssl.keystore.key and ssl.keystore.certificate.chain")
+    key = ks.key.private_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption())
+    chain = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in ks.chain)
+    auth = get_setting(settings, "ssl.client.auth", listener)
+    trust = _truststore_pem(settings, listener)
+    if auth != "none" and trust is None:
+        raise ConfigError(f"ssl.client.auth={auth} needs the CAs of client certificates: set "
+                          "ssl.truststore.location (ssl.truststore.type=PEM)")
+    return key, chain, (trust.encode() if trust and auth != "none" else None), auth == "required"
+
+
 def build_client_context(
     settings: Mapping[str, str], listener: str | None = None
 ) -> ssl.SSLContext:

@@ -89,6 +89,17 @@ class GrpcServer:
         await self.server.stop(GRACE_S)
 
 
+def tls_credentials(settings: dict[str, str]) -> grpc.ServerCredentials:
+    """TLS for the gRPC port from Kafka's server settings (`ssl.keystore.type=PEM`,
+    `ssl.keystore.location`, `ssl.truststore.location`, `ssl.client.auth`): the same
+    files and rules as a broker listener. Raises ConfigError naming the key."""
+    from yak.security.tls import server_pem_material
+
+    key, chain, client_ca, required = server_pem_material(settings)
+    return grpc.ssl_server_credentials([(key, chain)], root_certificates=client_ca,
+                                       require_client_auth=required)
+
+
 async def start_grpc(listen: str, core: GatewayCore,
                      credentials: grpc.ServerCredentials | None = None) -> GrpcServer:
     """Bind `listen` (HOST:PORT; port 0 picks one) and start serving.
@@ -125,4 +136,4 @@ async def start_grpc(listen: str, core: GatewayCore,
     return running
 
 
-__all__ = ["GrpcServer", "start_grpc"]
+__all__ = ["GrpcServer", "start_grpc", "tls_credentials"]
