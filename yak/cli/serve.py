@@ -53,6 +53,11 @@ def serve(
         typer.Option("--grpc", help="HOST:PORT for the gRPC gateway (yak.v1.Gateway); "
                                     "'none' = off."),
     ] = "none",
+    grpc_tls: Annotated[
+        bool,
+        typer.Option("--grpc-tls", help="Serve gRPC over TLS with the broker's own ssl.keystore.*"
+                     " (and, for mTLS, ssl.truststore.* and ssl.client.auth) settings."),
+    ] = False,
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
@@ -75,13 +80,14 @@ def serve(
         config_file=config,
         # --metadata is the setting metadata.store; an explicit --set still wins.
         overrides=(*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ())),
-        companions=[_gateway(http_listen, grpc_listen)] if http_listen or grpc_listen else [],
+        companions=([_gateway(http_listen, grpc_listen, grpc_tls)]
+                    if http_listen or grpc_listen else []),
     )
     if code:  # serve() already printed the one-line reason
         raise typer.Exit(code)
 
 
-def _gateway(listen: str | None, grpc: str | None = None) -> Any:
+def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False) -> Any:
     """The embedded gateway as a companion of the broker: started once the broker listens,
     stopped before it (REST, WebSocket, console and `/metrics` on `listen`; gRPC on `grpc`)."""
 
@@ -97,8 +103,20 @@ def _gateway(listen: str | None, grpc: str | None = None) -> Any:
         except ValueError as e:
             print(f"yak: warning: gateway not started: {e}", file=sys.stderr, flush=True)
             return None
+        credentials, grpc_at = None, grpc
+        if grpc_at is not None and grpc_tls:
+            from yak.gateway.grpc_api.server import tls_credentials
+            from yak.settings import ConfigError
+
+            try:
+                credentials = tls_credentials(running.broker.config.raw)
+            except ConfigError as e:
+                print(f"yak: warning: gRPC gateway not started: --grpc-tls: {e}",
+                      file=sys.stderr, flush=True)
+                grpc_at = None
         server = await start_embedded(listen, running.bootstrap, running.broker.metrics,
-                                      grpc=grpc, security=security)
+                                      grpc=grpc_at, security=security,
+                                      grpc_credentials=credentials)
         return None if server is None else server.stop
 
     return start
