@@ -258,6 +258,7 @@ class TransactionCoordinator:
         self._jobs: dict[str, _MarkerJob] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer_task: asyncio.Task[None] | None = None
+        self._partition_cache: dict[tuple[str, int], int] = {}
 
     # ================================================================ lifecycle
 
@@ -322,7 +323,16 @@ class TransactionCoordinator:
     # ================================================================ partitions
 
     def partition_for(self, transactional_id: str) -> int:
-        return rec.partition_for(transactional_id, self.log.num_partitions)
+        """The id's `__transaction_state` partition (Java's string hash: cached, every
+        request of a transaction asks again)."""
+        n = self.log.num_partitions
+        key = (transactional_id, n)
+        p = self._partition_cache.get(key)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[key] = rec.partition_for(transactional_id, n)
+        return p
 
     def owns(self, partition: int) -> bool:
         return partition in self._owned
