@@ -152,6 +152,11 @@ def test_error_answers(module_broker) -> None:
                                 transactional_id="err-tx")
         assert code is E.invalid_txn_state
         assert hw(c, "raw-errors", 0) == 0
+        # transactional records without a transactional id could never be ended (they would
+        # pin the LSO for good): refused, as Kafka does
+        code, _ = c.produce_one("raw-errors", 0, txn_batch(pid, epoch, 0, [b"x"]))
+        assert code is E.transactional_id_authorization_failed
+        assert hw(c, "raw-errors", 0) == 0
         # a re-init bumps the epoch: the old one is fenced with an error answer (never a
         # closed connection), PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before
         again = init(c, "err-tx", timeout_ms=5000)

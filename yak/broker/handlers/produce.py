@@ -146,15 +146,17 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 except _Fail as e:
                     res.error_code, res.error_message = e.code, e.message
                     continue
-                if (txn_id is not None and header is not None
-                        and header.attributes & records.TRANSACTIONAL_BIT
-                        and not partition.has_ongoing_txn(header.producer_id,
-                                                          header.producer_epoch)):
-                    code = _verify(broker, txn_id, header, name, index)
-                    if code is not ErrorCode.none:
-                        res.error_code = code
-                        res.error_message = f"transactional batch refused: {code.name}"
+                if header is not None and header.attributes & records.TRANSACTIONAL_BIT:
+                    if txn_id is None:  # Kafka refuses these: they could never be ended
+                        res.error_code = ErrorCode.transactional_id_authorization_failed
+                        res.error_message = "transactional records without a transactional id"
                         continue
+                    if not partition.has_ongoing_txn(header.producer_id, header.producer_epoch):
+                        code = _verify(broker, txn_id, header, name, index)
+                        if code is not ErrorCode.none:
+                            res.error_code = code
+                            res.error_message = f"transactional batch refused: {code.name}"
+                            continue
             entries.append((name, index, data, header))
             slots.append(res)
 
