@@ -140,6 +140,12 @@ async def produce(port: int, acks: int, n: int = 1, timeout_ms: int = 10_000,
         writer.close()
 
 
+def metrics_text(rb: RunningBroker) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(rb.broker.metrics.registry).decode()
+
+
 def log_bytes(c: Cluster, n: int, upto: int) -> bytes:
     p = c.rm(n).get_partition(T, 0)
     out = p.log.read(p.log_start_offset, 1 << 30, max_offset=upto)
@@ -235,13 +241,20 @@ def test_cut_follower_leaves_the_isr_and_rejoins_after_healing(tmp_path: Path) -
             proxy.cut("drop")
             started = time.monotonic()
             # acks=all waits for 3 until it leaves the ISR, then completes without it.
-            assert await produce(c.running[1].port, -1, tag=b"during") == ErrorCode.none
+            during = asyncio.ensure_future(produce(c.running[1].port, -1, tag=b"during"))
+            await asyncio.sleep(0.3)
+            assert "yak_delayed_produce_requests 1.0" in metrics_text(c.running[1])
+            assert await during == ErrorCode.none
             assert c.state.isr == (1, 2)
             assert time.monotonic() - started < 10
             for i in range(5):
                 assert await produce(c.running[1].port, -1, tag=b"b%d" % i) == ErrorCode.none
             leader = c.rm(1).get_partition(T, 0)
             assert leader.is_under_replicated and c.rm(1).isr_shrinks == 1
+            scrape = metrics_text(c.running[1])
+            assert "yak_isr_shrinks_total 1.0" in scrape
+            assert "yak_under_replicated_partitions 1.0" in scrape
+            assert "yak_under_min_isr_partitions 0.0" in scrape
             proxy.heal()
             await until(lambda: c.state.isr == (1, 2, 3), 20, "ISR expansion after heal")
             assert c.rm(1).isr_expands == 1
@@ -249,6 +262,11 @@ def test_cut_follower_leaves_the_isr_and_rejoins_after_healing(tmp_path: Path) -
             await until(lambda: c.rm(3).get_partition(T, 0).high_watermark == hw)
             assert log_bytes(c, 1, hw) == log_bytes(c, 2, hw) == log_bytes(c, 3, hw)
             assert c.isr_changes == [(1, 2), (1, 2, 3)]
+            scrape = metrics_text(c.running[1])
+            assert "yak_isr_expands_total 1.0" in scrape
+            assert "yak_under_replicated_partitions 0.0" in scrape
+            assert 'yak_replica_lag{partition="0",topic="orders"} 0.0' in \
+                metrics_text(c.running[3])
         finally:
             await proxy.stop()
             await c.stop()

@@ -28,7 +28,7 @@ from yak.protocol import kio_compat
 from yak.protocol.records import HEADER_SIZE, LOG_OVERHEAD, read_header
 
 if TYPE_CHECKING:
-    from yak.partition import PartitionAppendResult
+    from yak.partition import PartitionAppendResult, ReplicaManager
     from yak.txn.coordinator import TransactionCoordinator
 
 __all__ = ["BrokerMetrics", "count_records"]
@@ -153,6 +153,11 @@ class BrokerMetrics:
         scrape time from the coordinator (nothing is counted on the request path)."""
         self.registry.register(_TxnCollector(coordinator))
 
+    def bind_replication(self, replica_manager: ReplicaManager) -> None:
+        """Export replication state (issue 11), read at scrape time from the partition
+        layer (and, in a cluster, the replica fetchers' lags it is given)."""
+        self.registry.register(_ReplicationCollector(replica_manager))
+
     def bind_connections(self, count: Callable[[], int]) -> None:
         """Let the gauge read the live connection count at scrape time (no per-connect hook)."""
         self.connections.set_function(count)
@@ -172,6 +177,55 @@ class BrokerMetrics:
                         total += s.value
             out[key] = total
         return out
+
+
+class _ReplicationCollector:
+    """Kafka's ReplicaManager / ReplicaFetcherManager metrics under Yak names."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+
+    def describe(self) -> list[Any]:
+        return list(self._families(zero=True))
+
+    def collect(self) -> Iterable[Any]:
+        return self._families()
+
+    def _families(self, zero: bool = False) -> Iterable[Any]:
+        rm = self.rm
+        led = [] if zero else [p for p in rm.partitions() if p.is_leader]
+        yield CounterMetricFamily(
+            "yak_isr_shrinks", "ISR shrinks this broker made as a leader (followers that "
+            "fell behind for replica.lag.time.max.ms).", value=0 if zero else rm.isr_shrinks)
+        yield CounterMetricFamily(
+            "yak_isr_expands", "ISR expansions this broker made as a leader (followers that "
+            "caught up).", value=0 if zero else rm.isr_expands)
+        yield GaugeMetricFamily(
+            "yak_under_replicated_partitions", "Partitions led here whose ISR is smaller "
+            "than their replica set.", value=sum(1 for p in led if p.is_under_replicated))
+        yield GaugeMetricFamily(
+            "yak_under_min_isr_partitions", "Partitions led here whose ISR is below "
+            "min.insync.replicas (acks=all produces are refused).",
+            value=sum(1 for p in led if p.under_min_isr))
+        yield GaugeMetricFamily(
+            "yak_delayed_produce_requests", "acks=all appends waiting in the produce "
+            "purgatory for the high watermark.",
+            value=0 if zero else rm.produce_purgatory.waiting())
+        yield GaugeMetricFamily(
+            "yak_delayed_fetch_requests", "Fetch long-polls parked in the fetch purgatory "
+            "(one per partition they wait on).",
+            value=0 if zero else rm.fetch_purgatory.waiting())
+        source = rm.follower_lags
+        lags = {} if zero or source is None else source()
+        yield GaugeMetricFamily(
+            "yak_replica_max_lag", "Largest lag, in messages, of a partition this broker "
+            "follows behind its leader's high watermark.", value=max(lags.values(), default=0))
+        per = GaugeMetricFamily(
+            "yak_replica_lag", "Messages a followed partition is behind its leader's high "
+            "watermark, as of its last fetch.", labels=["topic", "partition"])
+        for (topic, partition), lag in sorted(lags.items()):
+            per.add_metric([topic, str(partition)], lag)
+        yield per
 
 
 class _TxnCollector:

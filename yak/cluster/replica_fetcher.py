@@ -138,6 +138,7 @@ class ReplicaFetcherManager:
         self._fetchers: dict[tuple[int, int], _SourceFetcher] = {}
         self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
         self._stopped = False
+        replica_manager.follower_lags = self.lags  # for the broker's metrics
 
     # ------------------------------------------------------------------ the publisher's API
 

@@ -218,6 +218,9 @@ class ReplicaManager:
         # write.caching=false: per partition, the fsync job in flight and who waits on it.
         self._syncs: dict[Partition, _SyncState] = {}
         self._isr_expiration: asyncio.Task[None] | None = None
+        # The replica fetchers' (topic, partition) -> messages behind the leader's high
+        # watermark, set by whoever copies followed partitions here (metrics read it).
+        self.follower_lags: Callable[[], dict[tuple[str, int], int]] | None = None
         # Totals for metrics (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
