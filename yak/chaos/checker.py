@@ -22,10 +22,19 @@ ignored, so workloads can add timestamps for their own plots):
     {"op": "poll", "process": "c1", "isolation": "read_committed|read_uncommitted",
      "records": [{"partition": "orders-0", "offset": 42, "value": 17}, ...],
      "txn": "c1-t9"}
-        `txn` only for a poll made inside a consume-transform-produce transaction.
+        `txn` only for a poll made inside a consume-transform-produce transaction. A
+        record may also be written compactly as `["orders-0", 42, 17]` (long runs).
     {"op": "reset", "process": "c1", "partitions": ["orders-0"]}
         The consumer's position moved on purpose (assign, seek, rebalance, restart):
         order checks start afresh for those partitions (all if `partitions` is absent).
+    {"op": "send", ..., "value": "e1:17", "txn": "e1-t4", "source": 17}
+        A consume-transform-produce pipeline's output names the input value it was made
+        from (output values stay unique: a retried transaction writes new ones).
+    {"op": "drained", "process": "e1", "partitions": ["orders-0"]}
+        The pipeline consumed these input partitions to their end and committed: every
+        committed input value there is owed exactly one committed output.
+    {"op": "nemesis", ...}
+        Faults injected (for the report's timeline); the checker skips them.
 
 Values must be unique across the history (one send per value); partitions are any
 JSON scalars (lists are read as tuples). Anomalies (`Anomaly.kind`):
@@ -44,6 +53,8 @@ JSON scalars (lists are read as tuples). Anomalies (`Anomaly.kind`):
     nonmonotonic_send   a producer's later acknowledged send landed below an earlier one
     torn_transaction    a read_committed consumer saw part of a committed transaction:
                         it read over the offsets of the rest and missed them
+    (pipelines)         an input value with two committed outputs is a `duplicate`; one
+                        with none, in a drained partition, a `lost_write`
     G0                  a cycle of write-write dependencies between committed
                         transactions (per-partition offset order of their last writes)
     G1c                 a cycle of write-write and write-read dependencies
@@ -147,6 +158,7 @@ class _Send:
     status: str
     offset: int | None
     txn: Hashable | None
+    source: Hashable | None = None  # the input value a pipeline derived this one from
 
 
 @dataclass(slots=True)
@@ -199,6 +211,7 @@ class _History:
         self.txns: dict[Hashable, _Txn] = {}
         self.reads: list[_Read] = []
         self.polls = 0
+        self.drained: set[Hashable] = set()  # pipeline input partitions consumed to the end
         segments: dict[tuple[Hashable, Hashable], int] = defaultdict(int)
         resets_all: dict[Hashable, int] = defaultdict(int)
         for i, op in enumerate(ops):
@@ -222,9 +235,13 @@ class _History:
                 if not isinstance(records, list):
                     raise HistoryError(f"operation {i}: records is not a list")
                 for r in records:
-                    if not isinstance(r, Mapping):
+                    if isinstance(r, Mapping):
+                        part, off, val = (_need(r, k, i) for k in ("partition", "offset", "value"))
+                    elif isinstance(r, list) and len(r) == 3:  # compact: [partition, offset, value]
+                        part, off, val = r
+                    else:
                         raise HistoryError(f"operation {i}: a record is not an object")
-                    partition = _key(_need(r, "partition", i))
+                    partition = _key(part)
                     epoch = resets_all[process]
                     self.reads.append(
                         _Read(
@@ -232,13 +249,17 @@ class _History:
                             process,
                             isolation,
                             partition,
-                            _offset(_need(r, "offset", i), i),
-                            _key(_need(r, "value", i)),
+                            _offset(off, i),
+                            _key(val),
                             txn,
                             epoch,
                             (epoch, segments[(process, partition)]),
                         )
                     )
+            elif kind == "nemesis":
+                continue
+            elif kind == "drained":
+                self.drained.update(_key(p) for p in _need(op, "partitions", i))
             elif kind == "reset":
                 process = _key(_need(op, "process", i))
                 parts = op.get("partitions")
@@ -273,6 +294,7 @@ class _History:
             status,
             None if offset is None or status != "ok" else _offset(offset, i),
             _key(op.get("txn")),
+            _key(op.get("source")),
         )
         self.sends[value] = s
         self.send_order.append(s)
@@ -337,6 +359,7 @@ def check(history: Iterable[Mapping[str, Any]], *, final_reads: bool = False) ->
     _check_producer_order(h, rep)
     _check_torn(h, rep)
     _check_cycles(h, rep)
+    _check_pipeline(h, rep, final_reads)
     committed = sum(1 for t in h.txns.values() if t.fate == "committed")
     rep.result.stats = {
         "operations_sends": len(h.send_order),
@@ -702,6 +725,51 @@ def _check_cycles(h: _History, rep: _Report) -> None:
                     "G1c",
                     "cycle of write and read dependencies: " + " ".join(labels) + f" {cycle[-1]!r}",
                     txns=tuple(cycle),
+                )
+            )
+
+
+def _check_pipeline(h: _History, rep: _Report, final_reads: bool) -> None:
+    """Exactly-once through a consume-transform-produce pipeline: each input value gets
+    one committed output; and, once the pipeline drained its inputs (and the final reads
+    happened), at least one."""
+    outputs: dict[Hashable, list[_Send]] = defaultdict(list)
+    for s in h.send_order:
+        if s.source is not None and _fate(h, s) == "committed":
+            outputs[s.source].append(s)
+    for source, outs in outputs.items():
+        if len(outs) > 1:
+            rep.add(
+                Anomaly(
+                    "duplicate",
+                    f"input {source!r} went through the pipeline {len(outs)} times: "
+                    + ", ".join(f"{o.value!r} in {o.txn!r}" for o in outs[:10]),
+                    tuple(o.value for o in outs),
+                    outs[0].partition,
+                    tuple(o.offset for o in outs if o.offset is not None),
+                    tuple(sorted({o.process for o in outs}, key=repr)),
+                    tuple(o.txn for o in outs if o.txn is not None),
+                )
+            )
+    if not (final_reads and h.drained):
+        return
+    for s in h.send_order:
+        if (
+            s.partition in h.drained
+            and s.source is None
+            and s.value not in outputs
+            and s.status == "ok"
+            and _fate(h, s) == "committed"
+        ):
+            rep.add(
+                Anomaly(
+                    "lost_write",
+                    f"input {s.value!r} at {s.partition}@{s.offset} never came out of the "
+                    "pipeline (it drained the partition)",
+                    (s.value,),
+                    s.partition,
+                    () if s.offset is None else (s.offset,),
+                    (s.process,),
                 )
             )
 

@@ -21,8 +21,9 @@ process can be killed for it:
 Values are unique strings `<process>-<n>`, processes are named `p<i>.<incarnation>`, so a
 restarted producer never reuses a value. Faults are pluggable: the built-in one kills a
 random producer every `kill_every_s` and restarts it with the same transactional id; the
-reliability tool (issue 16) passes its own `faults` callback (broker kills, partitions)
-and reuses the rest unchanged.
+reliability tool (issue 16) drives the phases itself (`start`, `tick`, `stop_producers`,
+`finish`) while its nemesis injects broker faults, and reuses the rest unchanged. Every
+logged operation carries `mono`, the machine's monotonic clock, for its timeline.
 
     python -m yak.chaos.workloads --bootstrap 127.0.0.1:9092 --seconds 60
     (prints the checker's verdict as JSON; exit 1 if it found anomalies)
@@ -65,6 +66,9 @@ class WorkloadConfig:
     transaction_timeout_ms: int = 10_000
     seed: int = 1
     work_dir: str | None = None  # where the per-process logs go (a temp dir if None)
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    txn_interval_s: float = 0.0  # pause between a producer's transactions (0: none)
+    topic_config: dict[str, str] | None = None  # e.g. min.insync.replicas on a cluster
 
 
 @dataclass
@@ -120,6 +124,7 @@ class TxnWorkload:
             "--txn-min", str(cfg.txn_size[0]), "--txn-max", str(cfg.txn_size[1]),
             "--abort-ratio", str(cfg.abort_ratio),
             "--transaction-timeout-ms", str(cfg.transaction_timeout_ms),
+            "--txn-interval", str(cfg.txn_interval_s),
             "--seed", str(self.rng.randrange(1 << 30)),
         ]
         err = open(self.work_dir / f"{name}.stderr", "wb")  # noqa: SIM115 - owned by the child
@@ -154,7 +159,7 @@ class TxnWorkload:
                             "value": m.value().decode()}
                            for m in msgs if not m.error()]
                 if records:
-                    sink.append({"op": "poll", "process": name,
+                    sink.append({"op": "poll", "process": name, "mono": time.monotonic(),
                                  "isolation": "read_committed", "records": records})
         finally:
             c.close()
@@ -162,48 +167,67 @@ class TxnWorkload:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunReport:
+        t0 = self.start()
+        try:
+            while (now := time.monotonic()) - t0 < self.config.seconds:
+                self.tick(now - t0)
+                time.sleep(0.1)
+        finally:
+            self.stop_producers()
+        history = self.finish()
+        return RunReport(history, check(history, final_reads=True), self.kills,
+                         time.monotonic() - t0, [str(p) for p in self._logs])
+
+    def start(self) -> float:
+        """Create the topic, start the consumers and producers; returns the start time."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         cfg = self.config
         admin = AdminClient({"bootstrap.servers": cfg.bootstrap})
-        fut = admin.create_topics([NewTopic(cfg.topic, cfg.partitions)])[cfg.topic]
+        fut = admin.create_topics([NewTopic(cfg.topic, cfg.partitions, cfg.replication_factor,
+                                            config=dict(cfg.topic_config or {}))])[cfg.topic]
         with contextlib.suppress(Exception):  # it may exist from an earlier run
             fut.result(30)
-        t0 = time.monotonic()
-        threads = []
+        self._t0 = time.monotonic()
+        self._threads = []
         for i in range(cfg.consumers):
             sink: list[dict[str, Any]] = []
             self._consumer_logs.append(sink)
             th = threading.Thread(target=self._consume, args=(f"c{i}", sink), daemon=True)
             th.start()
-            threads.append(th)
+            self._threads.append(th)
         self.producers = [self._start_producer(i, 0) for i in range(cfg.producers)]
-        next_kill = t0 + cfg.kill_every_s if cfg.kill_every_s > 0 else float("inf")
-        try:
-            while (now := time.monotonic()) - t0 < cfg.seconds:
-                if now >= next_kill:
-                    self.kill_random_producer()
-                    next_kill = now + cfg.kill_every_s * (0.5 + self.rng.random())
-                if self.faults is not None:
-                    self.faults(self, now - t0)
-                for p in self.producers:  # one that died on its own is restarted too
-                    if p.proc.poll() is not None:
-                        self.producers[self.producers.index(p)] = self._start_producer(
-                            p.index, p.incarnation + 1)
-                time.sleep(0.1)
-        finally:
-            for p in self.producers:
-                with contextlib.suppress(ProcessLookupError):
-                    p.proc.send_signal(signal.SIGKILL)
-                p.proc.wait(10)
+        self._next_kill = (self._t0 + cfg.kill_every_s if cfg.kill_every_s > 0
+                           else float("inf"))
+        return self._t0
+
+    def tick(self, elapsed: float) -> None:
+        """Call often (every ~0.1 s): producer kills on schedule, the faults callback,
+        and a restart for any producer that exited on its own."""
+        now = time.monotonic()
+        if now >= self._next_kill:
+            self.kill_random_producer()
+            self._next_kill = now + self.config.kill_every_s * (0.5 + self.rng.random())
+        if self.faults is not None:
+            self.faults(self, elapsed)
+        for p in self.producers:
+            if p.proc.poll() is not None:
+                self.producers[self.producers.index(p)] = self._start_producer(
+                    p.index, p.incarnation + 1)
+
+    def stop_producers(self) -> None:
+        for p in self.producers:
+            with contextlib.suppress(ProcessLookupError):
+                p.proc.send_signal(signal.SIGKILL)
+            p.proc.wait(10)
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Decide every transaction, stop the consumers, read everything: the history."""
         self._decide_all()
         self._stop.set()
-        for th in threads:
+        for th in self._threads:
             th.join(30)
-        final = self._final_reads()
-        history = self._history(final)
-        return RunReport(history, check(history, final_reads=True), self.kills,
-                         time.monotonic() - t0, [str(p) for p in self._logs])
+        return self._history(self._final_reads())
 
     def _decide_all(self) -> None:
         """A new instance of every transactional id: InitProducerId aborts what a killed
@@ -241,7 +265,7 @@ class TxnWorkload:
                     records.append({"partition": f"{cfg.topic}-{m.partition()}",
                                     "offset": m.offset(), "value": m.value().decode()})
                 if records:
-                    ops.append({"op": "poll", "process": "final",
+                    ops.append({"op": "poll", "process": "final", "mono": time.monotonic(),
                                 "isolation": "read_committed", "records": records})
         finally:
             c.close()
@@ -274,6 +298,7 @@ def producer_main(args: argparse.Namespace) -> None:
     out = open(args.log, "a", buffering=1)  # noqa: SIM115 - line-buffered until SIGKILL
 
     def log(op: dict[str, Any]) -> None:
+        op["mono"] = time.monotonic()
         out.write(json.dumps(op) + "\n")
 
     p = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.txn_id,
@@ -282,6 +307,8 @@ def producer_main(args: argparse.Namespace) -> None:
     n = 0
     t = 0
     while True:
+        if args.txn_interval > 0:
+            time.sleep(args.txn_interval)
         t += 1
         txn = f"{args.name}-t{t}"
         p.begin_transaction()
@@ -337,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     pp.add_argument("--txn-max", type=int, default=8)
     pp.add_argument("--abort-ratio", type=float, default=0.2)
     pp.add_argument("--transaction-timeout-ms", type=int, default=10_000)
+    pp.add_argument("--txn-interval", type=float, default=0.0)
     pp.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bootstrap", default="127.0.0.1:9092")
     ap.add_argument("--topic", default="chaos-txn")

@@ -1,0 +1,380 @@
+"""The cluster a chaos run attacks: etcd and Yak brokers on this machine, with fault hooks.
+
+Built on the cluster harness (yak/cluster/local.py): a `LocalCluster` records every process
+in `<dir>/cluster.json` (so `yak cluster status --dir` sees a running chaos cluster), each
+process is a `ManagedProcess` with kill -9 / SIGTERM / SIGSTOP / SIGCONT hooks.
+
+- One broker: `yak serve` with its local metadata store (no etcd).
+- 3 or 5 brokers: etcd (1 or 3 members) and `yak serve --metadata etcd://...`, node ids
+  1..N, replication factor 3, min.insync.replicas 2 for the workload's topics.
+- network "netns" (root): every broker in its own namespace and address
+  (yak/chaos/netns.py), so partitions between chosen brokers are real packet drops; etcd
+  listens on the bridge too. "loopback": everything on 127.0.0.1, no partition faults.
+- disk: one broker's data directory can be a small tmpfs (root), to fill it on purpose.
+- clock: brokers can run under libfaketime (Debian's libfaketime) reading their offset from
+  a file, so a clock-jump fault moves one broker's wall clock (not its monotonic clock:
+  real clocks jump, monotonic ones do not, which is also what Jepsen's clock nemesis does).
+
+Who leads what is asked of the cluster over the wire, as a client would: Metadata for
+partition leaders, DescribeCluster for the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yak.chaos.netns import ETCD, NetnsTopology
+from yak.cluster.local import (
+    PORT_SPAN,
+    ClusterStateError,
+    LocalCluster,
+    LocalEtcd,
+    ManagedProcess,
+    PortPlan,
+)
+
+__all__ = ["ChaosCluster", "ClusterSpec", "faketime_library"]
+
+READY = "Yak broker ready on"
+BROKER_READY_TIMEOUT_S = 60.0
+
+
+def faketime_library() -> str | None:
+    """Path of Debian's libfaketime (package libfaketime), or None."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    return found[0] if found else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
+
+
+def pick_base_port(rng: random.Random | None = None) -> int:
+    """A base port whose whole PortPlan span is free right now."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - PORT_SPAN)
+        if all(_port_free(base + i) for i in range(PORT_SPAN)):
+            return base
+    raise ClusterStateError("no free range of 20 ports found for the chaos cluster")
+
+
+@dataclass
+class ClusterSpec:
+    directory: Path
+    brokers: int = 3
+    etcd_members: int = 1
+    network: str = "loopback"  # loopback | netns
+    base_port: int | None = None
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    tmpfs_broker: int | None = None  # node id whose data dir is a small tmpfs
+    tmpfs_mb: int = 256
+    faketime: bool = False
+    session_timeout_ms: int = 6000
+
+    def __post_init__(self) -> None:
+        if self.brokers not in (1, 3, 5):
+            raise ValueError(f"a chaos cluster has 1, 3 or 5 brokers, not {self.brokers}")
+        if self.network not in ("loopback", "netns"):
+            raise ValueError(f"network {self.network!r} (loopback or netns)")
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 2 if self.brokers >= 3 else 1
+
+
+class ChaosCluster:
+    """Starts, inspects and breaks the cluster described by a ClusterSpec."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.dir = Path(spec.directory).resolve()
+        base = spec.base_port or pick_base_port()
+        self.plan = PortPlan(base, spec.brokers, spec.etcd_members)
+        self.local = LocalCluster(self.dir, self.plan)
+        self.etcd: LocalEtcd | None = None
+        self.net: NetnsTopology | None = None
+        self.brokers: dict[int, ManagedProcess] = {}
+        self.mounts: list[Path] = []
+        self._faketime = faketime_library() if spec.faketime else None
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.spec.brokers + 1))
+
+    def host(self, node: int) -> str:
+        return self.net.addr[f"b{node}"] if self.net else "127.0.0.1"
+
+    def kafka_port(self, node: int) -> int:
+        return self.plan.kafka[node - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.host(n)}:{self.kafka_port(n)}" for n in self.node_ids)
+
+    def broker_name(self, node: int) -> str:
+        return f"broker{node}"
+
+    def data_dir(self, node: int) -> Path:
+        if node == self.spec.tmpfs_broker:
+            return self.disk_mount(node) / "data"
+        return self.dir / f"broker{node}" / "data"
+
+    def disk_mount(self, node: int) -> Path:
+        return self.dir / f"broker{node}" / "disk"
+
+    def faketime_file(self, node: int) -> Path:
+        return self.dir / f"broker{node}" / "faketime"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ChaosCluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.spec.network == "netns":
+                self.net = NetnsTopology([f"b{n}" for n in self.node_ids]).setup()
+            if self.spec.brokers > 1:
+                self._start_etcd()
+            for n in self.node_ids:
+                self._prepare_broker(n)
+                self.brokers[n] = self.local.add_process(self._broker_process(n))
+            for n in self.node_ids:
+                self.wait_ready(n)
+            self.wait_cluster(BROKER_READY_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_etcd(self) -> None:
+        etcd = LocalEtcd(self.dir, self.plan.etcd_client, self.plan.etcd_peer)
+        if self.net is not None:
+            # Brokers in their namespaces reach etcd on the bridge; the harness's own health
+            # checks keep using 127.0.0.1, so etcd listens on both.
+            ip = self.net.addr[ETCD]
+            for m in etcd.members:
+                port = m.ports[0]
+                argv = list(m.argv)
+                i = argv.index("--listen-client-urls")
+                argv[i + 1] = f"http://127.0.0.1:{port},http://{ip}:{port}"
+                i = argv.index("--advertise-client-urls")
+                argv[i + 1] = f"http://{ip}:{port}"
+                m.argv = argv
+        self.etcd = etcd
+        self.local.etcd = etcd
+        for m in etcd.members:
+            self.local.processes[m.name] = m
+        self.local.save()
+        etcd.start()
+        self.local.save()
+
+    def etcd_url(self) -> str:
+        assert self.etcd is not None
+        host = self.net.addr[ETCD] if self.net else "127.0.0.1"
+        return "etcd://" + ",".join(f"{host}:{p}" for p in self.etcd.client_ports) + "/chaos"
+
+    def _prepare_broker(self, node: int) -> None:
+        (self.dir / f"broker{node}").mkdir(parents=True, exist_ok=True)
+        if node == self.spec.tmpfs_broker:
+            mnt = self.disk_mount(node)
+            mnt.mkdir(parents=True, exist_ok=True)
+            if not os.path.ismount(mnt):
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.spec.tmpfs_mb}m",
+                                "tmpfs", str(mnt)], check=True, capture_output=True)
+                self.mounts.append(mnt)
+        self.data_dir(node).mkdir(parents=True, exist_ok=True)
+        if self._faketime:
+            self.faketime_file(node).write_text("+0\n")
+
+    def _broker_process(self, node: int) -> ManagedProcess:
+        spec = self.spec
+        host, port = self.host(node), self.kafka_port(node)
+        argv = [sys.executable, "-m", "yak.cli.main", "serve",
+                "--data-dir", str(self.data_dir(node)), "--listen", f"{host}:{port}",
+                "--http", "none", "--set", f"node.id={node}"]
+        settings = {
+            "num.partitions": "1",
+            "default.replication.factor": str(spec.replication_factor),
+            "offsets.topic.replication.factor": str(spec.replication_factor),
+            "transaction.state.log.replication.factor": str(spec.replication_factor),
+            "transaction.state.log.min.isr": str(spec.min_insync_replicas),
+            "min.insync.replicas": str(spec.min_insync_replicas),
+            # small internal topics: a chaos run is about correctness, and 50 partitions
+            # of __consumer_offsets cost every failover a long election list
+            "offsets.topic.num.partitions": "6",
+            "transaction.state.log.num.partitions": "6",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        if spec.brokers > 1:
+            argv += ["--metadata", self.etcd_url()]
+            settings["broker.session.timeout.ms"] = str(spec.session_timeout_ms)
+            settings["broker.heartbeat.interval.ms"] = str(max(500, spec.session_timeout_ms // 4))
+        settings.update(spec.broker_settings)
+        for k, v in settings.items():
+            argv += ["--set", f"{k}={v}"]
+        if self.net is not None:
+            argv = self.net.wrap(f"b{node}", argv)
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self._faketime:
+            env.update({
+                "LD_PRELOAD": self._faketime,
+                "FAKETIME_TIMESTAMP_FILE": str(self.faketime_file(node)),
+                "FAKETIME_CACHE_DURATION": "1",
+                # Only the wall clock jumps: uvloop's timers and every timeout in the broker
+                # follow the monotonic clock, as on a real machine whose clock is stepped.
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            })
+        return ManagedProcess(self.broker_name(node), argv,
+                              self.dir / "logs" / f"broker{node}.log", env=env,
+                              ports=[port])
+
+    def wait_ready(self, node: int, timeout: float = BROKER_READY_TIMEOUT_S) -> None:
+        proc = self.brokers[node]
+        start_size = getattr(proc, "_chaos_log_start", 0)
+
+        def ready() -> bool:
+            with open(proc.log_path, "rb") as f:
+                f.seek(start_size)
+                return READY.encode() in f.read()
+
+        proc.wait_ready(ready, timeout)
+
+    def wait_cluster(self, timeout: float) -> None:
+        """Until Metadata lists every broker (they registered and see each other)."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                md = self.admin().list_topics(timeout=5)
+                if len(md.brokers) >= self.spec.brokers:
+                    return
+                last = f"{len(md.brokers)} of {self.spec.brokers} brokers registered"
+            except Exception as e:
+                last = str(e)
+            time.sleep(0.5)
+        raise ClusterStateError(f"cluster not formed within {timeout:g} s: {last}")
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.local.stop(timeout=20)
+        if self.net is not None:
+            self.net.teardown()
+        for mnt in self.mounts:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
+        self.mounts.clear()
+
+    # ------------------------------------------------------------------ faults
+
+    def start_broker(self, node: int) -> None:
+        """Start a broker again on its data (after kill or SIGTERM) and wait until ready."""
+        proc = self.brokers[node]
+        if proc.is_alive():
+            return
+        proc._chaos_log_start = proc.log_path.stat().st_size if proc.log_path.exists() else 0  # type: ignore[attr-defined]
+        proc.start()
+        self.local.save()
+        self.wait_ready(node)
+
+    def kill(self, node: int) -> None:
+        self.brokers[node].kill()
+
+    def terminate(self, node: int, timeout: float = 40.0) -> bool:
+        return self.brokers[node].terminate(timeout)
+
+    def pause(self, node: int) -> None:
+        self.brokers[node].pause()
+
+    def resume(self, node: int) -> None:
+        with contextlib.suppress(ClusterStateError, ProcessLookupError):
+            self.brokers[node].resume()
+
+    def alive(self, node: int) -> bool:
+        return self.brokers[node].is_alive()
+
+    def set_clock_offset(self, node: int, seconds: float) -> None:
+        """libfaketime re-reads the file within a second (FAKETIME_CACHE_DURATION)."""
+        if not self._faketime:
+            raise ClusterStateError("brokers were not started under libfaketime")
+        path = self.faketime_file(node)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{seconds:+.0f}\n")
+        os.replace(tmp, path)
+
+    def fill_disk(self, node: int) -> int:
+        """Fill the broker's tmpfs until ENOSPC; returns the bytes written."""
+        ballast = self.disk_mount(node) / "ballast"
+        written = 0
+        chunk = b"\0" * (1 << 20)
+        with contextlib.suppress(OSError), open(ballast, "ab") as f:
+            while True:
+                f.write(chunk)
+                f.flush()
+                written += len(chunk)
+        return written
+
+    def free_disk(self, node: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.disk_mount(node) / "ballast").unlink()
+
+    # ------------------------------------------------------------------ who leads
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
+                            "socket.timeout.ms": 3000})
+
+    def leaders(self, topic: str, timeout: float = 5.0) -> dict[int, int]:
+        """partition -> leader node id (-1 none), from a Metadata request."""
+        md = self.admin().list_topics(topic, timeout=timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        return {p: pm.leader for p, pm in t.partitions.items()}
+
+    def controller(self, timeout: float = 5.0) -> int | None:
+        """The active controller's node id, from DescribeCluster (None if unknown)."""
+        if self.spec.brokers == 1:
+            return 1
+        try:
+            desc = self.admin().describe_cluster(request_timeout=timeout).result(timeout)
+        except Exception:
+            return None
+        node = getattr(desc, "controller", None)
+        return None if node is None else int(node.id)
+
+    def cut(self, groups: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
+        if self.net is None:
+            raise ClusterStateError("partitions need --network netns (root)")
+        return self.net.partition(groups)
+
+    def heal(self) -> None:
+        if self.net is not None:
+            self.net.heal()
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

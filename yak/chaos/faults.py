@@ -1,0 +1,354 @@
+"""Faults and the nemesis that injects them, on a schedule or at random with a seed.
+
+A fault has a start (kill, pause, cut...), a hold time, and a stop that undoes it
+(restart, resume, heal...). The nemesis runs one fault at a time in its own thread and
+logs each phase as a `nemesis` operation of the history (skipped by the checker, drawn by
+the report): `{"op": "nemesis", "fault": "kill-leader", "phase": "start", "target":
+"broker2", "time": 12.3}`, then `"phase": "stop"` when it is undone (with `"recovered"`:
+the seconds until the broker was ready again, for restarts).
+
+Fault names (`FAULTS`):
+
+    kill, kill-leader, kill-controller       SIGKILL, restart after the hold
+    pause, pause-leader, pause-controller    SIGSTOP for longer than the broker session
+                                             (broker.session.timeout.ms), then SIGCONT
+    bounce, bounce-leader, bounce-controller SIGTERM (controlled shutdown), restart
+    etcd-kill                                SIGKILL an etcd member (the raft leader), restart
+    partition                                one broker cut from the other brokers
+    partition-leader                         a partition's leader cut from the other
+                                             brokers and etcd (clients still reach it:
+                                             it must stop acknowledging)
+    partition-halves                         brokers split in two groups, etcd with the
+                                             larger
+    slow                                     latency on one broker (tc netem)
+    disk-full                                the tmpfs data dir of one broker filled
+    clock                                    one broker's wall clock jumps by minutes to
+                                             hours (libfaketime), then back
+
+`unsupported(name, cluster)` says why a fault cannot run here (one line), or None; the
+run reports skipped faults with that reason instead of dropping them silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from yak.chaos.env import ChaosCluster
+from yak.chaos.history import Recorder
+from yak.chaos.netns import ETCD, netem_available
+
+__all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults"]
+
+log = logging.getLogger(__name__)
+
+FAULTS = (
+    "kill", "kill-leader", "kill-controller",
+    "pause", "pause-leader", "pause-controller",
+    "bounce", "bounce-leader", "bounce-controller",
+    "etcd-kill",
+    "partition", "partition-leader", "partition-halves",
+    "slow", "disk-full", "clock",
+)
+DEFAULT_CI_FAULTS = ("kill", "kill-leader", "pause", "pause-leader")
+GROUPS = {
+    "all": FAULTS,
+    "process": ("kill", "kill-leader", "kill-controller", "pause", "pause-leader",
+                "pause-controller", "bounce", "bounce-leader", "bounce-controller"),
+    "network": ("partition", "partition-leader", "partition-halves", "slow"),
+}
+
+
+def parse_faults(spec: str) -> list[str]:
+    """`kill,pause-leader`, a group (`all`, `process`, `network`), or `none`."""
+    out: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item or item == "none":
+            continue
+        names = GROUPS.get(item, (item,))
+        for n in names:
+            if n not in FAULTS:
+                raise ValueError(f"unknown fault {n!r} (known: {', '.join(FAULTS)},"
+                                 f" or a group: {', '.join(GROUPS)})")
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def unsupported(name: str, cluster: ChaosCluster) -> str | None:
+    spec = cluster.spec
+    if name.endswith("-controller") and spec.brokers == 1:
+        return None  # the single broker is its own controller
+    if name == "etcd-kill" and spec.brokers == 1:
+        return "a single broker has no etcd"
+    if name.startswith("partition"):
+        if spec.brokers == 1:
+            return "partitions between brokers need 3 or 5 brokers"
+        if spec.network != "netns":
+            return ("partitions between brokers need --network netns (root); brokers have no"
+                    " way yet to reach their peers through TCP proxies")
+    if name == "slow":
+        if spec.network != "netns":
+            return "latency needs --network netns (root)"
+        return netem_available()
+    if name == "disk-full" and spec.tmpfs_broker is None:
+        return "disk-full needs a tmpfs data dir (root; --disk-full-broker)"
+    if name == "clock" and not spec.faketime:
+        return "clock jumps need libfaketime (Debian package libfaketime) and --faketime"
+    return None
+
+
+@dataclass
+class FaultPlan:
+    """When and how: random faults every `interval` (min, max) seconds for `hold`
+    (min, max) seconds, or a fixed `schedule` of {"at", "fault", "hold"?} entries."""
+
+    faults: list[str]
+    seed: int = 1
+    interval: tuple[float, float] = (6.0, 12.0)
+    hold: tuple[float, float] = (3.0, 8.0)
+    schedule: list[dict[str, Any]] | None = None
+    topic: str = "chaos-queue"  # whose partition leaders the -leader variants target
+
+
+class Nemesis(threading.Thread):
+    def __init__(self, cluster: ChaosCluster, rec: Recorder, plan: FaultPlan) -> None:
+        super().__init__(name="chaos-nemesis", daemon=True)
+        self.cluster = cluster
+        self.rec = rec
+        self.plan = plan
+        self.rng = random.Random(plan.seed)
+        self.stop_event = threading.Event()
+        self.injected: list[dict[str, Any]] = []
+        self.skipped: dict[str, str] = {}
+        self.errors: list[str] = []
+        self._undo: Callable[[], dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self.active = False  # a fault is being started, held or undone (brokers may be down)
+        for f in plan.faults:
+            reason = unsupported(f, cluster)
+            if reason:
+                self.skipped[f] = reason
+        self.usable = [f for f in plan.faults if f not in self.skipped]
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        try:
+            if self.plan.schedule is not None:
+                self._scheduled()
+            else:
+                self._random()
+        finally:
+            self.heal_all()
+
+    def _random(self) -> None:
+        if not self.usable:
+            return
+        while not self.stop_event.wait(self.rng.uniform(*self.plan.interval)):
+            name = self.rng.choice(self.usable)
+            self.inject(name, self.rng.uniform(*self.plan.hold))
+
+    def _scheduled(self) -> None:
+        for entry in sorted(self.plan.schedule or [], key=lambda e: float(e["at"])):
+            wait = float(entry["at"]) - self.rec.now()
+            if wait > 0 and self.stop_event.wait(wait):
+                return
+            if self.stop_event.is_set():
+                return
+            name = entry["fault"]
+            if name in self.skipped or name not in FAULTS:
+                continue
+            self.inject(name, float(entry.get("hold", self.rng.uniform(*self.plan.hold))))
+
+    def inject(self, name: str, hold: float) -> None:
+        """Start fault `name`, hold it (cut short by stop()), undo it."""
+        self.active = True
+        try:
+            self._inject(name, hold)
+        finally:
+            self.active = False
+
+    def _inject(self, name: str, hold: float) -> None:
+        try:
+            start = self._start(name, hold)
+        except Exception as e:
+            msg = f"{name}: could not start: {type(e).__name__}: {e}"
+            log.warning(msg)
+            self.errors.append(msg)
+            self.rec.add({"op": "nemesis", "fault": name, "phase": "error", "detail": msg})
+            return
+        if start is None:
+            return
+        op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", **start})
+        self.stop_event.wait(start.get("hold", hold))
+        self._finish(name, op)
+
+    def _finish(self, name: str, start_op: dict[str, Any]) -> None:
+        with self._lock:
+            undo, self._undo = self._undo, None
+        if undo is None:
+            return
+        t = time.monotonic()
+        undo_at = round(self.rec.now(), 4)
+        try:
+            info = undo()
+        except Exception as e:
+            msg = f"{name}: could not undo: {type(e).__name__}: {e}"
+            log.warning(msg)
+            self.errors.append(msg)
+            info = {"detail": msg}
+        stop = self.rec.add({"op": "nemesis", "fault": name, "phase": "stop",
+                             "target": start_op.get("target"),
+                             "undo_at": undo_at, "undo_s": round(time.monotonic() - t, 3),
+                             **info})
+        self.injected.append({"fault": name, "target": start_op.get("target"),
+                              "start": start_op["time"], "stop": stop["time"],
+                              **{k: v for k, v in info.items() if k != "detail"}})
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def heal_all(self) -> None:
+        """Undo whatever is in force (the run's end, or after an error)."""
+        self.active = True
+        try:
+            self._heal_all()
+        finally:
+            self.active = False
+
+    def _heal_all(self) -> None:
+        with self._lock:
+            undo, self._undo = self._undo, None
+        if undo is not None:
+            with contextlib.suppress(Exception):
+                undo()
+        c = self.cluster
+        with contextlib.suppress(Exception):
+            c.heal()
+        for n in c.node_ids:
+            with contextlib.suppress(Exception):
+                c.resume(n)
+            if c.spec.faketime:
+                with contextlib.suppress(Exception):
+                    c.set_clock_offset(n, 0)
+            if c.spec.tmpfs_broker == n:
+                c.free_disk(n)
+            if not c.alive(n):
+                with contextlib.suppress(Exception):
+                    c.start_broker(n)
+        if c.etcd is not None:
+            for m in c.etcd.members:
+                if not m.is_alive():
+                    with contextlib.suppress(Exception):
+                        c.etcd.restart_member(m.name)
+
+    # ------------------------------------------------------------------ targets
+
+    def _pick_target(self, name: str) -> int:
+        c = self.cluster
+        alive = [n for n in c.node_ids if c.alive(n)]
+        if name.endswith("-controller"):
+            ctl = c.controller()
+            if ctl is not None and ctl in alive:
+                return ctl
+            raise RuntimeError("no controller known (DescribeCluster)")
+        if name.endswith("-leader"):
+            leaders = [n for n in c.leaders(self.plan.topic).values() if n in alive]
+            if leaders:
+                return self.rng.choice(leaders)
+            raise RuntimeError(f"no live leader of {self.plan.topic} known (Metadata)")
+        return self.rng.choice(alive)
+
+    def _start(self, name: str, hold: float) -> dict[str, Any] | None:
+        c = self.cluster
+        kind = name.split("-")[0]
+        if kind in ("kill", "pause", "bounce"):
+            node = self._pick_target(name)
+            target = c.broker_name(node)
+            if kind == "kill":
+                c.kill(node)
+                self._set_undo(lambda: self._restart(node))
+            elif kind == "pause":
+                # longer than the broker's session, so the cluster must fence it
+                hold = max(hold, c.spec.session_timeout_ms / 1000 * 1.5)
+                c.pause(node)
+                self._set_undo(lambda: (c.resume(node), {})[1])
+            else:
+                t = time.monotonic()
+                clean = c.terminate(node)
+                self._set_undo(lambda: self._restart(node))
+                return {"target": target, "hold": hold, "clean_exit": clean,
+                        "shutdown_s": round(time.monotonic() - t, 3)}
+            return {"target": target, "hold": hold}
+        if name == "etcd-kill":
+            assert c.etcd is not None
+            m = c.etcd.leader() if len(c.etcd.members) > 1 else c.etcd.members[0]
+            m.kill()
+            etcd = c.etcd
+
+            def restart_etcd() -> dict[str, Any]:
+                t = time.monotonic()
+                etcd.restart_member(m.name)
+                return {"recovered": round(time.monotonic() - t, 3)}
+
+            self._set_undo(restart_etcd)
+            return {"target": m.name, "hold": hold}
+        if name.startswith("partition"):
+            nodes = [f"b{n}" for n in c.node_ids]
+            if name == "partition":
+                victim = f"b{self._pick_target('kill')}"
+                groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
+                target = victim
+            elif name == "partition-leader":
+                victim = f"b{self._pick_target('kill-leader')}"
+                groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
+                target = victim
+            else:
+                shuffled = nodes[:]
+                self.rng.shuffle(shuffled)
+                k = len(shuffled) // 2
+                groups = [shuffled[:k], shuffled[k:] + [ETCD]]
+                target = " | ".join(",".join(g) for g in groups)
+            if name == "partition":
+                # peers only: the victim still reaches etcd (Kafka's classic ISR case)
+                groups = [groups[0] + [ETCD], groups[1][:-1]]
+            pairs = c.cut(groups)
+            self._set_undo(lambda: (c.heal(), {})[1])
+            return {"target": target, "hold": hold, "cut": len(pairs)}
+        if name == "slow":
+            assert c.net is not None
+            node = self._pick_target("kill")
+            c.net.delay(f"b{node}", 200)
+            self._set_undo(lambda: (c.heal(), {})[1])
+            return {"target": c.broker_name(node), "hold": hold, "delay_ms": 200}
+        if name == "disk-full":
+            node = c.spec.tmpfs_broker
+            assert node is not None
+            if not c.alive(node):
+                return None
+            written = c.fill_disk(node)
+            self._set_undo(lambda: (c.free_disk(node), {})[1])
+            return {"target": c.broker_name(node), "hold": hold, "ballast_bytes": written}
+        if name == "clock":
+            node = self._pick_target("kill")
+            jump = self.rng.choice([-1, 1]) * self.rng.choice([300, 3600, 86400])
+            c.set_clock_offset(node, jump)
+            self._set_undo(lambda: (c.set_clock_offset(node, 0), {})[1])
+            return {"target": c.broker_name(node), "hold": hold, "jump_s": jump}
+        raise ValueError(f"unknown fault {name!r}")
+
+    def _set_undo(self, fn: Callable[[], dict[str, Any]]) -> None:
+        with self._lock:
+            self._undo = fn
+
+    def _restart(self, node: int) -> dict[str, Any]:
+        t = time.monotonic()
+        self.cluster.start_broker(node)
+        return {"recovered": round(time.monotonic() - t, 3)}

@@ -1,0 +1,453 @@
+"""What a chaos run found, written to a report directory:
+
+    history.json   every operation (checker format, plus nemesis operations and times)
+    summary.json   counts, anomalies, availability, recovery per fault, skipped faults
+    summary.md     the same for people
+    timeline.png   throughput, latency and faults over time (matplotlib)
+    timeline.html  the same, self-contained (inline SVG, no script, no CDN)
+
+Definitions (also printed in summary.md, so a report explains itself):
+
+- acked writes checked: sends acknowledged (acks=all), each owed to the final reads.
+- availability during faults: over every (partition, second) inside a fault window, the
+  share in which at least one acks=all write to that partition was acknowledged. The
+  producers write every partition several times a second, so an idle second means the
+  partition could not take writes. The same share outside faults is the baseline.
+- outage per fault: the longest interval without an acknowledgement on any partition that
+  overlaps the fault (from its start to 30 s after it was undone, or the next fault).
+- recovery per fault: from the moment the fault was undone until every partition had
+  acknowledged a write again (0 if writes never stopped).
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import json
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from yak.chaos.checker import CheckResult
+from yak.chaos.history import write_history
+
+__all__ = ["analyse", "write_report", "FaultWindow"]
+
+AFTER_S = 30.0
+
+
+class FaultWindow:
+    def __init__(self, fault: str, target: Any, start: float, stop: float | None,
+                 info: dict[str, Any]) -> None:
+        self.fault = fault
+        self.target = target
+        self.start = start
+        self.stop = stop
+        self.info = info
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fault": self.fault, "target": self.target, "start": round(self.start, 3),
+                "stop": None if self.stop is None else round(self.stop, 3), **self.info}
+
+
+def fault_windows(ops: Sequence[dict[str, Any]]) -> list[FaultWindow]:
+    out: list[FaultWindow] = []
+    open_: dict[str, FaultWindow] = {}
+    for op in ops:
+        if op.get("op") != "nemesis" or op.get("fault") == "client":
+            continue
+        phase = op.get("phase")
+        if phase == "start":
+            w = FaultWindow(op["fault"], op.get("target"), float(op["time"]), None,
+                            {k: v for k, v in op.items()
+                             if k not in ("op", "fault", "phase", "target", "time")})
+            open_[op["fault"]] = w
+            out.append(w)
+        elif phase == "stop":
+            w = open_.pop(op["fault"], None)
+            if w is not None:
+                w.stop = float(op["time"])
+                for k in ("recovered", "undo_s", "undo_at"):
+                    if k in op:
+                        w.info[k] = op[k]
+    return out
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
+            bucket: float = 1.0) -> dict[str, Any]:
+    """Timeline, availability and recovery figures from a history (pure)."""
+    acks: dict[Any, list[float]] = defaultdict(list)  # partition -> ack times
+    partitions: set[Any] = set()
+    per_bucket_ok: dict[int, int] = defaultdict(int)
+    per_bucket_err: dict[int, int] = defaultdict(int)
+    per_bucket_lat: dict[int, list[float]] = defaultdict(list)
+    latencies: list[float] = []
+    end = 0.0
+    for op in ops:
+        t = op.get("time")
+        if t is None:
+            continue
+        if op.get("op") == "nemesis":
+            end = max(end, float(t))
+        if op.get("op") != "send" or "sent" not in op or op.get("txn") is not None:
+            continue
+        end = max(end, float(t))
+        b = int(float(t) // bucket)
+        partitions.add(op["partition"])
+        if op.get("status") == "ok":
+            acks[op["partition"]].append(float(t))
+            per_bucket_ok[b] += 1
+            lat = float(t) - float(op["sent"])
+            per_bucket_lat[b].append(lat)
+            latencies.append(lat)
+        else:
+            per_bucket_err[b] += 1
+    duration = duration or end
+    windows = fault_windows(ops)
+    for a in acks.values():
+        a.sort()
+    nb = int(math.ceil(duration / bucket)) if duration > 0 else 0
+    series = {
+        "t": [i * bucket for i in range(nb)],
+        "acked_per_s": [per_bucket_ok.get(i, 0) / bucket for i in range(nb)],
+        "failed_per_s": [per_bucket_err.get(i, 0) / bucket for i in range(nb)],
+        "p50_ms": [_ms(_quantile(per_bucket_lat.get(i, []), 0.5)) for i in range(nb)],
+        "p99_ms": [_ms(_quantile(per_bucket_lat.get(i, []), 0.99)) for i in range(nb)],
+    }
+    # availability: (partition, second) cells with at least one ack
+    in_fault = [False] * nb
+    for w in windows:
+        stop = w.stop if w.stop is not None else duration
+        for i in range(int(w.start // bucket), min(nb, int(math.ceil(stop / bucket)))):
+            in_fault[i] = True
+    cells = {True: [0, 0], False: [0, 0]}  # in_fault -> [available, total]
+    for p in partitions:
+        have = {int(t // bucket) for t in acks.get(p, [])}
+        first = min(have) if have else nb
+        for i in range(first, nb):  # from the partition's first ack (its warm-up)
+            cells[in_fault[i]][1] += 1
+            if i in have:
+                cells[in_fault[i]][0] += 1
+    faults = []
+    for k, w in enumerate(windows):
+        stop = w.stop if w.stop is not None else duration
+        d = w.to_dict()
+        d["held_s"] = round(float(w.info.get("undo_at", stop)) - w.start, 3)
+        # until AFTER_S after the undo, or the next fault, whichever comes first
+        hi = min(stop + AFTER_S, windows[k + 1].start if k + 1 < len(windows) else math.inf)
+        d["outage_s"] = round(_longest_gap(acks, w.start, max(hi, stop)), 3)
+        d["recovery_s"] = _recovery(acks, stop)
+        faults.append(d)
+    return {
+        "duration_s": round(duration, 3),
+        "partitions_written": len(partitions),
+        "availability_during_faults": _share(cells[True]),
+        "availability_outside_faults": _share(cells[False]),
+        "fault_seconds": sum(in_fault) * bucket,
+        "latency_ms": {"p50": _ms(_quantile(latencies, 0.5)),
+                       "p99": _ms(_quantile(latencies, 0.99)),
+                       "max": _ms(max(latencies) if latencies else float("nan"))},
+        "faults": faults,
+        "series": series,
+    }
+
+
+def _ms(x: float) -> float | None:
+    return None if math.isnan(x) else round(x * 1000, 2)
+
+
+def _share(c: list[int]) -> float | None:
+    return None if c[1] == 0 else round(c[0] / c[1], 4)
+
+
+def _longest_gap(acks: dict[Any, list[float]], lo: float, hi: float) -> float:
+    """Longest interval between two acks of one partition, clipped to [lo, hi] (a
+    partition that never acks again is reported by the recovery figure instead)."""
+    worst = 0.0
+    for ts in acks.values():
+        i = max(0, bisect.bisect_left(ts, lo) - 1)
+        j = min(len(ts), bisect.bisect_right(ts, hi) + 1)
+        seg = ts[i:j]
+        for a, b in zip(seg, seg[1:], strict=False):
+            if b >= lo and a <= hi:
+                worst = max(worst, min(b, hi) - max(a, lo))
+    return worst
+
+
+def _recovery(acks: dict[Any, list[float]], stop: float) -> float | None:
+    """Seconds from `stop` until every partition acked again (None: one never did)."""
+    worst = 0.0
+    for ts in acks.values():
+        i = bisect.bisect_left(ts, stop)
+        if i == len(ts):
+            return None
+        # writes that never stopped count as recovered at once
+        prev = ts[i - 1] if i > 0 else None
+        first = ts[i]
+        if prev is not None and first - prev < 1.0:
+            continue
+        worst = max(worst, first - stop)
+    return round(worst, 3)
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def write_report(out: Path, ops: list[dict[str, Any]], result: CheckResult,
+                 meta: dict[str, Any]) -> dict[str, Any]:
+    """Write every file of the report; returns the summary (also summary.json)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_history(out / "history.json", ops)
+    analysis = analyse(ops)  # the timeline runs to the last write or fault
+    analysis["timeline_s"] = analysis.pop("duration_s")
+    series = analysis.pop("series")
+    fault_counts: dict[str, int] = defaultdict(int)
+    for f in analysis["faults"]:
+        fault_counts[f["fault"]] += 1
+    allowed = set(meta.get("allowed_anomalies", ()))
+    failing = {k: v for k, v in result.counts.items() if k not in allowed}
+    summary = {
+        **meta,
+        "valid": not failing and not meta.get("errors"),
+        "anomalies_found": sum(failing.values()),
+        "anomaly_counts": failing,
+        "allowed_anomaly_counts": {k: v for k, v in result.counts.items() if k in allowed},
+        "counts": {
+            "operations": sum(1 for op in ops if op.get("op") != "nemesis"),
+            "faults_injected": sum(fault_counts.values()),
+            "faults_by_kind": dict(fault_counts),
+            "acked_writes_checked": result.stats.get("sends_acked", 0),
+            **result.stats,
+        },
+        **analysis,
+        "anomalies": [a.to_dict() for a in result.anomalies[:200]],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "summary.md").write_text(summary_markdown(summary))
+    _plot_png(out / "timeline.png", series, analysis["faults"], meta.get("title", "yak chaos"))
+    (out / "timeline.html").write_text(timeline_html(series, analysis["faults"], summary))
+    return summary
+
+
+def summary_markdown(s: dict[str, Any]) -> str:
+    c = s["counts"]
+    lines = [
+        f"# {s.get('title', 'yak chaos run')}",
+        "",
+        f"Verdict: **{'PASS' if s['valid'] else 'FAIL'}** — anomalies found:"
+        f" {s['anomalies_found']}" + (
+            " (" + ", ".join(f"{k} {v}" for k, v in s["anomaly_counts"].items()) + ")"
+            if s["anomaly_counts"] else ""),
+        "",
+        *(["Allowed (Kafka does not promise otherwise, see docs/reliability.md): "
+           + ", ".join(f"{k} {v}" for k, v in s["allowed_anomaly_counts"].items()), ""]
+          if s.get("allowed_anomaly_counts") else []),
+        f"- command: `{s.get('command', '')}`",
+        f"- cluster: {s.get('cluster', '')}",
+        f"- workloads: {s.get('workloads', '')}",
+        f"- seed {s.get('seed')}, duration {s['duration_s']} s, started {s.get('started', '')}",
+        f"- machine load at start (1-minute load average): {s.get('load_at_start', '')}",
+        "",
+        "| count | value |",
+        "|---|---|",
+        f"| operations (history) | {c['operations']} |",
+        f"| sends / acked writes checked | {c.get('operations_sends', 0)} /"
+        f" {c['acked_writes_checked']} |",
+        f"| polls / records read | {c.get('polls', 0)} / {c.get('records_read', 0)} |",
+        f"| transactions committed / aborted / unknown | {c.get('txns_committed', 0)} /"
+        f" {c.get('txns_aborted', 0)} / {c.get('txns_unknown', 0)} |",
+        f"| faults injected | {c['faults_injected']} ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(c["faults_by_kind"].items())) + ") |",
+        f"| availability during faults (acks=all, partition-seconds) |"
+        f" {_pct(s['availability_during_faults'])} |",
+        f"| availability outside faults | {_pct(s['availability_outside_faults'])} |",
+        f"| write latency p50 / p99 / max (ms) | {s['latency_ms']['p50']} /"
+        f" {s['latency_ms']['p99']} / {s['latency_ms']['max']} |",
+        "",
+    ]
+    if s.get("skipped_faults"):
+        lines += ["Faults not run here, and why:", ""]
+        lines += [f"- `{k}`: {v}" for k, v in s["skipped_faults"].items()]
+        lines.append("")
+    if s.get("errors"):
+        lines += ["Errors during the run (a run with errors does not pass):", ""]
+        lines += [f"- {e}" for e in s["errors"]]
+        lines.append("")
+    if s["faults"]:
+        lines += ["## Faults", "",
+                  "| # | fault | target | start s | held s | outage s | recovery s |"
+                  " broker ready s |", "|---|---|---|---|---|---|---|---|"]
+        for i, f in enumerate(s["faults"], 1):
+            lines.append(f"| {i} | {f['fault']} | {f.get('target')} | {f['start']} |"
+                         f" {f['held_s']} | {f['outage_s']} | {f['recovery_s']} |"
+                         f" {f.get('recovered', '')} |")
+        lines.append("")
+        per_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for f in s["faults"]:
+            per_kind[f["fault"]].append(f)
+        lines += ["Per kind (max over the faults of that kind):", "",
+                  "| fault | n | outage s | recovery s |", "|---|---|---|---|"]
+        for k, fs in sorted(per_kind.items()):
+            recs = [f["recovery_s"] for f in fs if f["recovery_s"] is not None]
+            lines.append(f"| {k} | {len(fs)} | {max(f['outage_s'] for f in fs)} |"
+                         f" {max(recs) if recs else 'never'} |")
+        lines.append("")
+    if s["anomalies"]:
+        lines += ["## Anomalies (first examples)", ""]
+        lines += [f"- **{a['kind']}**: {a['detail']}" for a in s["anomalies"][:50]]
+        lines.append("")
+    lines += [
+        "## Definitions", "",
+        "- acked writes checked: sends acknowledged with acks=all; each must be read by the"
+        " final reads, once, at its acknowledged offset.",
+        "- availability: share of (partition, second) cells with at least one acknowledged"
+        " write, inside fault windows (from injection to undo) and outside them.",
+        f"- outage: longest interval without an acknowledgement on any partition overlapping"
+        f" the fault (until {AFTER_S:g} s after it was undone, or the next fault).",
+        "- held: from injection until the undo began (restart, SIGCONT, heal).",
+        "- recovery: from the undo until every partition acknowledged a write again (0 if"
+        " writes never stopped); broker ready: restart until the broker logged ready.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+_FAULT_COLOURS = {"kill": "#d62728", "pause": "#9467bd", "bounce": "#ff7f0e",
+                  "etcd": "#8c564b", "partition": "#1f77b4", "slow": "#17becf",
+                  "disk": "#7f7f7f", "clock": "#bcbd22"}
+
+
+def _colour(fault: str) -> str:
+    return _FAULT_COLOURS.get(fault.split("-")[0], "#e377c2")
+
+
+def _plot_png(path: Path, series: dict[str, list[Any]], faults: list[dict[str, Any]],
+              title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    t = series["t"]
+    ax1.plot(t, series["acked_per_s"], lw=0.8, color="#2ca02c", label="acked queue writes/s")
+    ax1.plot(t, series["failed_per_s"], lw=0.8, color="#d62728", label="failed writes/s")
+    ax1.set_ylabel("writes/s")
+    ax1.legend(loc="upper right", fontsize=8)
+    p50 = [float("nan") if v is None else v for v in series["p50_ms"]]
+    p99 = [float("nan") if v is None else v for v in series["p99_ms"]]
+    ax2.plot(t, p50, lw=0.8, label="p50")
+    ax2.plot(t, p99, lw=0.8, label="p99")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("ack latency (ms)")
+    ax2.set_xlabel("seconds since start")
+    ax2.legend(loc="upper right", fontsize=8)
+    seen: set[str] = set()
+    for f in faults:
+        stop = f["stop"] if f["stop"] is not None else (t[-1] if t else f["start"])
+        for ax in (ax1, ax2):
+            ax.axvspan(f["start"], max(stop, f["start"] + 0.2), color=_colour(f["fault"]),
+                       alpha=0.2, lw=0,
+                       label=f["fault"] if ax is ax1 and f["fault"] not in seen else None)
+        seen.add(f["fault"])
+    ax1.legend(loc="upper right", fontsize=7, ncol=4)
+    ax1.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def timeline_html(series: dict[str, list[Any]], faults: list[dict[str, Any]],
+                  summary: dict[str, Any]) -> str:
+    """One file: the summary table and two SVG charts (hover a fault for its details)."""
+    w, h, pad = 1100, 220, 50
+    t = series["t"]
+    tmax = max(t[-1] if t else 1.0, 1.0)
+
+    def x(v: float) -> float:
+        return pad + (w - 2 * pad) * v / tmax
+
+    def chart(lines: list[tuple[str, list[float | None], str]], ylabel: str,
+              log: bool = False) -> str:
+        vals = [v for _, ys, _ in lines for v in ys if v is not None and v > 0]
+        ymax = max(vals) if vals else 1.0
+        ymin = min(vals) if (vals and log) else 0.0
+        if log:
+            lo, hi = math.log10(max(ymin, 0.01)), math.log10(max(ymax, 0.02))
+            hi = hi if hi > lo else lo + 1
+
+            def y(v: float) -> float:
+                return h - pad + (-(h - 2 * pad) * (math.log10(max(v, 0.01)) - lo) / (hi - lo))
+        else:
+            def y(v: float) -> float:
+                return h - pad - (h - 2 * pad) * v / (ymax or 1.0)
+        parts = [f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+                 f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}"'
+                 ' fill="#fafafa" stroke="#ccc"/>']
+        for f in faults:
+            stop = f["stop"] if f["stop"] is not None else tmax
+            tip = html.escape(f"{f['fault']} on {f.get('target')}: {f['start']}–{stop} s, "
+                              f"outage {f['outage_s']} s, recovery {f['recovery_s']} s")
+            parts.append(f'<rect x="{x(f["start"]):.1f}" y="{pad}" width="'
+                         f'{max(1.5, x(stop) - x(f["start"])):.1f}" height="{h - 2 * pad}"'
+                         f' fill="{_colour(f["fault"])}" opacity="0.25"><title>{tip}</title>'
+                         '</rect>')
+        for name, ys, colour in lines:
+            pts = " ".join(f"{x(tv):.1f},{y(v):.1f}" for tv, v in zip(t, ys, strict=False)
+                           if v is not None and (v > 0 or not log))
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1"'
+                         f' points="{pts}"><title>{html.escape(name)}</title></polyline>')
+        for k in range(6):
+            tv = tmax * k / 5
+            parts.append(f'<text x="{x(tv):.1f}" y="{h - pad + 16}" font-size="11"'
+                         f' text-anchor="middle">{tv:.0f}s</text>')
+        top = f"{ymax:.0f}" if not log else f"{10 ** hi:.0f}"
+        parts.append(f'<text x="{pad - 4}" y="{pad + 4}" font-size="11"'
+                     f' text-anchor="end">{top}</text>')
+        parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="12">{html.escape(ylabel)}'
+                     + "".join(f' <tspan fill="{c}">■ {html.escape(n)}</tspan>'
+                               for n, _, c in lines) + "</text>")
+        parts.append("</svg>")
+        return "\n".join(parts)
+
+    legend = "".join(
+        f'<span style="background:{_colour(k)};opacity:.5;padding:0 6px;margin-right:6px">'
+        f"{html.escape(k)}</span>" for k in sorted({f["fault"] for f in faults}))
+    verdict = "PASS" if summary["valid"] else "FAIL"
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{html.escape(f['fault'])}</td>"
+        f"<td>{html.escape(str(f.get('target')))}</td><td>{f['start']}</td>"
+        f"<td>{f['held_s']}</td><td>{f['outage_s']}</td><td>{f['recovery_s']}</td></tr>"
+        for i, f in enumerate(faults, 1))
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(summary.get('title', 'yak chaos'))}</title>
+<style>body{{font-family:sans-serif;margin:20px}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px}}</style></head><body>
+<h1>{html.escape(summary.get('title', 'yak chaos'))}: {verdict}</h1>
+<p>anomalies: {summary['anomalies_found']} {html.escape(json.dumps(summary['anomaly_counts']))};
+acked writes checked: {summary['counts']['acked_writes_checked']};
+faults injected: {summary['counts']['faults_injected']};
+availability during faults: {_pct(summary['availability_during_faults'])}
+(outside: {_pct(summary['availability_outside_faults'])})</p>
+<p>faults: {legend}</p>
+{chart([("acked/s", series["acked_per_s"], "#2ca02c"),
+        ("failed/s", series["failed_per_s"], "#d62728")], "writes per second")}
+{chart([("p50", series["p50_ms"], "#1f77b4"), ("p99", series["p99_ms"], "#ff7f0e")],
+       "ack latency (ms, log scale)", log=True)}
+<table><tr><th>#</th><th>fault</th><th>target</th><th>start s</th><th>held s</th>
+<th>outage s</th><th>recovery s</th></tr>{rows}</table>
+</body></html>
+"""
