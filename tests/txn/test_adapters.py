@@ -1,0 +1,109 @@
+"""The coordinator's adapters on a real partition layer (real logs, no broker): the marker
+writer's routing (led here, led elsewhere, deleted) and the `__transaction_state` log's
+leader-epoch fence."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from yak.errors import ErrorCode, NotLeaderOrFollowerError
+from yak.partition import PartitionState, ReplicaManager, TxnMarker
+from yak.protocol.records import Record, build_batch
+from yak.storage import LogConfig, LogManager
+from yak.txn.markers import PartitionMarkerWriter
+from yak.txn.records import TRANSACTION_STATE_TOPIC
+from yak.txn.state_topic import TopicTransactionLog
+
+E = ErrorCode
+
+
+def replicas(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
+    logs = LogManager(str(tmp_path / "data"), LogConfig(), start_cleaner=False)
+    logs.startup()
+    rm = ReplicaManager(1, logs)
+    for topic, n in (("t", 2), ("__consumer_offsets", 1), (TRANSACTION_STATE_TOPIC, 1)):
+        for p in range(n):
+            rm.apply_partition_state(topic, p, uuid.uuid4(), PartitionState.initial([1]),
+                                     LogConfig())
+    # t-1 is led by broker 2 (this one follows)
+    rm.apply_partition_state("t", 1, uuid.uuid4(),
+                             PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1),
+                             LogConfig())
+    return logs, rm
+
+
+def test_marker_routing_and_offsets_listener(tmp_path: Path) -> None:
+    logs, rm = replicas(tmp_path)
+    completed: list[tuple[int, bool, list[int]]] = []
+    sent: list[list[TxnMarker]] = []
+
+    def exists(tp: tuple[str, int]) -> bool:
+        return tp[0] in ("t", "__consumer_offsets") and tp[1] < 3
+
+    async def body() -> None:
+        batch = build_batch([Record(None, b"x")], producer_id=9, producer_epoch=0,
+                            base_sequence=0, transactional=True)
+        (r,) = await rm.append_records([("t", 0, memoryview(batch))], -1)
+        assert r.error == 0
+        assert rm.get_partition("t", 0).last_stable_offset == 0
+        w = PartitionMarkerWriter(rm, exists,
+                                  on_offsets_marker=lambda pid, c, ps: completed.append(
+                                      (pid, c, list(ps))))
+        got = await w.write_markers(9, 0, 3, True, {("t", 0), ("t", 1), ("t", 2), ("gone", 0),
+                                                   ("__consumer_offsets", 0)})
+        assert got == {("t", 0): E.none, ("t", 1): E.not_leader_or_follower,
+                       ("t", 2): E.not_leader_or_follower, ("gone", 0): E.unknown_topic_or_partition,
+                       ("__consumer_offsets", 0): E.none}
+        assert rm.get_partition("t", 0).last_stable_offset == 2  # data + marker
+        assert completed == [(9, True, [0])]
+        # an older coordinator's late marker is fenced, nothing written
+        got = await w.write_markers(9, 0, 2, False, {("t", 0)})
+        assert got == {("t", 0): E.transaction_coordinator_fenced}
+        assert rm.get_partition("t", 0).log_end_offset == 2
+
+        async def remote(markers: list[TxnMarker]) -> dict[tuple[str, int], ErrorCode]:
+            sent.append(list(markers))
+            return {(m.topic, m.partition): E.none for m in markers}
+
+        w.remote = remote
+        got = await w.write_markers(9, 0, 3, False, {("t", 1)})
+        assert got == {("t", 1): E.none}
+        assert [(m.topic, m.partition, m.commit) for m in sent[0]] == [("t", 1, False)]
+
+    try:
+        asyncio.run(body())
+    finally:
+        logs.shutdown()
+
+
+def test_transaction_log_is_fenced_by_the_leader_epoch(tmp_path: Path) -> None:
+    logs, rm = replicas(tmp_path)
+    tlog = TopicTransactionLog(rm, lambda name: 1, lambda *a: None, 1, {})
+
+    async def body() -> None:
+        assert tlog.leader_epoch(0) == 0
+        await tlog.append(0, (b"k1", b"v1"), coordinator_epoch=0)
+        try:
+            await tlog.append(0, (b"k2", b"v2"), coordinator_epoch=1)
+            raise AssertionError("a write at another coordinator epoch must be refused")
+        except NotLeaderOrFollowerError:
+            pass
+        await tlog.append(0, (b"k1", None), coordinator_epoch=0)  # a tombstone
+        assert await tlog.replay(0) == [(b"k1", b"v1"), (b"k1", None)]
+        # leadership moves to broker 2 (epoch 1): this broker may not write any more
+        rm.apply_partition_state(TRANSACTION_STATE_TOPIC, 0, uuid.uuid4(),
+                                 PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1,
+                                                partition_epoch=1), LogConfig())
+        assert tlog.leader_epoch(0) is None
+        try:
+            await tlog.append(0, (b"k3", b"v3"), coordinator_epoch=0)
+            raise AssertionError("a deposed coordinator's write must be refused")
+        except NotLeaderOrFollowerError:
+            pass
+
+    try:
+        asyncio.run(body())
+    finally:
+        logs.shutdown()
