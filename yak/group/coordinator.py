@@ -201,6 +201,9 @@ class GroupCoordinator:
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
         self._keys: dict[tuple[str, str, int], bytes] = {}
+        # producer id -> groups with transactional offsets pending for it (a marker visits
+        # only those, not every group)
+        self._txn_groups: dict[int, set[str]] = {}
         self._topic_resolver = topic_resolver
         self.consumer = ConsumerGroups(
             self.timers,
@@ -272,6 +275,7 @@ class GroupCoordinator:
                 group.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = (
                     CommittedOffset(ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp)
                 )
+                self._txn_groups.setdefault(pid, set()).add(k.group)
 
     def _load_group(self, group_id: str, gv: rec.GroupValue, now: int) -> None:
         group = Group(
@@ -1051,6 +1055,7 @@ class GroupCoordinator:
                 staged = group.pending_txn_offsets.setdefault(producer_id, {})
                 for tp, value in accepted:
                     staged[tp] = value
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
         return codes
 
     def _txn_commit_error(
@@ -1091,14 +1096,23 @@ class GroupCoordinator:
         there become the committed ones, or are dropped. Returns how many were applied."""
         wanted = set(partitions)
         applied = 0
-        for group in self.groups.values():
-            staged = group.pending_txn_offsets.get(producer_id)
-            if staged is None or self.partition_for(group.group_id) not in wanted:
+        waiting = self._txn_groups.get(producer_id, set())
+        for group_id in list(waiting):
+            group = self.groups.get(group_id)
+            staged = None if group is None else group.pending_txn_offsets.get(producer_id)
+            if staged is None:
+                waiting.discard(group_id)
                 continue
+            if self.partition_for(group_id) not in wanted:
+                continue
+            assert group is not None
             del group.pending_txn_offsets[producer_id]
+            waiting.discard(group_id)
             if commit:
                 group.offsets.update(staged)
                 applied += len(staged)
+        if not waiting:
+            self._txn_groups.pop(producer_id, None)
         return applied
 
     def has_pending_txn_offsets(self, group_id: str) -> bool:
