@@ -215,6 +215,18 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = _d("offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = _d("offsets.topic.segment.bytes")
     offsets_commit_timeout_ms: int = _d("offsets.commit.timeout.ms")
+    offsets_topic_replication_factor: int = _d("offsets.topic.replication.factor")
+    transaction_state_log_replication_factor: int = _d(
+        "transaction.state.log.replication.factor")
+    # the cluster (issue 11): "local" or an etcd:// URL, and the broker's session
+    metadata_store: str = _d("metadata.store")
+    broker_session_timeout_ms: int = _d("broker.session.timeout.ms")
+    broker_heartbeat_interval_ms: int = _d("broker.heartbeat.interval.ms")
+    broker_rack: str | None = _d("broker.rack")
+    auto_leader_rebalance_enable: bool = _d("auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: int = _d("leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage: int = _d("leader.imbalance.per.broker.percentage")
+    controlled_shutdown_enable: bool = _d("controlled.shutdown.enable")
     transaction_state_log_num_partitions: int = _d("transaction.state.log.num.partitions")
     transaction_state_log_min_isr: int = _d("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes: int = _d("transaction.state.log.segment.bytes")
@@ -323,6 +335,10 @@ class BrokerConfig:
             # Clients cannot connect to a wildcard: advertise the loopback name, as a
             # single-node dev broker would be used; set advertised.listeners otherwise.
             kwargs["advertised_host"] = "127.0.0.1" if kwargs["listen_host"] == "0.0.0.0" else "::1"
+        if kwargs.get("broker_heartbeat_interval_ms", _d("broker.heartbeat.interval.ms")) >= \
+                kwargs.get("broker_session_timeout_ms", _d("broker.session.timeout.ms")):
+            raise ConfigError("broker.heartbeat.interval.ms must be below"
+                              " broker.session.timeout.ms")
         if kwargs.get("replica_fetch_wait_max_ms", _d("replica.fetch.wait.max.ms")) > \
                 kwargs.get("replica_socket_timeout_ms", _d("replica.socket.timeout.ms")):
             raise ConfigError("replica.fetch.wait.max.ms must not be above"

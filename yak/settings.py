@@ -133,6 +133,33 @@ def _check_listener_names(key: str, value: str) -> None:
         _check_listener_name(key, item)
 
 
+def _check_metadata_store(key: str, value: str) -> None:
+    v = value.strip()
+    if v == "local":
+        return
+    if not v.startswith("etcd://"):
+        raise ConfigError(f"invalid value {value!r} for {key}: expected local or"
+                          " etcd://HOST:PORT[,HOST:PORT...][/NAME]")
+    hosts, _, name = v[len("etcd://"):].partition("/")
+    for hp in hosts.split(","):
+        try:
+            host_port(key, hp.strip())
+        except ConfigError:
+            raise ConfigError(f"invalid value {value!r} for {key}: expected"
+                              " etcd://HOST:PORT[,HOST:PORT...][/NAME]") from None
+    name = name.strip("/")
+    if name and (("/" in name) or not name.replace("-", "").replace("_", "").replace(
+            ".", "").isalnum()):
+        raise ConfigError(f"invalid value {value!r} for {key}: the cluster name {name!r} must"
+                          " be letters, digits, '.', '_' or '-'")
+
+
+def _check_rack(key: str, value: str) -> None:
+    if not value.strip() or not value.isprintable():
+        raise ConfigError(f"invalid value {value!r} for {key}: a rack is a non-empty,"
+                          " printable name")
+
+
 def _check_roles(key: str, value: str) -> None:
     roles = _items(value)
     if not roles or any(r not in ("broker", "controller") for r in roles):
@@ -425,7 +452,28 @@ BROKER_SETTINGS: dict[str, Setting] = {
            doc="accepted; Yak uses one event loop"),
         _b("socket.send.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
         _b("socket.receive.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
-        # --- the controller and cluster membership (issue 11 acts on these)
+        # --- the controller and cluster membership (issue 11; docs/cluster.md)
+        _b("metadata.store", "string", "local", "cluster", "metadata_store",
+           check=_check_metadata_store,
+           doc="local (one broker, its own controller) or etcd://HOST:PORT[,...][/NAME]"),
+        _b("broker.session.timeout.ms", "int", "9000", "cluster",
+           "broker_session_timeout_ms", lo=1000,
+           doc="a broker whose session lease is not renewed for this long is fenced"),
+        _b("broker.heartbeat.interval.ms", "int", "2000", "cluster",
+           "broker_heartbeat_interval_ms", lo=100,
+           doc="how often a broker renews its session lease"),
+        _b("broker.rack", "string", None, "cluster", "broker_rack", check=_check_rack,
+           doc="rack of this broker, for rack-aware replica placement"),
+        _b("auto.leader.rebalance.enable", "boolean", "true", "cluster",
+           "auto_leader_rebalance_enable",
+           doc="the controller moves leadership back to preferred replicas"),
+        _b("leader.imbalance.check.interval.seconds", "long", "300", "cluster",
+           "leader_imbalance_check_interval_seconds", lo=1),
+        _b("leader.imbalance.per.broker.percentage", "int", "10", "cluster",
+           "leader_imbalance_per_broker_percentage", lo=0, hi=100),
+        _b("controlled.shutdown.enable", "boolean", "true", "cluster",
+           "controlled_shutdown_enable",
+           doc="on SIGTERM, move leadership away before exiting"),
         _b("process.roles", "list", "broker,controller", "cluster", effect=ACCEPTED,
            check=_check_roles),
         _b("controller.quorum.voters", "list", "", "cluster", effect=ACCEPTED,
@@ -468,14 +516,17 @@ BROKER_SETTINGS: dict[str, Setting] = {
            lo=1),
         _b("offsets.topic.segment.bytes", "int", "104857600", "group",
            "offsets_topic_segment_bytes", lo=14),
-        _b("offsets.topic.replication.factor", "short", "3", "group", effect=ACCEPTED, lo=1),
+        _b("offsets.topic.replication.factor", "short", "3", "group",
+           "offsets_topic_replication_factor", lo=1,
+           doc="replicas of __consumer_offsets (capped at the registered brokers)"),
         _b("offsets.commit.timeout.ms", "int", "5000", "group", "offsets_commit_timeout_ms",
            lo=1, doc="how long an offset commit waits for its append"),
         # --- the transaction coordinator
         _b("transaction.state.log.num.partitions", "int", "50", "txn",
            "transaction_state_log_num_partitions", lo=1),
-        _b("transaction.state.log.replication.factor", "short", "3", "txn", effect=ACCEPTED,
-           lo=1, doc="accepted; a single broker writes one replica"),
+        _b("transaction.state.log.replication.factor", "short", "3", "txn",
+           "transaction_state_log_replication_factor", lo=1,
+           doc="replicas of __transaction_state (capped at the registered brokers)"),
         _b("transaction.state.log.min.isr", "int", "2", "txn", "transaction_state_log_min_isr",
            lo=1, doc="min.insync.replicas of __transaction_state (at most its replicas)"),
         _b("transaction.state.log.segment.bytes", "int", "104857600", "txn",

@@ -33,7 +33,7 @@ def test_failed_fsync_is_not_acknowledged(tmp_path: Path) -> None:
         try:
             topics = running.broker.topics
             for name in ("sick", "healthy"):
-                topics.create(name, 1, {"write.caching": "false"})
+                await topics.create(name, 1, {"write.caching": "false"})
 
             def broken_sync(offset: int) -> None:
                 raise OSError(5, "Input/output error")

@@ -31,6 +31,9 @@ _BAD_STRINGS = {
     "controller.listener.names": ["a b"],
     "listener.security.protocol.map": ["PLAINTEXT", "PLAINTEXT:TELEPATHY"],
     "inter.broker.listener.name": ["a b"],
+    "metadata.store": ["zk://127.0.0.1:2181", "etcd://", "etcd://127.0.0.1:99999",
+                       "etcd://127.0.0.1:2379/a/b"],
+    "broker.rack": ["", "\t"],
 }
 
 

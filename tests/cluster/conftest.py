@@ -14,14 +14,18 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from tests.broker.rawclient import RawClient
+from tests.conftest import YakBroker
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.local import LocalEtcd, free_ports
+from yak.protocol import kio_compat
 
 T = TypeVar("T")
 
@@ -66,3 +70,91 @@ def keys(request: pytest.FixtureRequest) -> ClusterKeys:
     """A namespace of its own for each test, so tests can share one etcd."""
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:8]
     return ClusterKeys(re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60] + "-" + digest)
+
+
+# ---------------------------------------------------------------- Yak brokers on etcd
+
+# Short sessions so failover tests take seconds (Kafka's defaults are 9000/2000 ms).
+FAST_SESSION = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
+
+
+class YakCluster:
+    """N `yak serve --metadata etcd://...` subprocesses sharing one etcd namespace."""
+
+    def __init__(self, etcd: LocalEtcd, keys: ClusterKeys, base: Path,
+                 settings: dict[str, str]) -> None:
+        self.etcd = etcd
+        self.keys = keys
+        self.base = base
+        self.settings = settings
+        self.brokers: dict[int, YakBroker] = {}
+
+    @property
+    def url(self) -> str:
+        return self.etcd.url(self.keys.namespace)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def add(self, node_id: int, **settings: str) -> YakBroker:
+        data_dir = self.base / f"broker-{node_id}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        b = YakBroker(data_dir, {"metadata.store": self.url, "node.id": str(node_id),
+                                 **self.settings, **settings})
+        self.brokers[node_id] = b
+        return b.start()
+
+    def wait_registered(self, timeout: float = 20.0) -> None:
+        """Until every running broker's Metadata lists every running broker (a broker is
+        ready once it registered; the others see it a watch event later)."""
+        want = {n for n, b in self.brokers.items() if b.is_alive()}
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = [metadata_brokers(self.brokers[n].bootstrap) for n in want]
+            if all(set(s) == want for s in seen):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"brokers {want} do not all see each other: {seen}")
+            time.sleep(0.05)
+
+    def __getitem__(self, node_id: int) -> YakBroker:
+        return self.brokers[node_id]
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            with contextlib.suppress(Exception):
+                b.stop(30)
+            b.kill()
+
+
+def metadata_brokers(bootstrap: str) -> dict[int, tuple[str, int]]:
+    """node id -> (host, port) as one broker's Metadata (v12) lists the brokers."""
+    mod = kio_compat.schema_module("metadata", 12, "request")
+    with RawClient(bootstrap) as raw:
+        r = raw.request(kio_compat.build(mod.MetadataRequest, topics=(),
+                                         allow_auto_topic_creation=False,
+                                         include_topic_authorized_operations=False))
+    return {b.node_id: (b.host, b.port) for b in r.brokers}
+
+
+@pytest.fixture
+def cluster_factory(etcd: LocalEtcd, keys: ClusterKeys,
+                    tmp_path: Path) -> Iterator[Callable[..., YakCluster]]:
+    """`cluster_factory(3)`: three brokers (node ids 1..3) on the session's etcd, in a
+    namespace of the test's own; settings are `--set` for every broker."""
+    made: list[YakCluster] = []
+
+    def make(n: int = 3, **settings: str) -> YakCluster:
+        c = YakCluster(etcd, keys, tmp_path / f"cluster-{len(made)}",
+                       {**FAST_SESSION, **{k.replace("_", "."): str(v)
+                                           for k, v in settings.items()}})
+        made.append(c)
+        for i in range(1, n + 1):
+            c.add(i)
+        c.wait_registered()
+        return c
+
+    yield make
+    for c in made:
+        c.stop()

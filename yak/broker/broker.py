@@ -13,9 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from yak.cluster.view import ClusterView, LocalClusterView
+
 if TYPE_CHECKING:
     from yak.broker.connection import KafkaConnection
     from yak.broker.metrics import BrokerMetrics
+    from yak.cluster.coordinators import CoordinatorLocator
     from yak.cluster.producer_ids import ProducerIdManager
     from yak.cluster.topics import TopicManager
     from yak.config import BrokerConfig
@@ -73,6 +76,8 @@ class Broker:
         txn_coordinator: TransactionCoordinator | None = None,
         txn_state: TransactionStateHost | None = None,
         txn_markers: PartitionMarkerWriter | None = None,
+        cluster: ClusterView | None = None,
+        coordinators: CoordinatorLocator | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -105,6 +110,16 @@ class Broker:
             for ep in security.listeners.advertised
         }
         self.connections: set[KafkaConnection] = set()
+        # The brokers of the cluster and its controller, for Metadata, DescribeCluster and
+        # FindCoordinator (this broker alone, unless `metadata.store` is a cluster's).
+        self.cluster: ClusterView = cluster or LocalClusterView(
+            self.node_id, config.broker_rack, lambda: self.advertised)
+        # Who coordinates a group / transactional id (FindCoordinator).
+        self.coordinators = coordinators
+        # Run once every listener is bound (a cluster broker registers then, with the real
+        # ports), and before the listeners close on shutdown (controlled shutdown).
+        self.on_listening: list[Callable[[], Awaitable[None]]] = []
+        self.before_stop: list[Callable[[], Awaitable[None]]] = []
         self._parts = parts
         self._started: list[Part] = []
 
@@ -116,6 +131,25 @@ class Broker:
         if listener_name is None:
             return self.host, self.port
         return self.advertised.get(listener_name)
+
+    async def listening(self) -> None:
+        """The listeners are bound: run the `on_listening` hooks (StartupError if one
+        fails, after stopping the parts)."""
+        for hook in self.on_listening:
+            try:
+                await hook()
+            except Exception as e:
+                log.debug("a listening hook failed", exc_info=True)
+                await self.stop()
+                raise StartupError(f"cannot join the cluster: {one_line(e)}") from e
+
+    async def prepare_stop(self) -> None:
+        """Before the listeners close: the `before_stop` hooks (controlled shutdown)."""
+        for hook in self.before_stop:
+            try:
+                await hook()
+            except Exception:
+                log.exception("a shutdown hook failed")
 
     @property
     def part_names(self) -> list[str]:
@@ -136,7 +170,9 @@ class Broker:
                 # whoever debugs with the log level at DEBUG.
                 log.debug("starting %s failed", part.name, exc_info=True)
                 await self.stop()
-                raise StartupError(f"cannot start {part.name}: {one_line(e)}") from e
+                code = e.exit_code if isinstance(e, StartupError) else 1
+                raise StartupError(f"cannot start {part.name}: {one_line(e)}",
+                                   exit_code=code) from e
             self._started.append(part)
 
     async def stop(self) -> None:

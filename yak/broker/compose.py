@@ -34,13 +34,20 @@ part that cannot start stops the broker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
 from yak.broker.metrics import BrokerMetrics
-from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore
+from yak.cluster.alter_partition import LocalAlterPartitionManager
+from yak.cluster.cluster_topics import ClusterTopicManager
+from yak.cluster.coordinators import CoordinatorLocator
+from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
+from yak.cluster.identity import DataDirMismatchError
+from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore, MetadataView
+from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
+from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
 from yak.group.coordinator import GroupConfig, GroupCoordinator
@@ -118,34 +125,63 @@ def build_broker(config: BrokerConfig) -> Broker:
     # storage
     logs = _construct("storage", lambda: LogManager(str(config.data_dir), config.log_defaults))
 
-    # metadata store (issue 11: `--metadata etcd://...` selects the etcd backend here)
-    def make_metadata() -> LocalMetadataStore:
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        return LocalMetadataStore(config.data_dir / METADATA_FILE, config.node_id)
+    cluster_mode = config.metadata_store != "local"
+    node: ClusterNode | None = None
+    fetchers: ReplicaFetcherManager | None = None
+    metadata: MetadataView
+    topics: TopicManager
+    if not cluster_mode:
+        # metadata store: the single broker's file in its data directory
+        def make_metadata() -> LocalMetadataStore:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            return LocalMetadataStore(config.data_dir / METADATA_FILE, config.node_id)
 
-    metadata = _construct("metadata store", make_metadata)
-
-    # partition layer
-    replica_manager = _construct("replica manager",
-                                 lambda: ReplicaManager(config.node_id, logs))
-
-    # topics and leadership: on one broker, this broker is the controller
-    topics = _construct("topic manager", lambda: TopicManager(metadata, replica_manager, config))
-
-    # controller: issue 11 composes the etcd controller here.
-
-    producer_ids = _construct("producer id manager", lambda: ProducerIdManager(metadata))
+        metadata = _construct("metadata store", make_metadata)
+        # partition layer; ISR changes (if a state with followers was ever stored) are a
+        # compare-and-set on the local store
+        replica_manager = _construct("replica manager", lambda: ReplicaManager(
+            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            alter_partition=LocalAlterPartitionManager(metadata)))
+        # topics and leadership: on one broker, this broker is the controller
+        topics = _construct("topic manager",
+                            lambda: TopicManager(metadata, replica_manager, config))  # type: ignore[arg-type]
+        producer_ids = _construct("producer id manager",
+                                  lambda: ProducerIdManager(metadata))
+    else:
+        # A cluster (issue 11): partition layer, then this broker's membership of the
+        # etcd cluster (metadata image, registration, controller, publisher), then the
+        # topic manager writing topic changes to etcd.
+        replica_manager = _construct("replica manager", lambda: ReplicaManager(
+            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms))
+        node = _construct("cluster membership", lambda: _cluster_node(config, replica_manager))
+        # ISR changes: compare-and-set on the partition key in etcd, fenced by this
+        # broker's registration; a broker whose session is not known valid acks nothing.
+        replica_manager.alter_partition = EtcdAlterPartitionManager(
+            node.store, config.node_id, lambda: node.broker_epoch)
+        replica_manager.session_valid = node.may_acknowledge
+        fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
+            replica_manager, node.resolve, FetcherConfig.from_broker_config(
+                config, broker_epoch=lambda: node.broker_epoch)))
+        metadata = node.store
+        topics = _construct("topic manager",
+                            lambda: ClusterTopicManager(node.store, replica_manager, config))
+        producer_ids = _construct("producer id manager", lambda: ProducerIdManager(
+            node.store, allocate=lambda size: node.store.allocate_producer_ids(
+                size, node.broker_epoch)))
 
     # group coordinator, on __consumer_offsets through the partition layer
     def topic_partitions(name: str) -> int | None:
         info = topics.get(name)
         return None if info is None else info.partitions
 
-    def make_group() -> GroupCoordinator:
+    def make_group() -> tuple[GroupCoordinator, TopicOffsetsLog]:
         offsets_log = TopicOffsetsLog(
             replica_manager,
             topic_partitions=topic_partitions,
-            create_topic=lambda name, n, configs: topics.create(name, n, configs),
+            create_topic=lambda name, n, configs: topics.create(
+                name, n, configs, replication_factor=topics.internal_replication_factor(
+                    config.offsets_topic_replication_factor,
+                    "offsets.topic.replication.factor")),
             default_partitions=config.offsets_topic_num_partitions,
             topic_configs=offsets_topic_configs(config.offsets_topic_segment_bytes),
             commit_timeout_ms=config.offsets_commit_timeout_ms,
@@ -155,30 +191,42 @@ def build_broker(config: BrokerConfig) -> Broker:
             info = topics.get(name)
             return None if info is None else (info.topic_id, info.partitions)
 
-        return GroupCoordinator(
+        coordinator = GroupCoordinator(
             offsets_log,
             group_config(config),
             topic_resolver=resolve,
             topic_lister=lambda: [t.name for t in topics.topics()],
         )
+        if node is not None:
+            coordinator.manage_partitions()  # loaded as this broker leads its partitions
+        return coordinator, offsets_log
 
-    group_coordinator = _construct("group coordinator", make_group)
+    group_coordinator, offsets_log = _construct("group coordinator", make_group)
 
     # transaction coordinator, on __transaction_state through the partition layer
     def partition_exists(tp: tuple[str, int]) -> bool:
         info = topics.get(tp[0])
         return info is not None and 0 <= tp[1] < info.partitions
 
-    def make_txn() -> tuple[TransactionCoordinator, TransactionStateHost, PartitionMarkerWriter]:
+    def make_txn() -> tuple[TransactionCoordinator, TransactionStateHost, PartitionMarkerWriter,
+                            TopicTransactionLog]:
+        async def create_txn_topic(name: str, n: int, configs: Mapping[str, str]) -> object:
+            rf = topics.internal_replication_factor(
+                config.transaction_state_log_replication_factor,
+                "transaction.state.log.replication.factor")
+            # min.insync.replicas can be no more than the replicas the topic gets
+            configs = dict(configs, **{"min.insync.replicas": str(
+                min(config.transaction_state_log_min_isr, rf))})
+            return await topics.create(name, n, configs, replication_factor=rf)
+
         txn_log = TopicTransactionLog(
             replica_manager,
             topic_partitions=topic_partitions,
-            create_topic=lambda name, n, configs: topics.create(name, n, configs),
+            create_topic=create_txn_topic,
             default_partitions=config.transaction_state_log_num_partitions,
-            # min.insync.replicas can be no more than the replicas the topic gets
             topic_configs=transaction_topic_configs(
                 config.transaction_state_log_segment_bytes,
-                min(config.transaction_state_log_min_isr, config.default_replication_factor),
+                config.transaction_state_log_min_isr,
             ),
         )
         markers = PartitionMarkerWriter(
@@ -187,17 +235,21 @@ def build_broker(config: BrokerConfig) -> Broker:
         )
 
         async def new_producer_id() -> int:
-            # Reserving a block of ids writes the metadata store: off the event loop.
-            return await asyncio.get_running_loop().run_in_executor(
-                None, producer_ids.generate_producer_id)
+            return await producer_ids.new_producer_id()
 
         coordinator = TransactionCoordinator(
             txn_log, markers, new_producer_id, txn_config(config),
             partition_exists=partition_exists,
         )
-        return coordinator, TransactionStateHost(coordinator, txn_log), markers
+        return coordinator, TransactionStateHost(coordinator, txn_log), markers, txn_log
 
-    txn_coordinator, txn_state, txn_markers = _construct("transaction coordinator", make_txn)
+    txn_coordinator, txn_state, txn_markers, txn_log = _construct("transaction coordinator",
+                                                                  make_txn)
+    coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_log,
+                                      txn_state, txn_coordinator, txn_log,
+                                      cluster=node is not None)
+    if node is not None:
+        node.hooks.append(coordinators.partition_changed)
 
     metrics = _construct("metrics", BrokerMetrics)
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
@@ -240,13 +292,34 @@ def build_broker(config: BrokerConfig) -> Broker:
         await loop_io(logs.shutdown)
 
     async def start_topics() -> None:
-        await loop_io(topics.startup)
+        if node is not None:
+            await node.start_hosting()  # the publisher hosts what the image assigns here
+        else:
+            await loop_io(topics.startup)
 
-    parts = [
-        Part("storage", start_storage, stop_storage),
-        Part("metadata store"),
+    if node is None:
+        parts = [Part("storage", start_storage, stop_storage), Part("metadata store")]
+    else:
+        async def start_metadata() -> None:
+            assert node is not None
+            try:
+                await node.start_metadata()
+            except DataDirMismatchError as e:
+                raise StartupError(str(e), exit_code=2) from e
+            broker.cluster_id = node.store.cluster_id
+
+        # The image first: storage needs the topic configs, and a data dir of another
+        # cluster must be refused before storage opens it.
+        parts = [Part("metadata store", start_metadata, node.stop),
+                 Part("storage", start_storage, stop_storage)]
+    parts += [
         Part("topic manager", start_topics),
         Part("replica manager", replica_manager.start, replica_manager.stop),
+    ]
+    if fetchers is not None:
+        # After the replica manager, so they stop first (before storage shuts down).
+        parts.append(Part("replica fetchers", fetchers.start, fetchers.stop))
+    parts += [
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
         Part("transaction coordinator", txn_state.start, txn_state.stop),
@@ -257,7 +330,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     if authorizer is not None:
         parts.append(Part("authorizer", authorizer.start))
     parts.append(Part("client quotas", start_quotas, stop_quotas))
-    return Broker(
+    broker = Broker(
         config,
         cluster_id=metadata.cluster_id,
         topics=topics,
@@ -274,7 +347,56 @@ def build_broker(config: BrokerConfig) -> Broker:
         txn_coordinator=txn_coordinator,
         txn_state=txn_state,
         txn_markers=txn_markers,
+        cluster=node,
+        coordinators=coordinators,
     )
+    if node is not None:
+        _join_cluster(broker, node, topics, fetchers)  # type: ignore[arg-type]
+    return broker
+
+
+def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> ClusterNode:
+    return ClusterNode(
+        replica_manager,
+        node_id=config.node_id,
+        metadata_url=config.metadata_store,
+        data_dir=config.data_dir,
+        session_timeout_ms=config.broker_session_timeout_ms,
+        heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        rack=config.broker_rack,
+        auto_rebalance=config.auto_leader_rebalance_enable,
+        imbalance_check_interval_s=float(config.leader_imbalance_check_interval_seconds),
+        imbalance_percentage=config.leader_imbalance_per_broker_percentage,
+        controlled_shutdown=config.controlled_shutdown_enable,
+    )
+
+
+def _join_cluster(broker: Broker, node: ClusterNode, topics: ClusterTopicManager,
+                  fetchers: ReplicaFetcherManager | None) -> None:
+    """Wire a cluster broker: registration once its listeners are bound (with the bound
+    ports), controlled shutdown before they close."""
+    listeners = broker.security.listeners
+    node.inter_broker_listener = listeners.inter_broker_listener_name
+
+    def endpoints() -> list[EndpointSpec]:
+        out = []
+        for ep in listeners.advertised:
+            host, port = broker.advertised.get(ep.listener_name, (ep.host, ep.port))
+            out.append(EndpointSpec(ep.listener_name, host or "127.0.0.1", port,
+                                    ep.security_protocol.value))
+        return out
+
+    node.bind(topics, fetchers=fetchers, endpoints=endpoints)
+
+    def fence(fenced: bool) -> None:
+        if fenced:
+            broker.replica_manager.fence("the broker's session (registration) is gone")
+        else:
+            broker.replica_manager.unfence()
+
+    node.on_fence.append(fence)
+    broker.on_listening.append(node.register)
+    broker.before_stop.append(node.controlled_shutdown)
 
 
 def _listener_settings(config: BrokerConfig) -> dict[str, str]:

@@ -65,6 +65,7 @@ class RunningBroker:
         return f"{host}:{port}"
 
     async def stop(self) -> None:
+        await self.broker.prepare_stop()  # e.g. controlled shutdown, listeners still open
         for server in self.servers.values():
             server.close()
         for conn in list(self.broker.connections):
@@ -141,6 +142,12 @@ async def start_broker(config: BrokerConfig | Broker) -> RunningBroker:
     if ib in broker.advertised:
         broker.host, broker.port = broker.advertised[ib]
     broker.metrics.bind_connections(lambda: len(broker.connections))
+    try:
+        await broker.listening()
+    except StartupError:
+        for server in servers.values():
+            server.close()
+        raise
     return RunningBroker(broker, servers)
 
 
@@ -198,6 +205,9 @@ def serve(
             level=logging.INFO, stream=sys.stderr,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        # One line per etcd call (a cluster broker's keepalives) would drown the log.
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         broker = configure(data_dir, listen, advertised_listener, config_file, overrides)
     except StartupError as e:

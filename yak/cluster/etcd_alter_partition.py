@@ -1,4 +1,5 @@
-"""ISR changes requested by a partition's leader, as compare-and-set writes in etcd.
+"""ISR changes requested by a partition's leader, as compare-and-set writes in etcd
+(the cluster's `yak.partition.isr.AlterPartitionManager`).
 
 Kafka's leaders send AlterPartition to the controller, which checks the leader epoch and
 the partition epoch and refuses ISR members that are not eligible. Here the leader writes
@@ -27,7 +28,7 @@ state, not once per attempt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 
 from yak.cluster.etcd import Compare, EtcdError
@@ -41,6 +42,7 @@ from yak.errors import (
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
+from yak.partition.isr import IsrChange
 from yak.partition.state import PartitionState
 
 __all__ = ["EtcdAlterPartitionManager", "IneligibleReplicaError"]
@@ -67,16 +69,17 @@ class EtcdAlterPartitionManager:
         self._broker_epoch = broker_epoch
         self._etcd_down = False
 
-    async def submit(
-        self, topic: str, partition: int, leader_epoch: int, partition_epoch: int,
-        new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
-    ) -> PartitionState:
+    async def submit(self, change: IsrChange) -> PartitionState:
         """Write the new ISR; returns the partition state written. Raises a KafkaError
         (stale or invalid request) or EtcdError (etcd unreachable: nothing changed)."""
+        topic, partition = change.topic, change.partition
+        leader_epoch, partition_epoch = change.leader_epoch, change.partition_epoch
+        new_isr = change.new_isr
+        broker_epochs = dict(change.broker_epochs)
         info = self.store.get(topic)
         entry = (self.store.partition_entry(str(info.topic_id), partition)
                  if info is not None else None)
-        if info is None or entry is None:
+        if info is None or entry is None or info.topic_id != change.topic_id:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         rec = entry.record
         if rec.leader != self.node_id:
@@ -106,8 +109,7 @@ class EtcdAlterPartitionManager:
                 raise IneligibleReplicaError(
                     f"{topic}-{partition}: broker {r} is not registered, fenced or shutting"
                     " down: it cannot join the ISR")
-            if broker_epochs is not None and r in broker_epochs and \
-                    broker_epochs[r] not in (-1, b.epoch):
+            if broker_epochs.get(r, -1) not in (-1, b.epoch):
                 raise IneligibleReplicaError(
                     f"{topic}-{partition}: broker {r} fetched at broker epoch"
                     f" {broker_epochs[r]}, but is registered at epoch {b.epoch}")

@@ -68,10 +68,29 @@ class LeaseKeeper:
         self.lost = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._unreachable_logged = False
+        self._last_attempt = 0.0  # clock when the latest renewal attempt started
+        self._gap = False  # an attempt came late (the process stalled) since the last renewal
 
     def valid(self) -> bool:
         """True while the lease is certainly alive in etcd (no I/O; see the module doc)."""
         return self.state is LeaseState.ACTIVE and self._clock() < self.valid_until
+
+    def _attempt_budget_s(self) -> float:
+        """Longest normal time between two renewal attempts: the interval, one keepalive's
+        timeout and a margin for a busy event loop."""
+        return self.interval_s + max(0.5, min(self.client.timeout, self.interval_s)) + 1.0
+
+    def alive_without_etcd(self) -> bool:
+        """valid(), or: etcd has not answered since the last renewal *and* this process
+        kept trying on schedule all along. That is an etcd outage seen by a running broker
+        (which keeps serving with what it has), not a process that was paused: a pause
+        shows as a late attempt (or one still late now) and answers False until etcd
+        renews the lease or declares it gone."""
+        if self.valid():
+            return True
+        if self.state is not LeaseState.ACTIVE or self._gap or not self._unreachable_logged:
+            return False
+        return self._clock() - self._last_attempt <= self._attempt_budget_s()
 
     def remaining_s(self) -> float:
         return max(0.0, self.valid_until - self._clock()) if self.valid() else 0.0
@@ -81,6 +100,7 @@ class LeaseKeeper:
         t0 = self._clock()
         self.lease_id, self.granted_ttl_s = await self.client.lease_grant(self.ttl_s)
         self.valid_until = t0 + self.granted_ttl_s
+        self._last_attempt = t0
         self.state = LeaseState.ACTIVE
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"{self.name}-keepalive")
@@ -121,6 +141,9 @@ class LeaseKeeper:
         while self.state is LeaseState.ACTIVE:
             await asyncio.sleep(self.interval_s)
             t0 = self._clock()
+            if t0 - self._last_attempt > self._attempt_budget_s():
+                self._gap = True  # stalled (paused?) since the last attempt
+            self._last_attempt = t0
             if t0 >= self.valid_until and not self._unreachable_logged:
                 # Not renewed in time (etcd unreachable, or this process was paused): the
                 # owner already sees valid() == False; etcd's answer decides what comes next.
@@ -148,6 +171,7 @@ class LeaseKeeper:
                                 else "gone (revoked)")
                 return
             self.valid_until = t0 + ttl
+            self._gap = False
             if self._unreachable_logged:
                 log.info("%s: lease %x renewed again", self.name, self.lease_id)
                 self._unreachable_logged = False

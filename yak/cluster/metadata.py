@@ -44,6 +44,7 @@ __all__ = [
     "MAX_TOPIC_NAME_LENGTH",
     "LocalMetadataStore",
     "MetadataStore",
+    "MetadataView",
     "StalePartitionStateError",
     "TopicInfo",
     "validate_topic_name",
@@ -115,12 +116,9 @@ class StalePartitionStateError(KafkaError):
     code = ErrorCode.invalid_update_version
 
 
-class MetadataStore(Protocol):
-    """What the broker needs from the cluster's metadata, whichever backend holds it.
-
-    Every change is durable when the call returns. Replica assignments are lists of
-    broker ids, the first being the preferred leader.
-    """
+class MetadataView(Protocol):
+    """The reads every backend serves without I/O: handlers and the topic manager read
+    topics and partition states through this, whichever backend holds them."""
 
     @property
     def cluster_id(self) -> str: ...
@@ -134,6 +132,23 @@ class MetadataStore(Protocol):
     def check_new_topic(self, name: str) -> None:
         """Raise what `create_topic` would for this name, changing nothing."""
         ...
+
+    def partition_states(self, name: str) -> list[PartitionState]: ...
+
+    def next_producer_id(self) -> int:
+        """Every id below this one was handed out at some point."""
+        ...
+
+
+class MetadataStore(MetadataView, Protocol):
+    """The single broker's store: the reads plus synchronous, durable writes.
+
+    Every change is durable when the call returns. Replica assignments are lists of
+    broker ids, the first being the preferred leader. The cluster's backend
+    (`yak.cluster.etcd_store.EtcdMetadataStore`) serves the same reads from a watched
+    image of etcd, and its writes are coroutines (etcd transactions), called by the
+    cluster's topic manager and controller.
+    """
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
@@ -150,8 +165,6 @@ class MetadataStore(Protocol):
         """Replace the topic's overrides (callers merge for incremental changes)."""
         ...
 
-    def partition_states(self, name: str) -> list[PartitionState]: ...
-
     def set_partition_state(
         self, name: str, partition: int, state: PartitionState, expected_partition_epoch: int
     ) -> None:
@@ -162,10 +175,6 @@ class MetadataStore(Protocol):
     def allocate_producer_ids(self, block_size: int) -> int:
         """Reserve [first, first + block_size) for this broker; returns `first`. Ids are
         never handed out twice, even across restarts."""
-        ...
-
-    def next_producer_id(self) -> int:
-        """Every id below this one was handed out at some point."""
         ...
 
 

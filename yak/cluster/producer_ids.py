@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from yak.errors import InvalidProducerEpochError
 
 if TYPE_CHECKING:
-    from yak.cluster.metadata import MetadataStore
+    from yak.cluster.metadata import MetadataView
 
 __all__ = ["BLOCK_SIZE", "MAX_EPOCH", "ProducerIdManager"]
 
@@ -30,9 +31,15 @@ MAX_EPOCH = 32767
 
 
 class ProducerIdManager:
-    def __init__(self, store: MetadataStore, block_size: int = BLOCK_SIZE) -> None:
+    """`allocate`: a coroutine reserving a block in a cluster's store (an etcd
+    compare-and-set); without it, blocks come from the local store in a thread."""
+
+    def __init__(self, store: MetadataView, block_size: int = BLOCK_SIZE,
+                 allocate: Callable[[int], Awaitable[int]] | None = None) -> None:
         self._store = store
         self._block_size = block_size
+        self._allocate = allocate
+        self._async_lock: asyncio.Lock | None = None
         self._lock = threading.Lock()
         self._next = 0
         self._block_end = 0  # nothing reserved yet: the first id reserves a block
@@ -40,10 +47,27 @@ class ProducerIdManager:
         self._epochs: dict[int, int] = {}
 
     def generate_producer_id(self) -> int:
-        """A producer id never handed out before. May write the store (blocking I/O)."""
+        """A producer id never handed out before. May write the local store (blocking
+        I/O); a cluster's ids come from `new_producer_id`."""
         with self._lock:
             if self._next >= self._block_end:
-                first = self._store.allocate_producer_ids(self._block_size)
+                first = self._store.allocate_producer_ids(self._block_size)  # type: ignore[attr-defined]
+                self._next, self._block_end = first, first + self._block_size
+            pid = self._next
+            self._next += 1
+            return pid
+
+    async def new_producer_id(self) -> int:
+        """A producer id never handed out before, reserving a block when needed (off the
+        event loop for the local store, an etcd transaction in a cluster)."""
+        if self._allocate is None:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, self.generate_producer_id)
+        if self._async_lock is None:
+            self._async_lock = asyncio.Lock()
+        async with self._async_lock:
+            if self._next >= self._block_end:
+                first = await self._allocate(self._block_size)
                 self._next, self._block_end = first, first + self._block_size
             pid = self._next
             self._next += 1
@@ -72,8 +96,6 @@ class ProducerIdManager:
                 self._epochs[producer_id] = producer_epoch + 1
                 return producer_id, producer_epoch + 1
             # Epoch exhausted: a fresh id.
-        loop = asyncio.get_running_loop()
-        # Reserving a block writes the store (an fsync): keep it off the event loop.
-        pid = await loop.run_in_executor(None, self.generate_producer_id)
+        pid = await self.new_producer_id()
         self._epochs[pid] = 0
         return pid, 0

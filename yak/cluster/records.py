@@ -76,6 +76,8 @@ class _Record:
             if isinstance(v, list):
                 if hints[f.name] == tuple[BrokerEndpoint, ...]:
                     v = tuple(BrokerEndpoint.from_json(x) for x in v)
+                elif hints[f.name] == tuple[str, ...]:
+                    v = tuple(str(x) for x in v)
                 else:
                     v = tuple(int(x) for x in v)
             kwargs[f.name] = v
@@ -103,6 +105,9 @@ class RegisterBrokerRecord(_Record):
     rack: str | None = None
     fenced: bool = False
     in_controlled_shutdown: bool = False
+    # The directory.id of the broker's data dir (meta.properties), KRaft's logDirs: a data
+    # dir that was wiped comes back with a new id, so the controller never elects it.
+    log_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +136,9 @@ class PartitionRecord(_Record):
     leader_recovery_state: int = LEADER_RECOVERED
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # KRaft's `directories`: for each replica (same order), the directory.id its data was
+    # in when it was last known to hold the partition ("" = unknown).
+    directories: tuple[str, ...] = ()
 
     def apply(self, change: PartitionChangeRecord) -> PartitionRecord:
         """The record after `change`, with the epochs bumped as KRaft's replay does."""
@@ -149,6 +157,7 @@ class PartitionRecord(_Record):
                                    else change.leader_recovery_state),
             removing_replicas=self.removing_replicas,
             adding_replicas=self.adding_replicas,
+            directories=self.directories,
         )
 
 

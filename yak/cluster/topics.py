@@ -21,14 +21,16 @@ The cluster issue replaces these decisions with the etcd controller's; the metad
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from yak.cluster.metadata import MetadataStore, TopicInfo
 from yak.errors import (
+    ErrorCode,
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     KafkaError,
     KafkaStorageError,
@@ -140,29 +142,51 @@ class TopicManager:
         return LogConfig.from_props(effective, base=self.config.log_defaults)
 
     # ------------------------------------------------------------------ changes
+    #
+    # Changes are coroutines: in a cluster they are etcd transactions
+    # (`yak.cluster.cluster_topics.ClusterTopicManager`); here they write the local store.
 
     def _assignment(self, count: int) -> list[tuple[int, ...]]:
         return [(self.node_id,)] * count
 
-    def create(
+    def check_assignment(self, assignment: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+        """Explicit replica lists (CreateTopics/CreatePartitions): on one broker, each must
+        be this broker alone."""
+        out = []
+        for p, replicas in enumerate(assignment):
+            if list(replicas) != [self.node_id]:
+                raise InvalidReplicaAssignmentError(
+                    f"Replica assignment {list(replicas)} for partition {p} names brokers"
+                    f" other than the only broker {self.node_id}"
+                )
+            out.append((self.node_id,))
+        return out
+
+    def live_broker_count(self) -> int:
+        """Brokers new replicas can be placed on (INVALID_REPLICATION_FACTOR above it)."""
+        return 1
+
+    def _prepare_create(
         self,
         name: str,
-        partitions: int | None = None,
-        configs: Mapping[str, str] | None = None,
-        validate_only: bool = False,
-        replication_factor: int | None = None,
-    ) -> TopicInfo:
-        """Create a topic and its logs; `partitions`/`replication_factor` None or -1 = default.
-
-        A replication factor above 1 cannot be met by a one-broker cluster, and Kafka
-        answers that with INVALID_REPLICATION_FACTOR rather than creating a weaker topic.
-        """
-        n = self.config.num_partitions if partitions in (None, -1) else int(partitions)  # type: ignore[arg-type]
-        rf = (
-            self.config.default_replication_factor
-            if replication_factor in (None, -1)
-            else int(replication_factor)  # type: ignore[arg-type]
-        )
+        partitions: int | None,
+        configs: Mapping[str, str] | None,
+        replication_factor: int | None,
+        assignment: Sequence[Sequence[int]] | None,
+    ) -> tuple[int, int, dict[str, str], LogConfig]:
+        """Validate a create: (partitions, replication factor, configs, their LogConfig)."""
+        if assignment is not None:
+            n = len(assignment)
+            rf = len(assignment[0]) if assignment else 0
+            if not assignment or any(len(r) == 0 for r in assignment):
+                raise InvalidReplicaAssignmentError("Replica assignments must not be empty.")
+        else:
+            n = self.config.num_partitions if partitions in (None, -1) else int(partitions)  # type: ignore[arg-type]
+            rf = (
+                self.config.default_replication_factor
+                if replication_factor in (None, -1)
+                else int(replication_factor)  # type: ignore[arg-type]
+            )
         if n < 1:
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if n > MAX_PARTITIONS:
@@ -171,8 +195,8 @@ class TopicManager:
             )
         if rf < 1:
             raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        live_brokers = 1
-        if rf > live_brokers:
+        live_brokers = self.live_broker_count()
+        if assignment is None and rf > live_brokers:
             raise InvalidReplicationFactorError(
                 f"Unable to replicate the partition {rf} time(s): The target replication factor"
                 f" of {rf} cannot be reached because only {live_brokers} broker(s) are registered."
@@ -180,9 +204,29 @@ class TopicManager:
         self.metadata.check_new_topic(name)
         topic_configs = {k: str(v) for k, v in (configs or {}).items()}
         cfg = self.validate_configs(topic_configs)
+        return n, rf, topic_configs, cfg
+
+    async def create(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+        replication_factor: int | None = None,
+        assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Create a topic and its logs; `partitions`/`replication_factor` None or -1 = default.
+
+        A replication factor above 1 cannot be met by a one-broker cluster, and Kafka
+        answers that with INVALID_REPLICATION_FACTOR rather than creating a weaker topic.
+        """
+        n, _rf, topic_configs, cfg = self._prepare_create(
+            name, partitions, configs, replication_factor, assignment)
+        replicas = (self.check_assignment(assignment) if assignment is not None
+                    else self._assignment(n))
         if validate_only:
             return TopicInfo(name, UUID(int=0), n, topic_configs)
-        info = self.metadata.create_topic(name, n, topic_configs, self._assignment(n))
+        info = self.metadata.create_topic(name, n, topic_configs, replicas)
         try:
             self._host(info, 0, cfg)
         except Exception as e:
@@ -207,7 +251,7 @@ class TopicManager:
                 log.exception("cleaning up %s-%d after a failed create", name, p)
         self.metadata.delete_topic(name)
 
-    def delete(self, name: str) -> TopicInfo:
+    async def delete(self, name: str) -> TopicInfo:
         info = self.metadata.delete_topic(name)
         for p in range(info.partitions):
             self.replicas.stop_partition(name, p, delete=True)
@@ -230,17 +274,29 @@ class TopicManager:
             )
         return info
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicInfo:
+    def _check_new_assignment(self, info: TopicInfo, total: int,
+                              assignment: Sequence[Sequence[int]] | None) -> None:
+        if assignment is not None and len(assignment) != total - info.partitions:
+            raise InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {total - info.partitions} but"
+                f" {len(assignment)} assignments provided."
+            )
+
+    async def add_partitions(self, name: str, total: int, validate_only: bool = False,
+                             assignment: Sequence[Sequence[int]] | None = None) -> TopicInfo:
         info = self.check_add_partitions(name, total)
+        self._check_new_assignment(info, total, assignment)
+        replicas = (self.check_assignment(assignment) if assignment is not None
+                    else self._assignment(total - info.partitions))
         if validate_only:
             return info
         old = info.partitions
         cfg = self.log_config(info)
-        info = self.metadata.add_partitions(name, total, self._assignment(total - old))
+        info = self.metadata.add_partitions(name, total, replicas)
         self._host(info, old, cfg)
         return info
 
-    def alter_configs(
+    async def alter_configs(
         self, name: str, configs: Mapping[str, str], validate_only: bool = False
     ) -> TopicInfo:
         """Replace the topic's overrides and apply them to its live partitions at once."""
@@ -254,3 +310,21 @@ class TopicManager:
         info = self.metadata.set_topic_configs(name, new_configs)
         self.replicas.update_config(name, cfg)
         return info
+
+    def internal_replication_factor(self, wanted: int, setting: str) -> int:
+        """An internal topic's replicas: one broker holds one (Kafka would warn that
+        `setting` asks for more; a single broker is that by design)."""
+        return 1
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders on one broker: it leads every partition already."""
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for topic, p in partitions or ():
+            info = self.metadata.get(topic)
+            if info is None or not 0 <= p < info.partitions:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, None)
+            else:
+                out[(topic, p)] = (ErrorCode.election_not_needed, None)
+        return out

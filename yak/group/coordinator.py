@@ -10,8 +10,11 @@ while the write was in flight), exactly as Kafka does in its append callbacks.
 Semantics follow Kafka's `GroupCoordinator.scala` (the pre-KIP-848 coordinator):
 KIP-394 member-id round trip, KIP-345 static membership, KIP-211 offset expiry of
 empty groups, `group.initial.rebalance.delay.ms` for the first rebalance of an
-empty group. The coordinator owns every `__consumer_offsets` partition (Yak's
-group layer is single-node; a multi-node Yak would load/unload partitions here).
+empty group. On a single broker the coordinator owns every `__consumer_offsets`
+partition; in a cluster (`manage_partitions`) it owns the partitions this broker leads,
+loading one when it becomes its leader (`on_election`) and dropping its groups when it
+stops leading it (`on_resignation`); a group of another partition is NOT_COORDINATOR, so
+its clients ask FindCoordinator again.
 """
 
 from __future__ import annotations
@@ -197,6 +200,9 @@ class GroupCoordinator:
         self.timers = TimerQueue(self.clock)
         self.groups: dict[str, Group] = {}
         self.loaded = False
+        # None: every partition (one broker); else the partitions this broker leads.
+        self._owned: set[int] | None = None
+        self._loading: set[int] = set()
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
@@ -225,34 +231,80 @@ class GroupCoordinator:
         """
         now = self.clock.now_ms()
         for partition in range(self.log.num_partitions):
-            group_values: dict[str, rec.GroupValue | None] = {}
-            offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
-            for key, value in self.log.replay(partition):
-                try:
-                    k = rec.decode_key(key)
-                    if isinstance(k, rec.OffsetKey):
-                        offset_values[k] = None if value is None else rec.decode_offset_value(value)
-                    elif isinstance(k, rec.GroupKey):
-                        group_values[k.group] = (
-                            None if value is None else rec.decode_group_value(value)
-                        )
-                except (ValueError, UnicodeDecodeError) as e:
-                    log.warning("skipping unreadable __consumer_offsets record: %s", e)
-            for gid, gv in group_values.items():
-                if gv is not None:
-                    self._load_group(gid, gv, now)
-            for k, ov in offset_values.items():
-                if ov is None:
-                    continue
-                group = self.groups.get(k.group)
-                if group is None:
-                    group = Group(k.group, state_timestamp_ms=now)
-                    self.groups[k.group] = group
-                group.offsets[(k.topic, k.partition)] = CommittedOffset(
-                    ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
-                )
-            self._load_open_transactions(partition, now)
+            self._load_partition(partition, now)
         self.loaded = True
+
+    def manage_partitions(self) -> None:
+        """Cluster mode: own no partition until this broker leads it (`on_election`)."""
+        self._owned = set()
+        self.loaded = True
+
+    def owns(self, partition: int) -> bool:
+        return self._owned is None or partition in self._owned
+
+    def partition_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    def on_election(self, partition: int) -> None:
+        """This broker leads `partition` of `__consumer_offsets` now: load its groups."""
+        if self._owned is None or partition in self._owned:
+            return
+        self._loading.add(partition)
+        try:
+            self._drop_groups_of(partition)
+            self._load_partition(partition, self.clock.now_ms())
+            self._owned.add(partition)
+            log.info("group coordinator: loaded __consumer_offsets-%d", partition)
+        except Exception:
+            log.exception("group coordinator: loading __consumer_offsets-%d failed", partition)
+        finally:
+            self._loading.discard(partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads `partition` now: forget its groups (their members get
+        NOT_COORDINATOR and find the new coordinator)."""
+        if self._owned is None:
+            return
+        self._owned.discard(partition)
+        self._drop_groups_of(partition)
+
+    def _drop_groups_of(self, partition: int) -> None:
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(gid)
+            for m in list(group.members.values()):
+                self.timers.cancel(("hb", gid, m.member_id))
+                self._resolve_join(m, JoinResult(ErrorCode.not_coordinator, m.member_id))
+                self._resolve_sync(m, SyncResult(ErrorCode.not_coordinator))
+            self.consumer.groups.pop(gid, None)
+
+    def _load_partition(self, partition: int, now: int) -> None:
+        group_values: dict[str, rec.GroupValue | None] = {}
+        offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
+        for key, value in self.log.replay(partition):
+            try:
+                k = rec.decode_key(key)
+                if isinstance(k, rec.OffsetKey):
+                    offset_values[k] = None if value is None else rec.decode_offset_value(value)
+                elif isinstance(k, rec.GroupKey):
+                    group_values[k.group] = (
+                        None if value is None else rec.decode_group_value(value)
+                    )
+            except (ValueError, UnicodeDecodeError) as e:
+                log.warning("skipping unreadable __consumer_offsets record: %s", e)
+        for gid, gv in group_values.items():
+            if gv is not None:
+                self._load_group(gid, gv, now)
+        for k, ov in offset_values.items():
+            if ov is None:
+                continue
+            group = self.groups.get(k.group)
+            if group is None:
+                group = Group(k.group, state_timestamp_ms=now)
+                self.groups[k.group] = group
+            group.offsets[(k.topic, k.partition)] = CommittedOffset(
+                ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
+            )
+        self._load_open_transactions(partition, now)
 
     def _load_open_transactions(self, partition: int, now: int) -> None:
         """TxnOffsetCommits whose transaction had no marker yet when the log was replayed
@@ -357,6 +409,12 @@ class GroupCoordinator:
             return ErrorCode.invalid_group_id
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
+        if self._owned is not None:
+            partition = self.partition_for(group_id)
+            if partition in self._loading:
+                return ErrorCode.coordinator_load_in_progress
+            if partition not in self._owned:
+                return ErrorCode.not_coordinator
         return None
 
     @staticmethod

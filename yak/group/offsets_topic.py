@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from yak.errors import error_for_code
@@ -51,7 +51,7 @@ class TopicOffsetsLog:
         self,
         replicas: ReplicaManager,
         topic_partitions: Callable[[str], int | None],
-        create_topic: Callable[[str, int, Mapping[str, str]], object],
+        create_topic: Callable[[str, int, Mapping[str, str]], Awaitable[object]],
         default_partitions: int,
         topic_configs: Mapping[str, str],
         commit_timeout_ms: int = 5000,
@@ -67,17 +67,21 @@ class TopicOffsetsLog:
 
     @property
     def num_partitions(self) -> int:
-        return self._num_partitions
+        # The topic's own count once it exists (in a cluster the metadata arrives after
+        # this adapter is built).
+        existing = self._topic_partitions(OFFSETS_TOPIC)
+        return existing if existing is not None else self._num_partitions
 
-    def _ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
+        """Create the topic if it does not exist yet (first use, or FindCoordinator)."""
         if self._topic_partitions(OFFSETS_TOPIC) is None:
             log.info("creating %s with %d partitions", OFFSETS_TOPIC, self._num_partitions)
-            self._create_topic(OFFSETS_TOPIC, self._num_partitions, self._configs)
+            await self._create_topic(OFFSETS_TOPIC, self._num_partitions, self._configs)
 
     async def append(
         self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
     ) -> None:
-        self._ensure_topic()
+        await self.ensure_topic()
         recs = [batches.Record(k, v) for k, v in records]
         if producer is None:
             batch = batches.build_batch(recs)

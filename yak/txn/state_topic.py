@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from yak.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError, error_for_code
@@ -63,7 +63,7 @@ class TopicTransactionLog:
         self,
         replicas: ReplicaManager,
         topic_partitions: Callable[[str], int | None],
-        create_topic: Callable[[str, int, Mapping[str, str]], object],
+        create_topic: Callable[[str, int, Mapping[str, str]], Awaitable[object]],
         default_partitions: int,
         topic_configs: Mapping[str, str],
         timeout_ms: int = APPEND_TIMEOUT_MS,
@@ -78,14 +78,17 @@ class TopicTransactionLog:
 
     @property
     def num_partitions(self) -> int:
-        return self._num_partitions
+        # The topic's own count once it exists (in a cluster the metadata arrives after
+        # this adapter is built).
+        existing = self._topic_partitions(TRANSACTION_STATE_TOPIC)
+        return existing if existing is not None else self._num_partitions
 
     def exists(self) -> bool:
         return self._topic_partitions(TRANSACTION_STATE_TOPIC) is not None
 
-    def create(self) -> None:
+    async def create(self) -> None:
         log.info("creating %s with %d partitions", TRANSACTION_STATE_TOPIC, self._num_partitions)
-        self._create_topic(TRANSACTION_STATE_TOPIC, self._num_partitions, self._configs)
+        await self._create_topic(TRANSACTION_STATE_TOPIC, self._num_partitions, self._configs)
 
     def leader_epoch(self, partition: int) -> int | None:
         """The leader epoch of a partition this broker leads (the coordinator epoch), else
@@ -177,7 +180,7 @@ class TransactionStateHost:
             self._ready = asyncio.get_running_loop().create_future()
             try:
                 if not self.txn_log.exists():
-                    self.txn_log.create()
+                    await self.txn_log.create()
                 await self._load_led_partitions()
                 self._ready.set_result(None)
             except (KafkaError, OSError) as e:

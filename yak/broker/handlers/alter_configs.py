@@ -8,7 +8,7 @@ is refused with a message saying where to set them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from yak.broker.config_view import ResourceType
@@ -53,19 +53,19 @@ def check_topic_resource(ctx: RequestContext, resource: Any) -> None:
         raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
 
 
-def answer(
+async def answer(
     ctx: RequestContext,
     request: Any,
     api_name: str,
     response_name: str,
-    alter: Callable[[RequestContext, Any, bool], None],
+    alter: Callable[[RequestContext, Any, bool], Awaitable[None]],
 ) -> Any:
     """Apply `alter` to each resource and answer each with its own error code."""
     m = schema_module(api_name, ctx.api_version, "response")
     results = []
     for resource in request.resources:
         try:
-            alter(ctx, resource, request.validate_only)
+            await alter(ctx, resource, request.validate_only)
             err = None
         except Exception as exc:
             err = exc
@@ -82,15 +82,16 @@ def answer(
     return build(getattr(m, response_name), throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     check_topic_resource(ctx, resource)
     configs: dict[str, str] = {}
     for c in resource.configs:
         if c.value is None:
             raise InvalidRequestError(f"Null value not supported for topic config: {c.name}")
         configs[c.name] = c.value
-    ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=validate_only)
+    await ctx.broker.topics.alter_configs(resource.resource_name, configs,
+                                          validate_only=validate_only)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return answer(ctx, request, "alter_configs", "AlterConfigsResponse", _alter)
+    return await answer(ctx, request, "alter_configs", "AlterConfigsResponse", _alter)

@@ -10,29 +10,13 @@ from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE, duplicates, outcome, require_topic
-from yak.errors import InvalidReplicaAssignmentError, InvalidRequestError
+from yak.errors import InvalidRequestError
 from yak.protocol.kio_compat import build, schema_module
 from yak.security.acl import AclOperation
 
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
-
-
-def _check_assignments(ctx: RequestContext, topic: Any, current: int) -> None:
-    if topic.assignments is None:
-        return
-    if len(topic.assignments) != topic.count - current:
-        raise InvalidReplicaAssignmentError(
-            f"Increasing the number of partitions by {topic.count - current} but"
-            f" {len(topic.assignments)} assignments provided."
-        )
-    for a in topic.assignments:
-        if list(a.broker_ids) != [ctx.broker.node_id]:
-            raise InvalidReplicaAssignmentError(
-                f"Replica assignment {list(a.broker_ids)} names brokers other than the only"
-                f" broker {ctx.broker.node_id}"
-            )
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -45,9 +29,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic.name in dup:
                 raise InvalidRequestError("Duplicate topic name in the request.")
             require_topic(ctx, AclOperation.ALTER, topic.name)
-            info = topics.check_add_partitions(topic.name, topic.count)
-            _check_assignments(ctx, topic, info.partitions)
-            topics.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            assignment = (None if topic.assignments is None
+                          else [list(a.broker_ids) for a in topic.assignments])
+            await topics.add_partitions(topic.name, topic.count,
+                                        validate_only=request.validate_only,
+                                        assignment=assignment)
             err = None
         except Exception as exc:
             err = exc

@@ -25,8 +25,9 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def _partitions_from_assignments(ctx: RequestContext, topic: Any) -> int | None:
-    """Explicit replica assignments are accepted only when they name this broker."""
+def _assignments(topic: Any) -> list[list[int]] | None:
+    """Explicit replica assignments, ordered by partition; the topic manager checks the
+    brokers they name (registered brokers in a cluster, this broker alone otherwise)."""
     if not topic.assignments:
         return None
     if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -34,18 +35,12 @@ def _partitions_from_assignments(ctx: RequestContext, topic: Any) -> int | None:
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
             "Both cannot be used at the same time."
         )
-    indexes = sorted(a.partition_index for a in topic.assignments)
-    if indexes != list(range(len(indexes))):
+    by_index = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    if sorted(by_index) != list(range(len(topic.assignments))):
         raise InvalidReplicaAssignmentError(
             "Partitions should be a consecutive 0-based integer sequence"
         )
-    for a in topic.assignments:
-        if list(a.broker_ids) != [ctx.broker.node_id]:
-            raise InvalidReplicaAssignmentError(
-                f"Replica assignment {list(a.broker_ids)} for partition {a.partition_index}"
-                f" names brokers other than the only broker {ctx.broker.node_id}"
-            )
-    return len(indexes)
+    return [by_index[p] for p in range(len(by_index))]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -69,13 +64,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         f"Null value not supported for topic config: {c.name}"
                     )
                 configs[c.name] = c.value
-            n = _partitions_from_assignments(ctx, topic)
-            info = topics_mgr.create(
+            info = await topics_mgr.create(
                 topic.name,
-                n if n is not None else topic.num_partitions,
+                topic.num_partitions,
                 configs,
                 validate_only=request.validate_only,
                 replication_factor=topic.replication_factor,
+                assignment=_assignments(topic),
             )
             err = None
         except Exception as exc:  # per-topic: one bad topic never fails the others
@@ -106,7 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     error_message=message,
                     num_partitions=info.partitions,
-                    replication_factor=1,
+                    replication_factor=_replication_factor(ctx, info, topic),
                     configs=result_configs,
                     topic_config_error_code=(ErrorCode.none if shown
                                              else ErrorCode.topic_authorization_failed),
@@ -126,3 +121,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _replication_factor(ctx: RequestContext, info: Any, topic: Any) -> int:
+    """The new topic's replicas per partition (what was asked for when only validating)."""
+    if topic.assignments:
+        return len(topic.assignments[0].broker_ids)
+    try:
+        states = ctx.broker.topics.partition_states(info.name)
+    except Exception:
+        states = []
+    if states:
+        return len(states[0].replicas)
+    rf = int(topic.replication_factor)
+    return ctx.broker.config.default_replication_factor if rf == -1 else rf

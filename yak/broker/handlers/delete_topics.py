@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise TopicDeletionDisabledError(
                     "Topic deletion is disabled (delete.topic.enable=false)."
                 )
-            info = broker.topics.delete(resolved_name)
+            info = await broker.topics.delete(resolved_name)
             broker.metrics.forget_topic(resolved_name)  # its series go with it
             resolved_id = info.topic_id
             err = None

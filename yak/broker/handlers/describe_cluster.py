@@ -1,8 +1,11 @@
 """DescribeCluster: cluster id, controller and brokers (AdminClient.describe_cluster).
 
-A single Yak broker is its own controller. Authorized operations, when asked for, are the
+The controller and brokers come from `broker.cluster` (a single Yak broker is its own
+controller; in a cluster, the registered brokers and the holder of the controller key).
+Authorized operations, when asked for, are the
 cluster operations the caller's ACLs allow (all of them without an authorizer, as in
-Kafka). The broker's address is the one advertised on the listener the request came in on.
+Kafka). Each broker's address is the one it advertises on the listener the request came in
+on.
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ops = _UNSET_OPS
     if request.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
-    endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
-    brokers = () if endpoint is None else (
-        build(
+    brokers = []
+    for node in broker.cluster.nodes():
+        endpoint = node.endpoint(ctx.listener_name)  # of the listener asked on
+        if endpoint is None:
+            continue
+        brokers.append(build(
             m.DescribeClusterBroker,
-            broker_id=broker.node_id,
+            broker_id=node.node_id,
             host=endpoint[0],
             port=endpoint[1],
-            rack=None,
-            is_fenced=False,
-        ),
-    )
+            rack=node.rack,
+            is_fenced=node.fenced,
+        ))
     return build(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -54,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=brokers,
+        controller_id=broker.cluster.controller_id(),
+        brokers=tuple(brokers),
         cluster_authorized_operations=ops,
     )

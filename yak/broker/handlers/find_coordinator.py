@@ -1,11 +1,11 @@
 """FindCoordinator: the coordinator of a group (key type 0) or a transactional id (1).
 
 v0-3 ask for one key, v4+ for a list (KIP-699); both are answered from the same
-lookup. Groups: this broker coordinates every group while its group coordinator runs.
-Transactional ids: the first lookup creates `__transaction_state` (as Kafka does) and
-loads its partitions; the answer is this broker when it leads the id's partition and
-has loaded it (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR otherwise:
-the client asks again).
+lookup, `broker.coordinators` (yak/cluster/coordinators.py): the coordinator is the leader
+of the key's `__consumer_offsets` / `__transaction_state` partition (the topic is created
+by the first lookup in a cluster), answered at its endpoint on the listener asked on.
+COORDINATOR_LOAD_IN_PROGRESS while this broker loads the partition,
+COORDINATOR_NOT_AVAILABLE while it has no leader: the client asks again.
 """
 
 from __future__ import annotations
@@ -24,39 +24,34 @@ MAX_VERSION = 6
 _GROUP, _TRANSACTION = 0, 1
 
 
-async def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int]:
     broker = ctx.broker
     # Kafka: DESCRIBE on the group / transactional id the coordinator is asked for.
     if key_type == _GROUP and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-        return ErrorCode.group_authorization_failed
+        return ErrorCode.group_authorization_failed, -1
     if key_type == _TRANSACTION and not ctx.authorized(
             AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-        return ErrorCode.transactional_id_authorization_failed
+        return ErrorCode.transactional_id_authorization_failed, -1
+    locator = broker.coordinators
+    if locator is None:
+        return ErrorCode.coordinator_not_available, -1
     if key_type == _GROUP:
-        coord = broker.group_coordinator
-        if coord is None:
-            return ErrorCode.coordinator_not_available
-        return ErrorCode.none if coord.loaded else ErrorCode.coordinator_load_in_progress
+        return await locator.group(key)
     if key_type == _TRANSACTION:
-        if broker.txn_state is None or broker.txn_coordinator is None:
-            return ErrorCode.coordinator_not_available
-        code = await broker.txn_state.ensure_ready()
-        if code is not ErrorCode.none:
-            return code
-        return broker.txn_coordinator.coordinator_error(key)
-    return ErrorCode.invalid_request
+        return await locator.transaction(key)
+    return ErrorCode.invalid_request, -1
 
 
 async def _answer(
     ctx: RequestContext, key_type: int, key: str
 ) -> tuple[ErrorCode, tuple[int, str, int]]:
-    broker = ctx.broker
-    code = await _lookup(ctx, key_type, key)
-    endpoint = broker.endpoint(ctx.listener_name)  # of the listener asked on
+    code, node_id = await _lookup(ctx, key_type, key)
+    node = ctx.broker.cluster.node(node_id) if code is ErrorCode.none else None
+    endpoint = node.endpoint(ctx.listener_name) if node is not None else None  # asked on
     if endpoint is None and code is ErrorCode.none:
         code = ErrorCode.coordinator_not_available
     if code is ErrorCode.none and endpoint is not None:
-        return code, (broker.node_id, endpoint[0], endpoint[1])
+        return code, (node_id, endpoint[0], endpoint[1])
     return code, (-1, "", -1)
 
 

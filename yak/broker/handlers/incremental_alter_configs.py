@@ -58,7 +58,7 @@ def apply_ops(
     return new
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     check_topic_resource(ctx, resource)
     info = ctx.broker.topics.get(resource.resource_name)
     if info is None:
@@ -66,10 +66,10 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     effective = {e.name: e.value for e in topic_entries(info.configs, ctx.broker.config)}
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
     new = apply_ops(info.configs, effective, ops)
-    ctx.broker.topics.alter_configs(info.name, new, validate_only=validate_only)
+    await ctx.broker.topics.alter_configs(info.name, new, validate_only=validate_only)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return answer(
+    return await answer(
         ctx, request, "incremental_alter_configs", "IncrementalAlterConfigsResponse", _alter
     )

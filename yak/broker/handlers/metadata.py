@@ -1,8 +1,10 @@
 """Metadata: brokers, topics, partitions and their leaders.
 
-Each partition's leader, leader epoch, replicas and ISR are its partition state: as the
-partition layer hosts it, or as the metadata records it for a partition not hosted
-here. On a single broker that is this node leading every partition. Unknown topics are auto-created when both the broker (`auto.create.topics.enable`)
+Brokers are every registered broker at its endpoint on the listener the request came in
+on, with the controller's id (`broker.cluster`: this broker alone, unless it belongs to a
+cluster). Each partition's leader, leader epoch, replicas and ISR are its record in the
+metadata, and offline replicas those not registered. Unknown topics are auto-created when
+both the broker (`auto.create.topics.enable`)
 and the request (`allow_auto_topic_creation`, v4+) allow it; creation is synchronous here,
 so the same response already describes the new topic instead of answering
 LEADER_NOT_AVAILABLE and making the client ask again.
@@ -89,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if info is None and allow_create is not False:
                 try:
-                    info = topics_mgr.create(name)
+                    info = await topics_mgr.create(name)
                     log.info("auto-created topic %s", name)
                 except KafkaError as e:
                     code = e.code
@@ -103,20 +105,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
         out.append(_topic(mod, broker, info, _topic_operations(ctx, request, info.name)))
 
-    # The endpoint of the listener this request came in on (none: not advertised).
-    endpoint = broker.endpoint(ctx.listener_name)
-    brokers = () if endpoint is None else (
-        kio_compat.build(
-            mod.MetadataResponseBroker, node_id=broker.node_id, host=endpoint[0],
-            port=endpoint[1], rack=None,
-        ),
-    )
+    # Every registered broker at its endpoint on the listener this request came in on
+    # (a broker not advertising that listener is left out, as Kafka does).
+    brokers = []
+    for node in broker.cluster.nodes():
+        endpoint = node.endpoint(ctx.listener_name)
+        if endpoint is not None:
+            brokers.append(kio_compat.build(
+                mod.MetadataResponseBroker, node_id=node.node_id, host=endpoint[0],
+                port=endpoint[1], rack=node.rack,
+            ))
     return kio_compat.build(
         mod.MetadataResponse,
         throttle_time=_ZERO,
-        brokers=brokers,
+        brokers=tuple(brokers),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.cluster.controller_id(),
         topics=tuple(out),
         error_code=ErrorCode.none,
         cluster_authorized_operations=(
@@ -149,11 +153,12 @@ def _topic_error(mod: Any, name: str | None, topic_id: uuid.UUID | None, code: E
 
 
 def _topic(mod: Any, broker: Any, info: Any, operations: int = OPERATIONS_NOT_REQUESTED) -> Any:
-    replicas = broker.replica_manager
-    recorded = broker.topics.partition_states(info.name)
+    cluster = broker.cluster
+    live = {n.node_id for n in cluster.nodes() if not n.fenced}
     parts = []
-    for p, fallback in enumerate(recorded):
-        state = replicas.partition_state(info.name, p) or fallback
+    # The controller's decisions as the metadata records them (on every broker of a
+    # cluster the same, a few milliseconds apart).
+    for p, state in enumerate(broker.topics.partition_states(info.name)):
         parts.append(kio_compat.build(
             mod.MetadataResponsePartition,
             error_code=(ErrorCode.none if state.leader != NO_LEADER
@@ -163,7 +168,7 @@ def _topic(mod: Any, broker: Any, info: Any, operations: int = OPERATIONS_NOT_RE
             leader_epoch=state.leader_epoch,
             replica_nodes=state.replicas,
             isr_nodes=state.isr,
-            offline_replicas=(),
+            offline_replicas=tuple(r for r in state.replicas if r not in live),
         ))
     return kio_compat.build(
         mod.MetadataResponseTopic,

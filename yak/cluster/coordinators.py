@@ -1,0 +1,165 @@
+"""Which broker coordinates a group or a transactional id, and coordinator partitions
+loaded and unloaded with leadership.
+
+A group's coordinator is the leader of its `__consumer_offsets` partition, a transactional
+id's the leader of its `__transaction_state` partition (Kafka's rule: the coordinator's
+state is that partition's log, so it lives where the log is written). FindCoordinator asks
+`CoordinatorLocator`; on one broker it is always this broker.
+
+In a cluster the publisher (`node.py`) calls `partition_changed` for every partition of
+the two topics this broker hosts: becoming leader loads the partition into its
+coordinator (the transaction coordinator at the leader epoch, which fences a deposed
+coordinator's writes), losing leadership drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from yak.errors import ErrorCode, KafkaError
+from yak.group.offsets_topic import OFFSETS_TOPIC
+from yak.partition.state import NO_LEADER, PartitionState
+from yak.txn.records import TRANSACTION_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from yak.cluster.topics import TopicManager
+    from yak.group.coordinator import GroupCoordinator
+    from yak.group.offsets_topic import TopicOffsetsLog
+    from yak.txn.coordinator import TransactionCoordinator
+    from yak.txn.state_topic import TopicTransactionLog, TransactionStateHost
+
+__all__ = ["CoordinatorLocator"]
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorLocator:
+    def __init__(
+        self,
+        node_id: int,
+        topics: TopicManager,
+        groups: GroupCoordinator,
+        offsets_log: TopicOffsetsLog,
+        txn_host: TransactionStateHost | None,
+        txn_coordinator: TransactionCoordinator | None,
+        txn_log: TopicTransactionLog | None,
+        cluster: bool,
+    ) -> None:
+        self.node_id = node_id
+        self.topics = topics
+        self.groups = groups
+        self.offsets_log = offsets_log
+        self.txn_host = txn_host
+        self.txn_coordinator = txn_coordinator
+        self.txn_log = txn_log
+        self.cluster = cluster
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._txn_epochs: dict[int, int] = {}  # __transaction_state partition -> led epoch
+        self._offsets_creating: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------ FindCoordinator
+
+    async def group(self, group_id: str) -> tuple[ErrorCode, int]:
+        """(error, coordinator node id) for a group."""
+        if not self.cluster:
+            return (ErrorCode.none if self.groups.loaded
+                    else ErrorCode.coordinator_load_in_progress), self.node_id
+        if self.topics.get(OFFSETS_TOPIC) is None:
+            # Kafka creates __consumer_offsets on the first FindCoordinator.
+            try:
+                await self._create_offsets_topic()
+            except (KafkaError, OSError) as e:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+                return ErrorCode.coordinator_not_available, -1
+        p = self.groups.partition_for(group_id)
+        leader = self._leader(OFFSETS_TOPIC, p)
+        if leader == NO_LEADER:
+            return ErrorCode.coordinator_not_available, -1
+        if leader != self.node_id:
+            return ErrorCode.none, leader
+        if self.groups.partition_loading(p):
+            return ErrorCode.coordinator_load_in_progress, -1
+        if not self.groups.owns(p):
+            return ErrorCode.coordinator_not_available, -1  # being handed over: ask again
+        return ErrorCode.none, self.node_id
+
+    async def _create_offsets_topic(self) -> None:
+        """One creation for concurrent callers (another broker may win: that is fine)."""
+        if self._offsets_creating is None:
+            self._offsets_creating = asyncio.get_running_loop().create_future()
+            try:
+                await self.offsets_log.ensure_topic()
+                self._offsets_creating.set_result(None)
+            except BaseException as e:
+                if self.topics.get(OFFSETS_TOPIC) is not None:
+                    self._offsets_creating.set_result(None)  # someone else created it
+                else:
+                    self._offsets_creating.set_exception(e)
+            fut, self._offsets_creating = self._offsets_creating, None
+        else:
+            fut = self._offsets_creating
+        await asyncio.shield(fut)
+
+    async def transaction(self, transactional_id: str) -> tuple[ErrorCode, int]:
+        """(error, coordinator node id) for a transactional id."""
+        host, coord = self.txn_host, self.txn_coordinator
+        if host is None or coord is None:
+            return ErrorCode.coordinator_not_available, -1
+        code = await host.ensure_ready()
+        if code is not ErrorCode.none:
+            return code, -1
+        if not self.cluster:
+            return coord.coordinator_error(transactional_id), self.node_id
+        leader = self._leader(TRANSACTION_STATE_TOPIC, coord.partition_for(transactional_id))
+        if leader == NO_LEADER:
+            return ErrorCode.coordinator_not_available, -1
+        if leader != self.node_id:
+            return ErrorCode.none, leader
+        code = coord.coordinator_error(transactional_id)
+        if code is ErrorCode.not_coordinator:
+            code = ErrorCode.coordinator_not_available  # not loaded yet here: ask again
+        return code, self.node_id
+
+    def _leader(self, topic: str, partition: int) -> int:
+        try:
+            states = self.topics.partition_states(topic)
+        except KafkaError:
+            return NO_LEADER
+        return states[partition].leader if partition < len(states) else NO_LEADER
+
+    # ------------------------------------------------------------------ leadership
+
+    def partition_changed(self, topic: str, partition: int, state: PartitionState | None,
+                          leads: bool) -> None:
+        """The publisher's hook: load a coordinator partition this broker now leads,
+        drop one it no longer leads."""
+        if topic == OFFSETS_TOPIC:
+            if leads:
+                self.groups.on_election(partition)
+            else:
+                self.groups.on_resignation(partition)
+        elif topic == TRANSACTION_STATE_TOPIC and self.txn_coordinator is not None:
+            coord = self.txn_coordinator
+            if leads and state is not None:
+                epoch = state.leader_epoch
+                if self._txn_epochs.get(partition) == epoch:
+                    return  # an ISR change: still the same term
+                self._txn_epochs[partition] = epoch
+                unclean = self.txn_log is not None and self.txn_log.recovered_uncleanly(
+                    partition)
+                self._spawn(coord.on_election(partition, epoch, abort_ongoing=unclean))
+            elif self._txn_epochs.pop(partition, None) is not None or coord.owns(partition):
+                coord.on_resignation(partition, None if state is None else state.leader_epoch)
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("loading a transaction coordinator partition failed: %r",
+                      task.exception())

@@ -1,0 +1,126 @@
+"""Replica placement for new partitions: Kafka's round robin (`AdminUtils.assignReplicasToBrokers`).
+
+Why Kafka's algorithm: operators know what it produces, and it spreads both leaders (the
+first replica of each partition walks round the brokers from a random start) and
+followers (the second replica's distance from the first shifts once per round, so a
+broker's partitions are not all followed by the same neighbour). With every broker in a
+rack (`broker.rack`), Kafka's rack-aware variant is used: brokers are ordered alternating
+between racks, and a partition's replicas go to distinct racks while racks without one
+remain. Brokers are placed by node id, so the same inputs give the same result.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from yak.errors import InvalidReplicationFactorError
+
+__all__ = ["assign_replicas"]
+
+
+def assign_replicas(
+    partitions: int,
+    replication_factor: int,
+    brokers: Mapping[int, str | None] | Sequence[int],
+    *,
+    start_partition: int = 0,
+    fixed_start_index: int = -1,
+    rng: random.Random | None = None,
+) -> list[list[int]]:
+    """Replica lists for `partitions` new partitions (numbered from `start_partition`).
+
+    `brokers`: node ids, or node id -> rack. INVALID_REPLICATION_FACTOR when there are
+    fewer brokers than `replication_factor`. `fixed_start_index` >= 0 makes the result
+    deterministic (Kafka uses it when adding partitions, and in its tests).
+    """
+    racks: dict[int, str | None] = (dict(brokers) if isinstance(brokers, Mapping)
+                                    else {b: None for b in brokers})
+    if replication_factor < 1:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > len(racks):
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {replication_factor} time(s): The target"
+            f" replication factor of {replication_factor} cannot be reached because only"
+            f" {len(racks)} broker(s) are registered.")
+    if partitions <= 0:
+        return []
+    rng = rng or random.Random()
+    if racks and all(r is not None for r in racks.values()):
+        return _rack_aware(partitions, replication_factor, racks,  # type: ignore[arg-type]
+                           fixed_start_index, start_partition, rng)
+    return _rack_unaware(partitions, replication_factor, sorted(racks), fixed_start_index,
+                         start_partition, rng)
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _rack_unaware(n_partitions: int, rf: int, brokers: list[int], fixed_start: int,
+                  start_partition: int, rng: random.Random) -> list[list[int]]:
+    n = len(brokers)
+    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    out: list[list[int]] = []
+    pid = max(0, start_partition)
+    for _ in range(n_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first = (pid + start) % n
+        replicas = [brokers[first]]
+        for j in range(rf - 1):
+            replicas.append(brokers[_replica_index(first, shift, j, n)])
+        out.append(replicas)
+        pid += 1
+    return out
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(racks):
+        by_rack.setdefault(racks[b], []).append(b)
+    names = sorted(by_rack)
+    iters = {r: iter(by_rack[r]) for r in names}
+    out: list[int] = []
+    i = 0
+    while len(out) < len(racks):
+        b = next(iters[names[i]], None)
+        if b is not None:
+            out.append(b)
+        i = (i + 1) % len(names)
+    return out
+
+
+def _rack_aware(n_partitions: int, rf: int, racks: Mapping[int, str], fixed_start: int,
+                start_partition: int, rng: random.Random) -> list[list[int]]:
+    arranged = _rack_alternated(racks)
+    n = len(arranged)
+    n_racks = len(set(racks.values()))
+    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    out: list[list[int]] = []
+    pid = max(0, start_partition)
+    for _ in range(n_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first = (pid + start) % n
+        leader = arranged[first]
+        replicas = [leader]
+        used_racks = {racks[leader]}
+        used = {leader}
+        k = 0
+        for _ in range(rf - 1):
+            while True:
+                b = arranged[_replica_index(first, shift * n_racks, k, n)]
+                k += 1
+                rack = racks[b]
+                if ((rack not in used_racks or len(used_racks) == n_racks)
+                        and (b not in used or len(used) == n)):
+                    replicas.append(b)
+                    used_racks.add(rack)
+                    used.add(b)
+                    break
+        out.append(replicas)
+        pid += 1
+    return out
