@@ -239,7 +239,8 @@ def test_epochs_lost_with_an_unsynced_checkpoint_are_rederived(tmp_path):
     log.append_as_leader(build_batch([Record(b"d", b"4")]), 5)
     assert log.leader_epoch_cache.entries == [(0, 0), (2, 1), (5, 3)]
     epoch_file = os.path.join(log.directory, "leader-epoch-checkpoint")
-    os.remove(epoch_file)  # the write never reached the disk; no clean shutdown either
+    m.crash()  # no clean shutdown
+    os.remove(epoch_file)  # and the write never reached the disk
     m2 = open_manager(path)
     log2 = m2.get("t", 0)
     assert log2.log_end_offset == 4

@@ -9,10 +9,18 @@ The recovery point moves when a segment rolls: the log hands the rolled segment 
 manager's flusher thread (`RollFlusher`), which fsyncs it with its indexes off the append path
 and rewrites `recovery-point-offset-checkpoint`, so an unclean restart scans only what was
 written since the last roll.
+
+The directory is this manager's alone while it runs: `startup` takes an exclusive `flock`
+on `<data dir>/.lock` (Kafka's `.lock` file in each log dir) and `shutdown`/`crash` release
+it; a process that dies releases it with its descriptors. A second broker, or a second
+LogManager in the same process, would otherwise append to and recover the same segment
+files behind the first one's back.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import shutil
@@ -30,6 +38,50 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_MS = 5000
 CLEANER_BACKOFF_S = 1.0
+LOCK_FILE = ".lock"
+
+
+class LogDirInUseError(Exception):
+    """Another LogManager (in this or another process) holds the data directory's lock."""
+
+
+class DataDirLock:
+    """An exclusive, non-blocking `flock` on `<dir>/.lock`, held from `acquire` to `release`.
+
+    flock (not fcntl's POSIX locks) because its lock belongs to the open file, so two
+    managers in one process exclude each other too. The holder's pid is written into the
+    file only so the refusal can name it; the file is never removed (unlinking a lock file
+    races with the next process opening it).
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, LOCK_FILE)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            by = f" (pid {holder})" if holder.isdigit() else ""
+            raise LogDirInUseError(
+                f"data directory {os.path.dirname(self.path)} is in use by another broker"
+                f"{by}: cannot lock {self.path}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor of the open file unlocks it
+            self._fd = None
 
 
 class RollFlusher:
@@ -137,15 +189,29 @@ class LogManager:
         self.cleaner_stats: list = []  # recent CleanStats, newest last (bounded)
         self.was_clean_shutdown = False
         self.started = False
+        self._dir_lock = DataDirLock(self.data_dir)
 
     # --- life cycle -------------------------------------------------------------------------
 
     def startup(self, configs: dict[str, LogConfig] | None = None) -> None:
         """Load every log. `configs` maps topic -> its config (topic configs live in the
-        cluster metadata, not in the log directory)."""
-        configs = configs or {}
-        t0 = time.monotonic()
+        cluster metadata, not in the log directory). LogDirInUseError if another manager
+        holds the directory."""
         os.makedirs(self.data_dir, exist_ok=True)
+        self._dir_lock.acquire()
+        try:
+            self._load(configs or {})
+        except BaseException:
+            self._stop_cleaner()
+            self.flusher.stop()
+            for plog in self._logs.values():
+                plog.close_without_flush()
+            self._logs.clear()
+            self._dir_lock.release()
+            raise
+
+    def _load(self, configs: dict[str, LogConfig]) -> None:
+        t0 = time.monotonic()
         marker = os.path.join(self.data_dir, checkpoint.CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.was_clean_shutdown = clean
@@ -216,9 +282,11 @@ class LogManager:
             )
             self._logs.clear()
             self.started = False
+            self._dir_lock.release()
 
     def crash(self) -> None:
-        """For tests: stop like a SIGKILL would (no flush, no checkpoints, no marker)."""
+        """For tests: stop like a SIGKILL would (no flush, no checkpoints, no marker; the
+        directory's lock goes, as it does with a dead process's descriptors)."""
         self._stop_cleaner()
         self.flusher.stop()
         with self._lock:
@@ -226,6 +294,7 @@ class LogManager:
                 plog.close_without_flush()
             self._logs.clear()
             self.started = False
+            self._dir_lock.release()
 
     def _stop_cleaner(self) -> None:
         self._cleaner_stop.set()
@@ -379,4 +448,4 @@ class LogManager:
         return done
 
 
-__all__ = ["LogManager", "parse_log_dir_name"]
+__all__ = ["LOCK_FILE", "DataDirLock", "LogDirInUseError", "LogManager", "parse_log_dir_name"]
