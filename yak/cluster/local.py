@@ -1,4 +1,4 @@
-"""A local cluster on one machine: etcd (1 or 3 members) now, Yak brokers next.
+"""A local cluster on one machine: etcd (1 or 3 members) and Yak brokers.
 
 Used by the tests (tests/cluster/conftest.py) and by `yak cluster up|status|stop|purge`,
 modelled on Redpanda's `rpk container`: everything lives under one directory (`--dir`), every
@@ -65,7 +65,9 @@ def find_etcd() -> str:
     if override:
         if os.access(override, os.X_OK):
             return override
-        raise EtcdNotInstalledError(f"YAK_ETCD={override} is not an executable etcd")
+        raise EtcdNotInstalledError(
+            f"etcd not found: YAK_ETCD={override} is not an executable etcd (install the"
+            f" Debian package {ETCD_PACKAGE}: sudo apt-get install {ETCD_PACKAGE})")
     found = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK)
                                       else None)
     if found is None:
