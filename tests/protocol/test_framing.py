@@ -126,6 +126,24 @@ def test_minimum_frame_size_accepted_and_max_below_minimum_refused() -> None:
         FrameDecoder(MIN_FRAME_SIZE - 1)
 
 
+def test_lowered_minimum_takes_short_frames_until_raised_again() -> None:
+    """SASL v0 raw tokens: the connection lowers the minimum while one is due (a PLAIN
+    token can be 4 bytes), then raises it again; split or whole, short frames come out."""
+    dec = FrameDecoder(MAX)
+    dec.min_size = 0
+    token = _frame(b"\0u\0p")
+    assert [bytes(f) for f in dec.feed(token + _frame(b""))] == [b"\0u\0p", b""]
+    assert [bytes(f) for f in _feed_all(dec, [token[:3], token[3:5], token[5:]])] == [
+        b"\0u\0p"]
+    assert dec.error is None
+    dec.min_size = MIN_FRAME_SIZE
+    assert dec.feed(token) == []
+    assert dec.error == FrameError(4, MAX, MIN_FRAME_SIZE)
+    assert "[8, " in str(dec.error)
+    lowered = FrameDecoder(MAX, min_size=0)
+    assert lowered.feed(struct.pack(">i", -1)) == [] and lowered.error is not None
+
+
 # ---------------------------------------------------------------- request header
 
 

@@ -29,7 +29,15 @@ from confluent_kafka.admin import (
 )
 
 from security.conftest import JAAS_SCRAM, Certs, SecuredBroker, plain_users, start_secured
-from security.wire import SaslRaw, closed_unanswered, connect, consume, produce, rdkafka
+from security.wire import (
+    SaslRaw,
+    closed_unanswered,
+    connect,
+    consume,
+    frame,
+    produce,
+    rdkafka,
+)
 from yak.protocol import kio_compat
 
 LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"]
@@ -47,7 +55,7 @@ def b(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> SecuredBroker:
             "listener.name.ssl.ssl.principal.mapping.rules": MAPPING,
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                plain_users(admin="admin-secret", alice="alice-secret"),
+                plain_users(admin="admin-secret", alice="alice-secret", u="p"),
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": JAAS_SCRAM,
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
             # The authorizer only guards topics that have ACLs (see the mTLS test).
@@ -189,6 +197,19 @@ def test_before_login_only_sasl_and_api_versions_are_served(b, certs):
         assert c.login_plain("alice", "alice-secret").error_code == 0
         assert [x.port for x in c.metadata().brokers] == [b.listener_port["SASL_SSL"]]
         assert c.authenticate(b"\0alice\0alice-secret").error_code == 34
+
+
+def test_sasl_v0_raw_plain_token_shorter_than_a_request_header(b, certs):
+    """After SaslHandshake v0 the token is a bare frame; PLAIN for user u, password p is 4
+    bytes, below the 8 a request needs, and Kafka has no minimum there."""
+    with SaslRaw(b.addr("SASL_SSL"), certs.ca) as c:
+        assert c.handshake("PLAIN", version=0).error_code == 0
+        c.send_bytes(frame(b"\0u\0p"))
+        assert c.recv_frame() == b""  # PLAIN's (empty) server token, also a bare frame
+        assert [x.port for x in c.metadata().brokers] == [b.listener_port["SASL_SSL"]]
+        # Logged in, frames are requests again: one shorter than a header closes it.
+        c.send_bytes(frame(b"\0u\0p"))
+        assert c.is_closed_by_peer(5)
 
 
 def test_plaintext_bytes_on_a_tls_port_close_that_connection_only(b, certs):

@@ -40,6 +40,7 @@ from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
 from yak.protocol import guard, kio_compat
 from yak.protocol.framing import (
+    MIN_FRAME_SIZE,
     FrameDecoder,
     HeaderError,
     parse_request_header,
@@ -48,7 +49,7 @@ from yak.protocol.framing import (
 )
 from yak.protocol.kio_compat import ErrorCode
 from yak.security.channel import NoMatchingRule, Session
-from yak.security.sasl import GateAction
+from yak.security.sasl import SASL_HANDSHAKE, GateAction
 
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
@@ -345,6 +346,12 @@ class KafkaConnection(asyncio.Protocol):
             response = error_response(api_key, api_version, ErrorCode.unknown_server_error)
             if response is None:
                 raise ProtocolViolation("handler failed") from None
+        if (api_key == SASL_HANDSHAKE and authenticator is not None
+                and authenticator.awaiting_raw_token):
+            # After a v0 handshake the client sends bare SASL tokens, which have no request
+            # header and may be shorter than one (a PLAIN token of 4 bytes): lower the
+            # decoder's minimum until the exchange is over (before the answer goes out).
+            self._frames.min_size = 0
         throttle_ms = self._throttle(ctx, started)
         if prev is not None:
             await self._turn(prev)
@@ -389,6 +396,8 @@ class KafkaConnection(asyncio.Protocol):
         """SaslHandshake v0: the client's tokens follow as bare size-prefixed frames (no
         request header), answered the same way; a failure closes without an answer."""
         result = authenticator.authenticate(bytes(frame), _now_ms())
+        if not authenticator.awaiting_raw_token:
+            self._frames.min_size = MIN_FRAME_SIZE
         if result.error_code:
             log.info("SASL authentication failed for %s: %s", self.peer, result.error_message)
             if result.delay_ms:

@@ -7,9 +7,12 @@ byte arithmetic, and tests can split a stream at every position without a socket
 
 Memory follows the bytes that actually arrived, never the size a peer announces:
 
-- the size is checked (at least 8 bytes, the fixed part of a request header; at most
-  `socket.request.max.bytes`) before anything is kept for the frame; a bad one is
-  reported as a `FrameError` value and the decoder stops, the connection then closes;
+- the size is checked (at least `min_size`, by default 8 bytes, the fixed part of a
+  request header; at most `socket.request.max.bytes`) before anything is kept for the
+  frame; a bad one is reported as a `FrameError` value and the decoder stops, the
+  connection then closes. The owner may lower `min_size` while the next frame is not a
+  request: after a SaslHandshake v0 the client sends bare SASL tokens, and a PLAIN token
+  can be shorter than 8 bytes (Kafka sets no minimum there);
 - a frame wholly inside one fed chunk is a zero-copy `memoryview` slice of it (the
   common case: uvloop reads up to 256 KiB at a time);
 - a frame spanning chunks keeps views of the received pieces and is joined into one
@@ -49,20 +52,23 @@ class FrameError:
 
     size: int
     max_size: int
+    min_size: int = MIN_FRAME_SIZE
 
     def __str__(self) -> str:
-        return f"frame size {self.size} outside [{MIN_FRAME_SIZE}, {self.max_size}]"
+        return f"frame size {self.size} outside [{self.min_size}, {self.max_size}]"
 
 
 class FrameDecoder:
     """Splits a byte stream into frames (without their 4-byte size prefix)."""
 
-    __slots__ = ("max_size", "error", "_head", "_parts", "_missing")
+    __slots__ = ("max_size", "min_size", "error", "_head", "_parts", "_missing")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, min_size: int = MIN_FRAME_SIZE) -> None:
         if max_size < MIN_FRAME_SIZE:
             raise ValueError(f"max frame size {max_size} below {MIN_FRAME_SIZE}")
         self.max_size = max_size
+        self.min_size = min_size
+        """Smallest size accepted; settable between feeds (0 for bare SASL v0 tokens)."""
         self.error: FrameError | None = None
         """Set once a bad size was seen; the decoder then ignores further input."""
         self._head = b""  # partial 4-byte size
@@ -95,11 +101,12 @@ class FrameDecoder:
         if parts is None and not self._head:
             # Fast path, nothing pending: whole frames one after another.
             max_size = self.max_size
+            min_size = self.min_size
             unpack = _SIZE.unpack_from
             while end - pos >= 4:
                 (size,) = unpack(mv, pos)
-                if size < MIN_FRAME_SIZE or size > max_size:
-                    self.error = FrameError(size, max_size)
+                if size < min_size or size > max_size:
+                    self.error = FrameError(size, max_size, min_size)
                     return frames
                 start = pos + 4
                 if end - start < size:
@@ -136,8 +143,8 @@ class FrameDecoder:
             else:
                 (size,) = _SIZE.unpack_from(mv, pos)
                 pos += 4
-            if size < MIN_FRAME_SIZE or size > self.max_size:
-                self.error = FrameError(size, self.max_size)
+            if size < self.min_size or size > self.max_size:
+                self.error = FrameError(size, self.max_size, self.min_size)
                 return
             if end - pos >= size:
                 frames.append(mv[pos : pos + size])  # zero-copy: wholly inside this chunk
