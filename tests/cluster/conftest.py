@@ -87,6 +87,7 @@ class YakCluster:
         self.keys = keys
         self.base = base
         self.settings = settings
+        self.http = False
         self.brokers: dict[int, YakBroker] = {}
 
     @property
@@ -97,11 +98,14 @@ class YakCluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
-    def add(self, node_id: int, **settings: str) -> YakBroker:
+    def add(self, node_id: int, http: bool | None = None, **settings: str) -> YakBroker:
+        """Start broker `node_id` (with the embedded gateway on a free port if `http`)."""
         data_dir = self.base / f"broker-{node_id}"
         data_dir.mkdir(parents=True, exist_ok=True)
+        use_http = self.http if http is None else http
         b = YakBroker(data_dir, {"metadata.store": self.url, "node.id": str(node_id),
-                                 **self.settings, **settings})
+                                 **self.settings, **settings},
+                      http=f"127.0.0.1:{free_ports(1)[0]}" if use_http else None)
         self.brokers[node_id] = b
         return b.start()
 
@@ -145,10 +149,11 @@ def cluster_factory(etcd: LocalEtcd, keys: ClusterKeys,
     namespace of the test's own; settings are `--set` for every broker."""
     made: list[YakCluster] = []
 
-    def make(n: int = 3, **settings: str) -> YakCluster:
+    def make(n: int = 3, http: bool = False, **settings: str) -> YakCluster:
         c = YakCluster(etcd, keys, tmp_path / f"cluster-{len(made)}",
                        {**FAST_SESSION, **{k.replace("_", "."): str(v)
                                            for k, v in settings.items()}})
+        c.http = http
         made.append(c)
         for i in range(1, n + 1):
             c.add(i)

@@ -254,6 +254,8 @@ def build_broker(config: BrokerConfig) -> Broker:
     metrics = _construct("metrics", BrokerMetrics)
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
     metrics.bind_replication(replica_manager)  # ISR, delayed produces, replica lag
+    if node is not None:
+        metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
     security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -158,6 +158,12 @@ class BrokerMetrics:
         layer (and, in a cluster, the replica fetchers' lags it is given)."""
         self.registry.register(_ReplicationCollector(replica_manager))
 
+    def bind_cluster(self, source: ClusterStats) -> None:
+        """Export the cluster's state as this broker sees it (issue 11): controller,
+        leader elections, registered brokers, leaders and partitions here, offline
+        partitions; read at scrape time from `source.cluster_stats()`."""
+        self.registry.register(_ClusterCollector(source))
+
     def bind_connections(self, count: Callable[[], int]) -> None:
         """Let the gauge read the live connection count at scrape time (no per-connect hook)."""
         self.connections.set_function(count)
@@ -177,6 +183,48 @@ class BrokerMetrics:
                         total += s.value
             out[key] = total
         return out
+
+
+class ClusterStats(Protocol):
+    def cluster_stats(self) -> dict[str, float]: ...
+
+
+# name -> (kind, help) of what `ClusterStats.cluster_stats()` returns
+_CLUSTER_FAMILIES = {
+    "controller_active": ("gauge", "yak_controller_active",
+                          "1 while this broker is the controller (Kafka's "
+                          "ActiveControllerCount)."),
+    "leader_elections": ("counter", "yak_controller_leader_elections",
+                         "Leaders elected by this broker while it was the controller."),
+    "unclean_leader_elections": ("counter", "yak_controller_unclean_leader_elections",
+                                 "Leaders elected from outside the ISR (acknowledged "
+                                 "records may be lost)."),
+    "offline_partitions": ("gauge", "yak_offline_partitions",
+                           "Partitions without a leader, in this broker's metadata image."),
+    "registered_brokers": ("gauge", "yak_registered_brokers",
+                           "Brokers registered in the cluster (their sessions alive)."),
+    "leader_partitions": ("gauge", "yak_leader_partitions",
+                          "Partitions this broker leads (Kafka's LeaderCount)."),
+    "partitions": ("gauge", "yak_partitions",
+                   "Partitions this broker hosts a replica of (Kafka's PartitionCount)."),
+}
+
+
+class _ClusterCollector:
+    def __init__(self, source: ClusterStats) -> None:
+        self.source = source
+
+    def describe(self) -> list[Any]:
+        return list(self._families({}))
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self.source.cluster_stats())
+
+    @staticmethod
+    def _families(stats: dict[str, float]) -> Iterable[Any]:
+        for key, (kind, name, doc) in _CLUSTER_FAMILIES.items():
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, doc, value=stats.get(key, 0))
 
 
 class _ReplicationCollector:

@@ -272,6 +272,29 @@ class ClusterNode:
         c = self.store.controller
         return c[0] if c is not None else -1
 
+    # ------------------------------------------------------------------ metrics
+
+    def cluster_stats(self) -> dict[str, float]:
+        """What the broker's metrics export (yak/broker/metrics.py, read at scrape time)."""
+        offline = leaders = hosted = 0
+        for _t, _p, e in self.store.all_partitions():
+            rec = e.record
+            if rec.leader == -1:
+                offline += 1
+            if self.node_id in rec.replicas:
+                hosted += 1
+                if rec.leader == self.node_id:
+                    leaders += 1
+        return {
+            "controller_active": 1.0 if self.controller.active else 0.0,
+            "leader_elections": self.leader_elections,
+            "unclean_leader_elections": self.unclean_elections,
+            "offline_partitions": offline,
+            "registered_brokers": len(self.store.brokers()),
+            "leader_partitions": leaders,
+            "partitions": hosted,
+        }
+
     # ------------------------------------------------------------------ the view
 
     def nodes(self) -> list[NodeInfo]:

@@ -304,6 +304,10 @@ class QuorumController:
         w = writer or self._writer
         if w is None:
             raise NotControllerError("not the controller")
+        # What each partition was, for the log and the election counts (the watch may
+        # deliver the new record while a write is in flight).
+        olds = [self.store.partition_entry(rec.topic_id, rec.partition_id)
+                for rec, _ in changes]
         done: list[bool] = []
         revision = 0
         for i in range(0, len(changes), WRITE_BATCH):
@@ -320,9 +324,9 @@ class QuorumController:
                 done.append(r.succeeded)
                 if r.succeeded:
                     revision = max(revision, r.revision)
-        for (rec, _), ok in zip(changes, done, strict=True):
+        for (rec, _), old, ok in zip(changes, olds, done, strict=True):
             if ok:
-                self._log_change(rec)
+                self._log_change(rec, old.record if old is not None else None)
         if revision:
             await self.store.wait_for_revision(revision)
         return done
@@ -335,15 +339,14 @@ class QuorumController:
             ops.append(Op.put(key, encode(rec)))
         return compares, ops
 
-    def _log_change(self, rec: PartitionRecord) -> None:
+    def _log_change(self, rec: PartitionRecord, old: PartitionRecord | None) -> None:
         name = self.store.topic_name(rec.topic_id) or rec.topic_id
-        old = self.store.partition_entry(rec.topic_id, rec.partition_id)
-        if old is not None and old.record.leader_epoch != rec.leader_epoch:
+        if old is not None and old.leader_epoch != rec.leader_epoch:
             log.info("%s-%d: leader %d -> %d (epoch %d), isr %s", name, rec.partition_id,
-                     old.record.leader, rec.leader, rec.leader_epoch, list(rec.isr))
+                     old.leader, rec.leader, rec.leader_epoch, list(rec.isr))
             if rec.leader != NO_LEADER and self._on_election is not None:
                 self._on_election(1, rec.leader_recovery_state == LEADER_RECOVERING
-                                  and old.record.leader_recovery_state != LEADER_RECOVERING)
+                                  and old.leader_recovery_state != LEADER_RECOVERING)
         else:
             log.info("%s-%d: isr %s (partition epoch %d)", name, rec.partition_id,
                      list(rec.isr), rec.partition_epoch)

@@ -78,10 +78,30 @@ async def overview(request: Request) -> Any:
     tps = [(t, p) for t, tm in md.topics.items() for p in tm.partitions]
     marks = await cluster.watermarks(tps)
     sizes = await cluster.log_dirs()
+    # Replication at a glance (issue 11): leaders and replicas per broker, partitions whose
+    # ISR is smaller than their replica set (under-replicated) and those with no leader.
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    urp: list[dict[str, Any]] = []
+    offline = 0
+    for name, tm in sorted(md.topics.items()):
+        for pid, pm in sorted(tm.partitions.items()):
+            leaders[pm.leader] = leaders.get(pm.leader, 0) + 1
+            for r in pm.replicas:
+                replicas[r] = replicas.get(r, 0) + 1
+            if pm.leader < 0:
+                offline += 1
+            if len(pm.isr) < len(pm.replicas) or pm.leader < 0:
+                urp.append({"topic": name, "partition": pid, "leader": pm.leader,
+                            "replicas": pm.replicas, "isr": pm.isr})
     out: dict[str, Any] = {
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
-        "brokers": [{"id": i, "host": h, "port": p} for i, (h, p) in sorted(md.brokers.items())],
+        "brokers": [{"id": i, "host": h, "port": p, "leaders": leaders.get(i, 0),
+                     "replicas": replicas.get(i, 0)} for i, (h, p) in sorted(md.brokers.items())],
+        "under_replicated": len(urp),
+        "offline_partitions": offline,
+        "under_replicated_partitions": urp[:200],
         "topics": len([t for t in md.topics.values() if not t.internal]),
         "partitions": len(tps),
         # Sum of high watermarks: its rate of change is the cluster's messages in per second.

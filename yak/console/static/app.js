@@ -170,7 +170,8 @@ async function overview() {
     <div class="cards" id="cards"></div>
     <h2>Throughput <span class="legend"><span class="in">■ in</span> · <span class="out">■ out</span> (messages/s)</span></h2>
     <div class="panel"><canvas class="chart" id="tput"></canvas></div>
-    <h2>Brokers</h2><div id="brokers"></div>`;
+    <h2>Brokers</h2><div id="brokers"></div>
+    <h2>Under-replicated partitions</h2><div id="urp"></div>`;
   const chart = new LiveChart(document.getElementById("tput"),
     [{ name: "in", color: "#2f6fde" }, { name: "out", color: "#e07b24" }]);
   let prev = null;
@@ -181,14 +182,24 @@ async function overview() {
     const cards = [
       ["Brokers", o.brokers.length], ["Topics", o.topics], ["Partitions", o.partitions],
       ["Messages", fmtShort(o.messages_total)], ["Size on disk", fmtBytes(o.bytes_total)],
-      ["Controller", o.controller_id],
+      ["Controller", o.controller_id < 0 ? "none" : o.controller_id],
+      ["Under-replicated", o.under_replicated], ["Offline partitions", o.offline_partitions],
     ];
     document.getElementById("cards").innerHTML = cards.map(([l, v]) =>
       `<div class="card"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div></div>`).join("");
     document.getElementById("brokers").innerHTML = `<table><thead><tr><th>ID</th><th>Host</th>
-      <th>Port</th><th>Role</th></tr></thead><tbody>${o.brokers.map((b) => `<tr><td>${b.id}</td>
+      <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th></tr></thead>
+      <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}"><td>${b.id}</td>
       <td>${esc(b.host)}</td><td>${b.port}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
+      <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td>
       </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
+    document.getElementById("urp").innerHTML = o.under_replicated_partitions.length
+      ? `<table><thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Replicas</th>
+        <th>ISR</th></tr></thead><tbody>${o.under_replicated_partitions.map((u) =>
+          `<tr class="urp" data-urp="${esc(u.topic)}-${u.partition}"><td><a href="#/topic/${encodeURIComponent(u.topic)}">${esc(u.topic)}</a></td>
+          <td>${u.partition}</td><td>${u.leader < 0 ? "none" : u.leader}</td>
+          <td>${u.replicas.join(", ")}</td><td>${u.isr.join(", ")}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">None: every partition has its full ISR.</p>`;
     if (prev) {
       const dt = o.time - prev.time;
       const msgIn = (o.messages_total - prev.messages_total) / dt;
@@ -290,7 +301,8 @@ async function topicPage(name) {
     document.getElementById("parts").innerHTML = `<table id="partitions-table"><thead><tr><th>Partition</th>
       <th>Leader</th><th>Replicas</th><th>ISR</th><th class="num">Log start</th><th class="num">Log end</th>
       <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th></tr></thead>
-      <tbody>${t.partitions.map((p) => `<tr><td>${p.partition}</td><td>${p.leader}</td>
+      <tbody>${t.partitions.map((p) => `<tr class="${p.isr.length < p.replicas.length ? "urp" : ""}"
+      title="${p.isr.length < p.replicas.length ? "under-replicated: ISR smaller than replicas" : ""}"><td>${p.partition}</td><td>${p.leader < 0 ? "none" : p.leader}</td>
       <td>${p.replicas.join(", ")}</td><td>${p.isr.join(", ")}</td><td class="num">${p.log_start_offset}</td>
       <td class="num">${p.log_end_offset}</td><td class="num">${p.high_watermark}</td>
       <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td></tr>`).join("")}
