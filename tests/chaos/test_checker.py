@@ -371,3 +371,24 @@ def test_compact_records_read_the_same() -> None:
     h[16]["records"][0] = ["a", 0]  # two fields: malformed
     with pytest.raises(HistoryError):
         check(h)
+
+
+def test_value_read_earlier_but_missing_from_final_reads_is_lost() -> None:
+    """Truncated after it was read (an unclean election): the final reader, which read
+    the partition to its end, decides what survived."""
+    h = [
+        send("p1", "a", 1, 0),
+        send("p1", "a", 2, 1),
+        poll("c1", [("a", 0, 1), ("a", 1, 2)], isolation=RU),
+        send("p1", "a", 3, 1),  # the new leader's log reuses offset 1
+        {"op": "reset", "process": "final", "final": True, "partitions": ["a", "b"]},
+        {**poll("final", [("a", 0, 1), ("a", 1, 3)]), "final": True},
+    ]
+    result = check(h, final_reads=True)
+    lost = [a for a in result.anomalies if a.kind == "lost_write"]
+    assert [a.values for a in lost] == [(2,)]
+    assert "c1 read it at offset 1" in lost[0].detail
+    assert result.counts["inconsistent_offsets"] == 1
+    # a final reader covering a partition nobody wrote is fine; one value it misses is not
+    h.insert(0, send("p2", "b", 9, 0))
+    assert check(h, final_reads=True).counts["lost_write"] == 2

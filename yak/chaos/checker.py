@@ -27,6 +27,10 @@ ignored, so workloads can add timestamps for their own plots):
     {"op": "reset", "process": "c1", "partitions": ["orders-0"]}
         The consumer's position moved on purpose (assign, seek, rebalance, restart):
         order checks start afresh for those partitions (all if `partitions` is absent).
+    {"op": "poll", ..., "final": true} / {"op": "reset", ..., "final": true, "partitions": [..]}
+        A final reader: it read these partitions from the start to their end after the
+        faults stopped. An acknowledged value missing from its reads is lost, even if
+        another consumer read it earlier (it was in the log, then it was gone).
     {"op": "send", ..., "value": "e1:17", "txn": "e1-t4", "source": 17}
         A consume-transform-produce pipeline's output names the input value it was made
         from (output values stay unique: a retried transaction writes new ones).
@@ -182,6 +186,7 @@ class _Read:
     txn: Hashable | None
     epoch: int  # the consumer's resets of all partitions so far
     segment: tuple[int, int]  # (epoch, resets of this partition so far)
+    final: bool = False  # made by a final reader (read to the end after the faults)
 
 
 def _key(x: Any) -> Hashable:
@@ -212,6 +217,7 @@ class _History:
         self.reads: list[_Read] = []
         self.polls = 0
         self.drained: set[Hashable] = set()  # pipeline input partitions consumed to the end
+        self.final_partitions: set[Hashable] = set()  # read to their end by a final reader
         segments: dict[tuple[Hashable, Hashable], int] = defaultdict(int)
         resets_all: dict[Hashable, int] = defaultdict(int)
         for i, op in enumerate(ops):
@@ -229,6 +235,7 @@ class _History:
                 if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
                     raise HistoryError(f"operation {i}: isolation {isolation!r}")
                 txn = _key(op.get("txn"))
+                final = bool(op.get("final"))
                 if txn is not None:
                     self._txn(txn).process = process
                 records = _need(op, "records", i)
@@ -254,8 +261,11 @@ class _History:
                             txn,
                             epoch,
                             (epoch, segments[(process, partition)]),
+                            final,
                         )
                     )
+                    if final:
+                        self.final_partitions.add(partition)
             elif kind == "nemesis":
                 continue
             elif kind == "drained":
@@ -263,6 +273,8 @@ class _History:
             elif kind == "reset":
                 process = _key(_need(op, "process", i))
                 parts = op.get("partitions")
+                if op.get("final") and parts is not None:
+                    self.final_partitions.update(_key(p) for p in parts)
                 if parts is None:
                     resets_all[process] += 1
                 else:
@@ -482,6 +494,8 @@ def _check_positions(h: _History, rep: _Report) -> None:
 
 
 def _check_lost(h: _History, rep: _Report, final_reads: bool) -> None:
+    if final_reads and h.final_partitions:
+        _check_lost_from_final(h, rep)
     read_values = {r.value for r in h.reads}
     max_read: dict[Hashable, int] = {}
     for r in h.reads:
@@ -490,6 +504,8 @@ def _check_lost(h: _History, rep: _Report, final_reads: bool) -> None:
     for s in h.send_order:
         if s.status != "ok" or s.value in read_values or _fate(h, s) != "committed":
             continue
+        if final_reads and s.partition in h.final_partitions:
+            continue  # judged against the final reads above
         beyond = max_read.get(s.partition, -1)
         if final_reads or (s.offset is not None and beyond > s.offset):
             where = f"{s.partition}@{s.offset}" if s.offset is not None else str(s.partition)
@@ -507,6 +523,41 @@ def _check_lost(h: _History, rep: _Report, final_reads: bool) -> None:
                     () if s.txn is None else (s.txn,),
                 )
             )
+
+
+def _check_lost_from_final(h: _History, rep: _Report) -> None:
+    """Every acknowledged, committed value of a partition read to its end by a final
+    reader must be among those final reads (read_committed hides only aborted data)."""
+    final_values = {r.value for r in h.reads if r.final}
+    seen_by: dict[Hashable, Hashable] = {}
+    for r in h.reads:
+        if not r.final:
+            seen_by.setdefault(r.value, (r.process, r.offset))
+    for s in h.send_order:
+        if (
+            s.status != "ok"
+            or s.partition not in h.final_partitions
+            or s.value in final_values
+            or _fate(h, s) != "committed"
+        ):
+            continue
+        where = f"{s.partition}@{s.offset}" if s.offset is not None else str(s.partition)
+        earlier = seen_by.get(s.value)
+        rep.add(
+            Anomaly(
+                "lost_write",
+                f"{s.value!r} acknowledged at {where} "
+                + (f"(transaction {s.txn!r} committed) " if s.txn is not None else "")
+                + "is not in the final reads"
+                + (f" (though {earlier[0]} read it at offset {earlier[1]})" if earlier
+                   else " (nobody ever read it)"),
+                (s.value,),
+                s.partition,
+                () if s.offset is None else (s.offset,),
+                (s.process,) + ((earlier[0],) if earlier else ()),
+                () if s.txn is None else (s.txn,),
+            )
+        )
 
 
 def _known_positions(h: _History) -> dict[Hashable, tuple[list[int], list[Hashable]]]:

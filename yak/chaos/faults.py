@@ -128,9 +128,11 @@ class Nemesis(threading.Thread):
         self.injected: list[dict[str, Any]] = []
         self.skipped: dict[str, str] = {}
         self.errors: list[str] = []
-        self._undo: Callable[[], dict[str, Any]] | None = None
+        self._undos: dict[int, Callable[[], dict[str, Any]]] = {}  # faults in force
+        self._tls = threading.local()
         self._lock = threading.Lock()
-        self.active = False  # a fault is being started, held or undone (brokers may be down)
+        self._busy = 0  # faults being started, held or undone (brokers may be down)
+        self._seq = 0
         for f in plan.faults:
             reason = unsupported(f, cluster)
             if reason:
@@ -156,28 +158,50 @@ class Nemesis(threading.Thread):
             self.inject(name, self.rng.uniform(*self.plan.hold))
 
     def _scheduled(self) -> None:
-        for entry in sorted(self.plan.schedule or [], key=lambda e: float(e["at"])):
-            wait = float(entry["at"]) - self.rec.now()
-            if wait > 0 and self.stop_event.wait(wait):
-                return
-            if self.stop_event.is_set():
-                return
-            name = entry["fault"]
-            if name in self.skipped or name not in FAULTS:
-                continue
-            self.inject(name, float(entry.get("hold", self.rng.uniform(*self.plan.hold))))
-
-    def inject(self, name: str, hold: float) -> None:
-        """Start fault `name`, hold it (cut short by stop()), undo it."""
-        self.active = True
+        """Each entry starts at its time in its own thread, so scheduled faults can
+        overlap (e.g. a follower paused while the other replicas are killed)."""
+        threads = []
         try:
-            self._inject(name, hold)
+            for entry in sorted(self.plan.schedule or [], key=lambda e: float(e["at"])):
+                wait = float(entry["at"]) - self.rec.now()
+                if wait > 0 and self.stop_event.wait(wait):
+                    return
+                if self.stop_event.is_set():
+                    return
+                name = entry["fault"]
+                if name in self.skipped or name not in FAULTS:
+                    continue
+                hold = float(entry.get("hold", self.rng.uniform(*self.plan.hold)))
+                th = threading.Thread(target=self.inject, args=(name, hold, entry.get("target")),
+                                      name=f"chaos-nemesis-{name}", daemon=True)
+                th.start()
+                threads.append(th)
+            for th in threads:  # the holds run out, or stop() cuts them short
+                while th.is_alive():
+                    th.join(1.0)
         finally:
-            self.active = False
+            for th in threads:
+                th.join(180)
 
-    def _inject(self, name: str, hold: float) -> None:
+    @property
+    def active(self) -> bool:
+        return self._busy > 0
+
+    def inject(self, name: str, hold: float, target: Any = None) -> None:
+        """Start fault `name` (on `target` if given: a broker like "broker2" or 2, else
+        chosen by the fault's kind), hold it (cut short by stop()), undo it."""
+        with self._lock:
+            self._busy += 1
         try:
-            start = self._start(name, hold)
+            self._inject(name, hold, target)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def _inject(self, name: str, hold: float, target: Any) -> None:
+        self._tls.undo = None
+        try:
+            start = self._start(name, hold, target)
         except Exception as e:
             msg = f"{name}: could not start: {type(e).__name__}: {e}"
             log.warning(msg)
@@ -186,13 +210,19 @@ class Nemesis(threading.Thread):
             return
         if start is None:
             return
-        op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", **start})
-        self.stop_event.wait(start.get("hold", hold))
-        self._finish(name, op)
-
-    def _finish(self, name: str, start_op: dict[str, Any]) -> None:
         with self._lock:
-            undo, self._undo = self._undo, None
+            self._seq += 1
+            key = self._seq
+            if self._tls.undo is not None:
+                self._undos[key] = self._tls.undo
+        op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", "id": key,
+                           **start})
+        self.stop_event.wait(start.get("hold", hold))
+        self._finish(name, op, key)
+
+    def _finish(self, name: str, start_op: dict[str, Any], key: int) -> None:
+        with self._lock:
+            undo = self._undos.pop(key, None)
         if undo is None:
             return
         t = time.monotonic()
@@ -204,7 +234,7 @@ class Nemesis(threading.Thread):
             log.warning(msg)
             self.errors.append(msg)
             info = {"detail": msg}
-        stop = self.rec.add({"op": "nemesis", "fault": name, "phase": "stop",
+        stop = self.rec.add({"op": "nemesis", "fault": name, "phase": "stop", "id": key,
                              "target": start_op.get("target"),
                              "undo_at": undo_at, "undo_s": round(time.monotonic() - t, 3),
                              **info})
@@ -217,16 +247,18 @@ class Nemesis(threading.Thread):
 
     def heal_all(self) -> None:
         """Undo whatever is in force (the run's end, or after an error)."""
-        self.active = True
+        with self._lock:
+            self._busy += 1
         try:
             self._heal_all()
         finally:
-            self.active = False
+            with self._lock:
+                self._busy -= 1
 
     def _heal_all(self) -> None:
         with self._lock:
-            undo, self._undo = self._undo, None
-        if undo is not None:
+            undos, self._undos = list(self._undos.values()), {}
+        for undo in undos:
             with contextlib.suppress(Exception):
                 undo()
         c = self.cluster
@@ -251,8 +283,13 @@ class Nemesis(threading.Thread):
 
     # ------------------------------------------------------------------ targets
 
-    def _pick_target(self, name: str) -> int:
+    def _pick_target(self, name: str, target: Any = None) -> int:
         c = self.cluster
+        if target is not None:
+            node = int(str(target).removeprefix("broker").removeprefix("b"))
+            if node not in c.node_ids:
+                raise ValueError(f"no broker {target!r}")
+            return node
         alive = [n for n in c.node_ids if c.alive(n)]
         if name.endswith("-controller"):
             ctl = c.controller()
@@ -266,11 +303,11 @@ class Nemesis(threading.Thread):
             raise RuntimeError(f"no live leader of {self.plan.topic} known (Metadata)")
         return self.rng.choice(alive)
 
-    def _start(self, name: str, hold: float) -> dict[str, Any] | None:
+    def _start(self, name: str, hold: float, target: Any = None) -> dict[str, Any] | None:
         c = self.cluster
         kind = name.split("-")[0]
         if kind in ("kill", "pause", "bounce"):
-            node = self._pick_target(name)
+            node = self._pick_target(name, target)
             target = c.broker_name(node)
             if kind == "kill":
                 c.kill(node)
@@ -303,11 +340,11 @@ class Nemesis(threading.Thread):
         if name.startswith("partition"):
             nodes = [f"b{n}" for n in c.node_ids]
             if name == "partition":
-                victim = f"b{self._pick_target('kill')}"
+                victim = f"b{self._pick_target('kill', target)}"
                 groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
                 target = victim
             elif name == "partition-leader":
-                victim = f"b{self._pick_target('kill-leader')}"
+                victim = f"b{self._pick_target('kill-leader', target)}"
                 groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
                 target = victim
             else:
@@ -324,7 +361,7 @@ class Nemesis(threading.Thread):
             return {"target": target, "hold": hold, "cut": len(pairs)}
         if name == "slow":
             assert c.net is not None
-            node = self._pick_target("kill")
+            node = self._pick_target("kill", target)
             c.net.delay(f"b{node}", 200)
             self._set_undo(lambda: (c.heal(), {})[1])
             return {"target": c.broker_name(node), "hold": hold, "delay_ms": 200}
@@ -337,7 +374,7 @@ class Nemesis(threading.Thread):
             self._set_undo(lambda: (c.free_disk(node), {})[1])
             return {"target": c.broker_name(node), "hold": hold, "ballast_bytes": written}
         if name == "clock":
-            node = self._pick_target("kill")
+            node = self._pick_target("kill", target)
             jump = self.rng.choice([-1, 1]) * self.rng.choice([300, 3600, 86400])
             c.set_clock_offset(node, jump)
             self._set_undo(lambda: (c.set_clock_offset(node, 0), {})[1])
@@ -345,8 +382,7 @@ class Nemesis(threading.Thread):
         raise ValueError(f"unknown fault {name!r}")
 
     def _set_undo(self, fn: Callable[[], dict[str, Any]]) -> None:
-        with self._lock:
-            self._undo = fn
+        self._tls.undo = fn  # picked up by _inject, in this thread
 
     def _restart(self, node: int) -> dict[str, Any]:
         t = time.monotonic()

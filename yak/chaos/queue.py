@@ -137,6 +137,27 @@ class QueueProducer(_Client):
             "retry.backoff.max.ms": 1000,
             "error_cb": on_error,
         }))
+        try:
+            self._loop(p, process, fatal)
+        except KafkaException as e:  # poll() raises a fatal error (e.g. after an unclean
+            fatal.append(e.args[0])  # election the leader lacks the producer's sequences)
+        if fatal:
+            # A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER) is a finding
+            # worth a line in the report; the next incarnation carries on.
+            self.rec.add({"op": "nemesis", "process": process, "fault": "client",
+                          "phase": "info", "detail": f"producer fatal error: {fatal[0]}"})
+            with contextlib.suppress(KafkaException):
+                p.purge()
+                p.flush(5)
+            return
+        with contextlib.suppress(KafkaException):
+            if p.flush(self.drain_s):
+                p.purge()  # never acknowledged: their delivery reports say so (status info)
+                p.flush(5)
+
+    def _loop(self, p: Any, process: str, fatal: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
         interval = 1.0 / self.rate
         next_at = time.monotonic()
         n = 0
@@ -162,17 +183,6 @@ class QueueProducer(_Client):
             self.pending += 1
             part = (part + 1) % self.partitions
             p.poll(0)
-        if fatal:
-            # A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER) is a finding
-            # worth a line in the report; the next incarnation carries on.
-            self.rec.add({"op": "nemesis", "process": process, "fault": "client",
-                          "phase": "info", "detail": f"producer fatal error: {fatal[0]}"})
-            p.purge()
-            p.flush(5)
-            return
-        if p.flush(self.drain_s):
-            p.purge()  # never acknowledged: their delivery reports say so (status info)
-            p.flush(5)
 
     def _on_delivery(self, process: str, value: str, sent: float) -> Callable[[Any, Any], None]:
         rec = self.rec
@@ -449,10 +459,12 @@ def final_reads(bootstrap: str, topics: dict[str, int], clock: Callable[[], floa
         "enable.partition.eof": True, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "fetch.max.bytes": 8 << 20,
     }))
-    ops: list[dict[str, Any]] = [{"op": "reset", "process": process, "time": clock()}]
+    tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t, n in topics.items() for p in range(n)]
+    # "final": the checker holds every acked value of these partitions to these reads
+    ops: list[dict[str, Any]] = [{"op": "reset", "process": process, "time": clock(),
+                                  "final": True, "partitions": [
+                                      partition_name(tp.topic, tp.partition) for tp in tps]}]
     try:
-        tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t, n in topics.items()
-               for p in range(n)]
         c.assign(tps)
         pending = {(tp.topic, tp.partition) for tp in tps}
         deadline = time.monotonic() + timeout_s
@@ -472,7 +484,7 @@ def final_reads(bootstrap: str, topics: dict[str, int], clock: Callable[[], floa
                                 m.value().decode()])
             if records:
                 ops.append({"op": "poll", "process": process, "isolation": isolation,
-                            "records": records, "time": clock()})
+                            "final": True, "records": records, "time": clock()})
     finally:
         c.close()
     return ops

@@ -54,7 +54,7 @@ class FaultWindow:
 
 def fault_windows(ops: Sequence[dict[str, Any]]) -> list[FaultWindow]:
     out: list[FaultWindow] = []
-    open_: dict[str, FaultWindow] = {}
+    open_: dict[Any, FaultWindow] = {}  # by the nemesis's id (faults can overlap)
     for op in ops:
         if op.get("op") != "nemesis" or op.get("fault") == "client":
             continue
@@ -62,11 +62,11 @@ def fault_windows(ops: Sequence[dict[str, Any]]) -> list[FaultWindow]:
         if phase == "start":
             w = FaultWindow(op["fault"], op.get("target"), float(op["time"]), None,
                             {k: v for k, v in op.items()
-                             if k not in ("op", "fault", "phase", "target", "time")})
-            open_[op["fault"]] = w
+                             if k not in ("op", "fault", "phase", "target", "time", "id")})
+            open_[op.get("id", op["fault"])] = w
             out.append(w)
         elif phase == "stop":
-            w = open_.pop(op["fault"], None)
+            w = open_.pop(op.get("id", op["fault"]), None)
             if w is not None:
                 w.stop = float(op["time"])
                 for k in ("recovered", "undo_s", "undo_at"):
@@ -254,7 +254,7 @@ def summary_markdown(s: dict[str, Any]) -> str:
         f"- command: `{s.get('command', '')}`",
         f"- cluster: {s.get('cluster', '')}",
         f"- workloads: {s.get('workloads', '')}",
-        f"- seed {s.get('seed')}, duration {s['duration_s']} s, started {s.get('started', '')}",
+        f"- seed {s.get('seed')}, duration {s.get('duration_s')} s, started {s.get('started', '')}",
         f"- machine load at start (1-minute load average): {s.get('load_at_start', '')}",
         "",
         "| count | value |",

@@ -268,12 +268,9 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
         end_faults = max(cfg.warmup_s, cfg.duration_s - cfg.cooldown_s)
         while rec.now() < end_faults:
             time.sleep(min(5.0, max(0.05, end_faults - rec.now())))
-            dead = [c.client_name for c in clients if c.crash]
-            if dead:
-                raise RuntimeError(f"workload clients crashed: {dead}: "
-                                   + "; ".join(str(c.crash) for c in clients if c.crash))
         nemesis.stop()
-        nemesis.join(180)
+        if nemesis.ident is not None:
+            nemesis.join(180)
         if nemesis.is_alive():
             errors.append("the nemesis did not finish undoing its fault within 180 s")
         say(f"faults over ({len(nemesis.injected)} injected); waiting for recovery")

@@ -247,7 +247,9 @@ class TxnWorkload:
         c = Consumer({"bootstrap.servers": cfg.bootstrap, "group.id": "chaos-final",
                       "isolation.level": "read_committed", "enable.partition.eof": True,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        ops: list[dict[str, Any]] = [{"op": "reset", "process": "final"}]
+        ops: list[dict[str, Any]] = [{"op": "reset", "process": "final", "final": True,
+                                      "partitions": [f"{cfg.topic}-{p}"
+                                                     for p in range(cfg.partitions)]}]
         try:
             c.assign([TopicPartition(cfg.topic, p, 0) for p in range(cfg.partitions)])
             done: set[int] = set()
@@ -266,7 +268,8 @@ class TxnWorkload:
                                     "offset": m.offset(), "value": m.value().decode()})
                 if records:
                     ops.append({"op": "poll", "process": "final", "mono": time.monotonic(),
-                                "isolation": "read_committed", "records": records})
+                                "final": True, "isolation": "read_committed",
+                                "records": records})
         finally:
             c.close()
         return ops

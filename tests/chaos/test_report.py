@@ -1,0 +1,198 @@
+"""The report's figures on hand-made histories (availability, outage, recovery), its files,
+and the nemesis's bookkeeping (fault names, schedules with overlapping faults, healing)
+against a stand-in for the cluster: what is checked here is the nemesis's own logic;
+real brokers are attacked in test_chaos_run.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yak.chaos.checker import check
+from yak.chaos.faults import FAULTS, FaultPlan, Nemesis, parse_faults
+from yak.chaos.history import Recorder, load_history
+from yak.chaos.report import analyse, write_report
+
+
+def queue_history(gap: tuple[float, float] = (10.0, 15.0)) -> list[dict[str, Any]]:
+    """Two partitions acked every 0.1 s for 30 s; partition a acks nothing during `gap`
+    (writes sent then are acked when it ends); a fault from 10 s, undone at 13 s."""
+    ops: list[dict[str, Any]] = []
+    n = 0
+    for k in range(300):
+        t = k / 10
+        for p in ("a", "b"):
+            n += 1
+            ack = t
+            if p == "a" and gap[0] <= t < gap[1]:
+                ack = gap[1]
+            ops.append({"op": "send", "process": "q", "partition": p, "value": n,
+                        "status": "ok", "offset": n, "sent": t, "time": ack})
+    ops.append({"op": "nemesis", "fault": "kill", "phase": "start", "id": 1,
+                "target": "broker1", "time": 10.0})
+    ops.append({"op": "nemesis", "fault": "kill", "phase": "stop", "id": 1,
+                "target": "broker1", "undo_at": 12.0, "recovered": 1.0, "time": 13.0})
+    ops.sort(key=lambda o: o["time"])
+    return ops
+
+
+def test_availability_outage_and_recovery() -> None:
+    a = analyse(queue_history())
+    (f,) = a["faults"]
+    assert f["fault"] == "kill" and f["held_s"] == 2.0 and f["recovered"] == 1.0
+    assert f["outage_s"] == pytest.approx(5.0, abs=0.01)  # 9.9 -> 15.0, counted from 10
+    assert f["recovery_s"] == pytest.approx(2.0, abs=0.01)  # undone at 13, a acks at 15
+    # during the fault (seconds 10, 11, 12) a never acked, b always did
+    assert a["availability_during_faults"] == pytest.approx(0.5)
+    # outside: a is idle in seconds 13 and 14 only
+    assert a["availability_outside_faults"] == pytest.approx(1 - 2 / (2 * 27), abs=1e-3)
+    assert a["latency_ms"]["max"] == pytest.approx(5000, abs=1)
+    assert len(a["series"]["t"]) == 30 and a["series"]["acked_per_s"][0] == 20
+
+
+def test_writes_that_never_stopped_recover_at_once() -> None:
+    a = analyse(queue_history(gap=(0.0, 0.0)))
+    assert a["faults"][0]["recovery_s"] == 0.0
+    assert a["faults"][0]["outage_s"] == pytest.approx(0.1, abs=0.01)
+    assert a["availability_during_faults"] == 1.0
+
+
+def test_report_files(tmp_path: Path) -> None:
+    ops = queue_history()
+    ops.append({"op": "reset", "process": "final", "final": True, "partitions": ["a", "b"],
+                "time": 31.0})
+    ops.append({"op": "poll", "process": "final", "final": True, "isolation": "read_committed",
+                "records": [[o["partition"], o["offset"], o["value"]]
+                            for o in ops if o["op"] == "send"][:-1], "time": 32.0})
+    result = check(ops, final_reads=True)
+    assert result.counts == {"lost_write": 1}
+    s = write_report(tmp_path, ops, result, {"title": "t", "duration_s": 30.0, "errors": []})
+    assert not s["valid"] and s["anomaly_counts"] == {"lost_write": 1}
+    assert s["counts"]["acked_writes_checked"] == 600 and s["counts"]["faults_injected"] == 1
+    for name in ("history.json", "summary.json", "summary.md", "timeline.png",
+                 "timeline.html"):
+        assert (tmp_path / name).stat().st_size > 100, name
+    assert load_history(tmp_path / "history.json") == ops
+    assert json.loads((tmp_path / "summary.json").read_text())["valid"] is False
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "timeline.html").read_text()
+    assert "<svg" in page and "<script" not in page and "http" not in page.replace(
+        "http://www.w3.org/2000/svg", "")
+    md = (tmp_path / "summary.md").read_text()
+    assert "**FAIL**" in md and "lost_write" in md and "| kill | broker1 |" in md
+    # G0 may be allowed (transactions across partitions), and is then shown, not failed
+    s = write_report(tmp_path / "g0", ops[:-2], check(ops[:-2]),
+                     {"allowed_anomalies": ["G0"], "errors": []})
+    assert s["valid"] and s["allowed_anomaly_counts"] == {}
+
+
+def test_parse_faults() -> None:
+    assert parse_faults("kill,pause-leader") == ["kill", "pause-leader"]
+    assert parse_faults("all") == list(FAULTS)
+    assert parse_faults("none") == []
+    assert "partition-halves" in parse_faults("network,kill")
+    with pytest.raises(ValueError, match="unknown fault 'explode'"):
+        parse_faults("kill,explode")
+
+
+class StandIn:
+    """Records what the nemesis asks of the cluster (no processes)."""
+
+    def __init__(self) -> None:
+        from yak.chaos.env import ClusterSpec
+
+        self.spec = ClusterSpec(Path("/nonexistent"), brokers=3, session_timeout_ms=1000)
+        self.node_ids = [1, 2, 3]
+        self.net = None
+        self.etcd = None
+        self.up = {1: True, 2: True, 3: True}
+        self.paused: set[int] = set()
+        self.calls: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def _log(self, what: str, n: int) -> None:
+        with self.lock:
+            self.calls.append((what, n))
+
+    def broker_name(self, n: int) -> str:
+        return f"broker{n}"
+
+    def alive(self, n: int) -> bool:
+        return self.up[n]
+
+    def kill(self, n: int) -> None:
+        self.up[n] = False
+        self._log("kill", n)
+
+    def start_broker(self, n: int) -> None:
+        self.up[n] = True
+        self._log("start", n)
+
+    def pause(self, n: int) -> None:
+        self.paused.add(n)
+        self._log("pause", n)
+
+    def resume(self, n: int) -> None:
+        if n in self.paused:
+            self.paused.discard(n)
+            self._log("resume", n)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        return {0: 2, 1: 2}
+
+    def controller(self) -> int:
+        return 3
+
+    def heal(self) -> None:
+        pass
+
+
+def test_schedule_overlapping_faults_and_targets() -> None:
+    c = StandIn()
+    rec = Recorder()
+    plan = FaultPlan(["kill", "pause"], schedule=[
+        {"at": 0.0, "fault": "pause", "target": "broker3", "hold": 0.6},
+        {"at": 0.1, "fault": "kill", "target": 1, "hold": 0.2},
+        {"at": 0.1, "fault": "kill-leader", "hold": 0.2},
+    ])
+    nem = Nemesis(c, rec, plan)  # type: ignore[arg-type]
+    nem.start()
+    nem.join(10)
+    assert not nem.is_alive() and not nem.errors
+    # the pause lasts past the session (1.5 x 1 s), the kills overlap it
+    assert ("pause", 3) in c.calls and ("kill", 1) in c.calls and ("kill", 2) in c.calls
+    assert c.calls.index(("kill", 1)) < c.calls.index(("resume", 3))
+    assert all(c.up.values()) and not c.paused
+    starts = [o for o in rec.snapshot() if o["phase"] == "start"]
+    stops = [o for o in rec.snapshot() if o["phase"] == "stop"]
+    assert len(starts) == 3 == len(stops)
+    assert {o["id"] for o in starts} == {o["id"] for o in stops}
+    assert [o for o in starts if o["fault"] == "pause"][0]["hold"] == pytest.approx(1.5)
+
+
+def test_stop_cuts_a_hold_short_and_heals() -> None:
+    c = StandIn()
+    rec = Recorder()
+    nem = Nemesis(c, rec, FaultPlan(["kill"], interval=(0.01, 0.01), hold=(60, 60)))  # type: ignore[arg-type]
+    nem.start()
+    deadline = time.monotonic() + 5
+    while not c.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    nem.stop()
+    nem.join(5)
+    assert not nem.is_alive()
+    assert c.calls[0][0] == "kill" and c.calls[1] == ("start", c.calls[0][1])
+    assert all(c.up.values())
+
+
+def test_unsupported_faults_are_reported_not_dropped() -> None:
+    c = StandIn()
+    nem = Nemesis(c, Recorder(), FaultPlan(["kill", "partition", "slow", "disk-full", "clock"]))  # type: ignore[arg-type]
+    assert nem.usable == ["kill"]
+    assert set(nem.skipped) == {"partition", "slow", "disk-full", "clock"}
+    assert all(nem.skipped.values())
