@@ -11,7 +11,6 @@ cast turns into the contiguous `binary` layout Spark wants.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,13 +18,20 @@ import pyarrow as pa
 
 from yak.errors import CorruptRecordError
 from yak.protocol.compression import decompress
+from yak.protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    decode_records,
+    read_header,
+)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = 61
-_COMPRESSION_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
+_unpack_header = HEADER.unpack_from
 
 HEADERS_TYPE = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -65,23 +71,20 @@ def scan_batches(buf: bytes | bytearray | memoryview) -> list[BatchInfo]:
     pos = 0
     n = len(buf)
     while pos + HEADER_SIZE <= n:
-        (base, length, _e, magic, _c, _a, lod, _bt, _mt, pid, _pe, _bs, cnt) = _HEADER.unpack_from(
-            buf, pos
-        )
-        size = length + 12
+        h = read_header(buf, pos)
+        size = h.size
         if pos + size > n:
             break
-        if magic != 2:
-            raise CorruptRecordError(f"unsupported record batch magic {magic}")
-        out.append(BatchInfo(base, base + lod + 1, pid, cnt, pos, size))
+        if h.magic != MAGIC:
+            raise CorruptRecordError(f"unsupported record batch magic {h.magic}")
+        out.append(BatchInfo(h.base_offset, h.next_offset, h.producer_id, h.record_count,
+                             pos, size))
         pos += size
     return out
 
 
 def _is_abort_marker(batch: memoryview) -> bool:
     """A control batch's record key is (version int16, type int16); type 0 is ABORT."""
-    from yak.protocol.records import decode_records
-
     recs = decode_records(bytes(batch))
     return bool(recs) and recs[0].key is not None and recs[0].key[2:4] == b"\0\0"
 
@@ -157,13 +160,16 @@ def decode(
     pos = 0
     next_offset = start_offset
     while pos + HEADER_SIZE <= n:
+        # One parse per batch with the shared layout (BatchHeader's fields, in order).
+        # HEADER.unpack_from rather than read_header: the named view costs ~0.25 us more
+        # per batch, ~10% of this loop's work on a fetch of small batches.
         (base, length, _e, magic, _c, attrs, lod, bts, mts, pid, _pe, _bs, cnt) = (
-            _HEADER.unpack_from(mv, pos)
+            _unpack_header(mv, pos)
         )
-        size = length + 12
+        size = length + LOG_OVERHEAD
         if pos + size > n:
             break  # a partial batch at the end of a fetch response
-        if magic != 2:
+        if magic != MAGIC:
             raise CorruptRecordError(f"unsupported record batch magic {magic}")
         last = base + lod
         if end_offset is not None and base >= end_offset:
@@ -173,22 +179,22 @@ def decode(
         next_offset = max(next_offset, last + 1)
         while pending and pending[0][1] <= last:
             active.add(pending.pop(0)[0])
-        if attrs & _CONTROL_BIT:
+        if attrs & CONTROL_BIT:
             if pid in active and _is_abort_marker(mv[pos - size : pos]):
                 active.discard(pid)
             continue
-        if attrs & _TRANSACTIONAL_BIT and pid in active:
+        if attrs & TRANSACTIONAL_BIT and pid in active:
             continue
         if last < start_offset or cnt == 0:
             continue
-        codec = attrs & _COMPRESSION_MASK
+        codec = attrs & COMPRESSION_MASK
         if codec:
             body = decompress(codec, body)
         pieces.append(body)
         b_base.append(base)
         b_ts.append(bts)
         b_max.append(mts)
-        b_lat.append(1 if attrs & _TIMESTAMP_TYPE_BIT else 0)
+        b_lat.append(1 if attrs & TIMESTAMP_TYPE_BIT else 0)
         b_cnt.append(cnt)
     if end_offset is not None:
         next_offset = min(next_offset, end_offset) if next_offset > end_offset else next_offset

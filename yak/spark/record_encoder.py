@@ -12,17 +12,26 @@ import struct
 import time
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from yak.protocol.compression import compress
+from yak.protocol.compression import CODEC_NAMES, compress
+from yak.protocol.primitives import write_varint
+from yak.protocol.records import (
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+    compute_crc,
+)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = 61
-_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_TRANSACTIONAL = 0x10  # batch attribute: part of a transaction
+_CODECS = {name: codec for codec, name in CODEC_NAMES.items()}
+_CRC = struct.Struct(">I")
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
@@ -86,16 +95,24 @@ class EncodedBatch:
     records: int
 
 
-def _encode_headers(headers: list | None) -> bytes:
-    from yak.protocol.records import _write_bytes, _write_varint
+def _write_field(out: bytearray, b: bytes | None) -> None:
+    """A record field's bytes: zigzag varint length (-1 = null), then the bytes."""
+    if b is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(b))
+        out += b
 
+
+def _encode_headers(headers: list | None) -> bytes:
+    """One record's header section: count, then each header's key and value fields."""
     out = bytearray()
     hs = headers or []
-    _write_varint(out, len(hs))
+    write_varint(out, len(hs))
     for h in hs:
         k, v = (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1])
-        _write_bytes(out, k.encode() if isinstance(k, str) else k)
-        _write_bytes(out, v.encode() if isinstance(v, str) else v)
+        _write_field(out, k.encode() if isinstance(k, str) else k)
+        _write_field(out, v.encode() if isinstance(v, str) else v)
     return bytes(out)
 
 
@@ -169,7 +186,7 @@ def encode_batches(
     joffs = np.frombuffer(jbufs[1], np.int32, n + 1, joined.offset * 4)
     raw = memoryview(jbufs[2])
     codec = _CODECS[compression]
-    attributes = codec | (_TRANSACTIONAL if transactional else 0)
+    attributes = codec | (TRANSACTIONAL_BIT if transactional else 0)
     result = []
     for b in range(len(bounds) - 1):
         lo, hi = bounds[b], bounds[b + 1]
@@ -178,15 +195,15 @@ def encode_batches(
             records = compress(codec, records)
         buf = bytearray(HEADER_SIZE + len(records))
         count = hi - lo
-        seq = base_sequence + lo if producer_id >= 0 else -1
-        _HEADER.pack_into(
+        seq = base_sequence + lo if producer_id >= 0 else NO_SEQUENCE
+        HEADER.pack_into(
             buf,
             0,
-            0,
-            len(buf) - 12,
-            -1,
-            2,
-            0,
+            0,  # base offset: the broker assigns it
+            len(buf) - LOG_OVERHEAD,
+            NO_PARTITION_LEADER_EPOCH,
+            MAGIC,
+            0,  # crc: below, once the records are in
             attributes,
             count - 1,
             now,
@@ -197,6 +214,6 @@ def encode_batches(
             count,
         )
         buf[HEADER_SIZE:] = records
-        struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+        _CRC.pack_into(buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
         result.append(EncodedBatch(bytes(buf), count))
     return result
