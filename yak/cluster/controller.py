@@ -203,6 +203,21 @@ class ControllerElection:
                     self._lose()
                     continue
                 kvs = r.responses[0].kvs
+                if kvs and kvs[0].lease == lease.lease_id:
+                    # Still ours: the key outlived a spell without etcd (or a local lease
+                    # lapse) on our own live lease. Resume the same term.
+                    self._term_lease = lease
+                    self.epoch = kvs[0].create_revision
+                    self._set_current((self.node_id, self.epoch))
+                    log.info("node %d is the controller again, epoch %d", self.node_id,
+                             self.epoch)
+                    if self._on_elected is not None:
+                        self._on_elected(self.epoch)
+                    fired, self.changed = self.changed, asyncio.Event()
+                    fired.set()
+                    await self._until_gone(key, kvs[0].mod_revision + 1, lease)
+                    self._lose()
+                    continue
                 self._set_current(controller_of(kvs[0]) if kvs else None)
                 if kvs:
                     await self._until_gone(key, kvs[0].mod_revision + 1, lease)

@@ -205,6 +205,7 @@ class QuorumController:
         self._dirty_all = False
         self._dirty: set[tuple[str, int]] = set()
         self.idle = asyncio.Event()  # set when nothing is left to do (tests, shutdown)
+        self._write_failing = False  # logged once per spell of failing writes
         store.add_listener(self._on_delta)
 
     @property
@@ -267,13 +268,31 @@ class QuorumController:
             try:
                 await self._reconcile(keys)
                 backoff = 0.05
+                if self._write_failing:
+                    log.info("controller writes go through again")
+                    self._write_failing = False
             except NotControllerError as e:
+                w = self._writer
+                if w is not None and self.election.epoch == w.epoch:
+                    # Refused locally (our lease lapsed: etcd unreachable) or by etcd while
+                    # the election has not yet seen a successor: keep the work and retry;
+                    # a real loss of the term ends this task through on_resigned.
+                    if not self._write_failing:
+                        log.warning("controller write refused (%s); retrying", e)
+                        self._write_failing = True
+                    self._dirty |= keys
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    self._wake.set()
+                    continue
                 log.warning("controller deposed: %s", e)
                 self._writer = None
                 self.idle.set()
                 return
             except EtcdError as e:
-                log.warning("controller: etcd write failed (%s); retrying", e)
+                if not self._write_failing:
+                    log.warning("controller: etcd write failed (%s); retrying", e)
+                    self._write_failing = True
                 self._dirty |= keys
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
