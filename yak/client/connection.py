@@ -28,6 +28,11 @@ T = TypeVar("T")
 
 _LEN = struct.Struct(">i")
 
+MAX_RESPONSE_BYTES = 1 << 30
+"""The largest response frame a connection reads (librdkafka's `receive.message.max.bytes`
+idea): far above any fetch this client asks for (64 MiB by default), yet a corrupt or hostile
+size prefix cannot make it allocate 2 GiB."""
+
 
 class BrokerConnectionError(KafkaError):
     """The broker could not be reached or dropped the connection (retriable)."""
@@ -56,10 +61,12 @@ class Connection:
         client_id: str = "yak-spark",
         timeout_s: float = 30.0,
         security: ClientSecurity | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.max_response_bytes = max_response_bytes
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -134,6 +141,11 @@ class Connection:
             self._sock.sendall(frame)
             del frame
             size = _LEN.unpack(self._recv_exact(4))[0]
+            if not 4 <= size <= self.max_response_bytes:  # it holds a correlation id at least
+                self.close()
+                raise BrokerConnectionError(
+                    f"broker {self.host}:{self.port} sent a response frame of {size} bytes "
+                    f"(the limit is 4..{self.max_response_bytes}): connection closed")
             payload = self._recv_exact(size)
         except OSError as exc:
             self.close()
