@@ -5,7 +5,8 @@ The partition layer does the work Kafka's ReplicaManager does: the per-partition
 most `partition_max_bytes`, the response at most `max_bytes`, except that the first
 partition with data always returns one whole batch) and the long-poll in the fetch
 purgatory when there is less than `min_bytes`. Here the topics are resolved (by name, or
-by topic id for v13+) and the result is encoded.
+by topic id for v13+) and the result is encoded. The request is decoded by hand
+(`fetch_codec.decode_fetch_request`): every consumer and follower sends one per round trip.
 
 Batches read from storage go to the socket as the buffers storage returned (see
 `yak.protocol.fetch_codec`); nothing is decoded or concatenated here.
@@ -29,11 +30,13 @@ from yak.partition import FetchIsolation, FetchParams, FetchPartition
 from yak.protocol.fetch_codec import (
     EpochEndOffset,
     FetchPartitionResult,
+    FetchRequestData,
     FetchTopicResult,
     LeaderIdAndEpoch,
+    decode_fetch_request,
     encode_fetch_response,
 )
-from yak.protocol.kio_compat import ErrorCode, timedelta_to_ms
+from yak.protocol.kio_compat import ErrorCode
 from yak.security.acl import AclOperation, ResourceType
 
 API_KEY = 1
@@ -47,7 +50,11 @@ E_TOPIC_DENIED = int(ErrorCode.topic_authorization_failed)
 DENIED = -1  # slot of a partition the caller may not read
 
 
-async def handle(ctx: RequestContext, request: Any) -> RawResponse:
+def decode_request(ctx: RequestContext, body: memoryview) -> FetchRequestData:
+    return decode_fetch_request(ctx.api_version, body)
+
+
+async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     v = ctx.api_version
     broker = ctx.broker
     by_id = v >= 13
@@ -60,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     # TOPIC_AUTHORIZATION_FAILED. Once per topic, never per record.
     authorizer = broker.authorizer
     replica_ok = True
-    replica_id, replica_epoch = _replica(request, v)
+    replica_id, replica_epoch = request.replica_id, request.replica_epoch
     if authorizer is not None and replica_id >= 0:
         replica_ok = ctx.cluster_authorized(AclOperation.CLUSTER_ACTION)
     for t in request.topics:
@@ -81,16 +88,13 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
                 continue
             slots.append((p.partition, len(wanted)))
             wanted.append(FetchPartition(name, p.partition, p.fetch_offset,
-                                         p.partition_max_bytes,
-                                         getattr(p, "current_leader_epoch", -1),
-                                         getattr(p, "last_fetched_epoch", -1),
-                                         getattr(p, "log_start_offset", -1)))
-        plan.append((FetchTopicResult(name or "", getattr(t, "topic_id", _NO_ID) or _NO_ID),
-                     slots))
+                                         p.partition_max_bytes, p.current_leader_epoch,
+                                         p.last_fetched_epoch, p.log_start_offset))
+        plan.append((FetchTopicResult(name or "", t.topic_id or _NO_ID), slots))
 
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END
-    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+    elif request.isolation_level == READ_COMMITTED:
         isolation = FetchIsolation.TXN_COMMITTED
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
@@ -100,7 +104,7 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     if quota_on:  # never more than the consumer_byte_rate quota window holds
         max_bytes = int(min(max_bytes, quota.max_value_in_quota_window(
             ctx.principal, ctx.client_id or "")))
-    params = FetchParams(timedelta_to_ms(request.max_wait), request.min_bytes,
+    params = FetchParams(request.max_wait, request.min_bytes,
                          max_bytes, isolation, replica_id, replica_epoch)
     reads = await broker.replica_manager.fetch_messages(params, wanted)
     throttle = 0  # > 0: answer without data
@@ -151,13 +155,3 @@ async def handle(ctx: RequestContext, request: Any) -> RawResponse:
     out, total = encode_fetch_response(v, topics, throttle, 0, 0)
     return RawResponse(out, total, flexible_header=v >= 12)
 
-
-def _replica(request: Any, version: int) -> tuple[int, int]:
-    """(replica id, broker epoch): (-1, -1) for consumers; a broker id for a follower's
-    fetch (v15+: in replica_state, with its broker epoch, KIP-903)."""
-    if version >= 15:
-        state = getattr(request, "replica_state", None)
-        if state is None:
-            return -1, -1
-        return int(state.replica_id), int(state.replica_epoch)
-    return int(getattr(request, "replica_id", -1)), -1
