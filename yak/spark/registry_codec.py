@@ -348,7 +348,12 @@ class ValueDecoder:
         if self.kind == "AVRO":
             if _polars_can_read(parsed.parsed, parsed.named, set()) and \
                     isinstance(parsed.parsed, dict) and parsed.parsed.get("type") == "record":
-                import polars as pl
+                try:
+                    import polars as pl  # the spark extra's; imported only for Avro batches
+                except ModuleNotFoundError as e:
+                    from yak.spark import missing_library
+
+                    raise missing_library(e, "valueFormat=avro") from None
 
                 body = _strip_headers(data, starts, lens, keep_newline=False)
                 blob = _container(json.dumps(_plain(parsed.parsed)), len(starts), body)
