@@ -90,8 +90,10 @@ async def start_http(listen: str, settings: GatewaySettings, core: Any = None) -
         raise
     app = LazyApp(settings, core)
     # No lifespan: the gateway starts nothing until used, and LazyApp.close() stops it.
+    # http="httptools", not "auto": auto falls back to h11's pure-Python parser without a
+    # word when httptools is missing (its cost: docs/benchmarks/gateway.md).
     config = uvicorn.Config(
-        app, loop="none", lifespan="off", log_level="warning",
+        app, loop="none", lifespan="off", log_level="warning", http="httptools",
         ws="websockets-sansio", ws_max_size=1024 * 1024, timeout_graceful_shutdown=3,
         access_log=False,
     )
