@@ -44,6 +44,7 @@ from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
 from yak.cluster.identity import DataDirMismatchError
+from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore, MetadataView
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
@@ -248,8 +249,14 @@ def build_broker(config: BrokerConfig) -> Broker:
     coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_log,
                                       txn_state, txn_coordinator, txn_log,
                                       cluster=node is not None)
+    inter_broker: InterBrokerClient | None = None
     if node is not None:
         node.hooks.append(coordinators.partition_changed)
+        # Transactions across brokers: markers to partitions led elsewhere, and Produce's
+        # KIP-890 check with a coordinator on another broker.
+        inter_broker = InterBrokerClient(config.node_id, node.resolve)
+        txn_markers.remote = RemoteMarkerSender(inter_broker, coordinators.leader_of)
+        coordinators.inter_broker = inter_broker
 
     metrics = _construct("metrics", BrokerMetrics)
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
@@ -321,6 +328,8 @@ def build_broker(config: BrokerConfig) -> Broker:
     if fetchers is not None:
         # After the replica manager, so they stop first (before storage shuts down).
         parts.append(Part("replica fetchers", fetchers.start, fetchers.stop))
+    if inter_broker is not None:
+        parts.append(Part("inter-broker client", None, inter_broker.close))
     parts += [
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),

@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from yak.cluster.inter_broker import InterBrokerClient, remote_verify
 from yak.errors import ErrorCode, KafkaError
 from yak.group.offsets_topic import OFFSETS_TOPIC
 from yak.partition.state import NO_LEADER, PartitionState
@@ -57,6 +58,7 @@ class CoordinatorLocator:
         self.cluster = cluster
         self._tasks: set[asyncio.Task[None]] = set()
         self._txn_epochs: dict[int, int] = {}  # __transaction_state partition -> led epoch
+        self.inter_broker: InterBrokerClient | None = None  # a cluster's, set by compose
         self._offsets_creating: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ FindCoordinator
@@ -121,6 +123,27 @@ class CoordinatorLocator:
         if code is ErrorCode.not_coordinator:
             code = ErrorCode.coordinator_not_available  # not loaded yet here: ask again
         return code, self.node_id
+
+    def remote_transaction_coordinator(self, transactional_id: str) -> int | None:
+        """The broker coordinating `transactional_id` if it is another one (a cluster),
+        else None: then the local coordinator answers (or refuses) it."""
+        coord = self.txn_coordinator
+        if not self.cluster or coord is None or self.txn_log is None \
+                or not self.txn_log.exists():
+            return None
+        leader = self._leader(TRANSACTION_STATE_TOPIC, coord.partition_for(transactional_id))
+        return None if leader in (NO_LEADER, self.node_id) else leader
+
+    async def verify_remote(self, coordinator: int, transactional_id: str, producer_id: int,
+                            producer_epoch: int, topic: str, partition: int) -> ErrorCode:
+        """KIP-890 verification by the coordinator on broker `coordinator`."""
+        if self.inter_broker is None:
+            return ErrorCode.not_coordinator
+        return await remote_verify(self.inter_broker, coordinator, transactional_id,
+                                   producer_id, producer_epoch, topic, partition)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self._leader(topic, partition)
 
     def _leader(self, topic: str, partition: int) -> int:
         try:

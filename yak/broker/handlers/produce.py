@@ -22,6 +22,9 @@ failure answers `produce_verification_error` (INVALID_TXN_STATE, INVALID_PRODUCE
 a retriable NOT_ENOUGH_REPLICAS). Later batches of the same transaction are not checked
 (the partition already has it open), and the check and the append run without an await
 in between, so no marker can slip between them. Non-transactional batches pay nothing.
+In a cluster whose coordinator for the transactional id is another broker, the check is
+AddPartitionsToTxn v4 (verify_only) sent to it, an await before the append; Kafka's
+VerificationGuard, which also closes that window, is not implemented.
 
 acks=0 gets no response (its appends are still counted in the metrics).
 """
@@ -152,7 +155,15 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                         res.error_message = "transactional records without a transactional id"
                         continue
                     if not partition.has_ongoing_txn(header.producer_id, header.producer_epoch):
-                        code = _verify(broker, txn_id, header, name, index)
+                        locator = broker.coordinators
+                        remote = (locator.remote_transaction_coordinator(txn_id)
+                                  if locator is not None else None)
+                        if remote is None:
+                            code = _verify(broker, txn_id, header, name, index)
+                        else:  # the coordinator is another broker of the cluster
+                            code = produce_verification_error(await locator.verify_remote(
+                                remote, txn_id, header.producer_id, header.producer_epoch,
+                                name, index))
                         if code is not ErrorCode.none:
                             res.error_code = code
                             res.error_message = f"transactional batch refused: {code.name}"

@@ -43,14 +43,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif group is None:
         error = ErrorCode.coordinator_not_available
     else:
-        coord = await coordinator_or_error(ctx)
-        if isinstance(coord, ErrorCode):
-            error = coord
-        else:
-            offsets_tp = (OFFSETS_TOPIC, group.partition_for(group_id))
-            verified = coord.verify_partitions(txn_id, pid, epoch, [offsets_tp])[offsets_tp]
+        offsets_tp = (OFFSETS_TOPIC, group.partition_for(group_id))
+        locator = ctx.broker.coordinators
+        remote = locator.remote_transaction_coordinator(txn_id) if locator else None
+        if remote is not None:  # a cluster: the transaction's coordinator is another broker
+            assert locator is not None
+            verified = await locator.verify_remote(remote, txn_id, pid, epoch, *offsets_tp)
             if verified is not ErrorCode.none:
                 error = produce_verification_error(verified)
+        else:
+            coord = await coordinator_or_error(ctx)
+            if isinstance(coord, ErrorCode):
+                error = coord
+            else:
+                verified = coord.verify_partitions(txn_id, pid, epoch, [offsets_tp])[offsets_tp]
+                if verified is not ErrorCode.none:
+                    error = produce_verification_error(verified)
     if error is not None:
         codes = {(t, p.partition_index): wire_error(ctx, error) for t, p in wanted}
     else:

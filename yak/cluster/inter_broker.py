@@ -1,0 +1,192 @@
+"""Requests one broker sends another besides replication: transaction markers and KIP-890
+verification, for a transaction coordinator and a partition leader on different brokers.
+
+`InterBrokerClient` keeps one connection per broker (resolved to its inter-broker endpoint
+from the metadata image), one request at a time on it, each bounded by a timeout; a
+connection that fails is dropped and opened again by the next request.
+
+`RemoteMarkerSender` is the transaction coordinator's seam (`yak.txn.markers`): markers for
+partitions led elsewhere go to each leader as one WriteTxnMarkers request, and the per
+partition error codes come back; a leader that cannot be reached answers
+NOT_LEADER_OR_FOLLOWER for its partitions, which the coordinator retries (the leader may be
+moving). `remote_verify` is Produce's KIP-890 check (AddPartitionsToTxn v4,
+verify_only) against a coordinator on another broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from yak.errors import ErrorCode
+from yak.partition import TxnMarker
+from yak.partition.state import NO_LEADER
+from yak.protocol import kio_compat
+
+__all__ = ["InterBrokerClient", "RemoteMarkerSender", "remote_verify"]
+
+log = logging.getLogger(__name__)
+
+Resolve = Callable[[int], "tuple[str, int] | None"]
+REQUEST_TIMEOUT_S = 30.0
+_MAX_FRAME = 64 << 20
+
+
+class InterBrokerError(Exception):
+    """The broker could not be reached or answered nonsense."""
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 addr: tuple[str, int]) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.addr = addr
+        self.lock = asyncio.Lock()
+        self.correlation = 0
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+class InterBrokerClient:
+    def __init__(self, node_id: int, resolve: Resolve,
+                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.node_id = node_id
+        self.resolve = resolve
+        self.timeout_s = timeout_s
+        self._conns: dict[int, _Conn] = {}
+
+    async def request(self, node: int, request: Any) -> Any:
+        """Send `request` (a kio request object) to broker `node`; its response, or
+        InterBrokerError."""
+        addr = self.resolve(node)
+        if addr is None:
+            raise InterBrokerError(f"broker {node} is not registered")
+        conn = self._conns.get(node)
+        if conn is not None and conn.addr != addr:
+            conn.close()
+            conn = None
+        try:
+            if conn is None:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(addr[0], addr[1], limit=1 << 20), self.timeout_s)
+                conn = self._conns[node] = _Conn(reader, writer, addr)
+            async with conn.lock:
+                conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
+                cid = conn.correlation
+                conn.writer.write(kio_compat.encode_request(
+                    request, cid, f"yak-broker-{self.node_id}"))
+                frame = await asyncio.wait_for(self._read_frame(conn), self.timeout_s)
+            got, response = kio_compat.decode_response(
+                int(request.__api_key__), int(request.__version__), frame)
+            if got != cid:
+                raise InterBrokerError(f"broker {node}: correlation id {got}, expected {cid}")
+            return response
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
+            dead = self._conns.pop(node, None)
+            if dead is not None:
+                dead.close()
+            raise InterBrokerError(f"broker {node} at {addr[0]}:{addr[1]}: {e!r}") from e
+
+    @staticmethod
+    async def _read_frame(conn: _Conn) -> bytes:
+        (size,) = struct.unpack(">i", await conn.reader.readexactly(4))
+        if not 0 < size <= _MAX_FRAME:
+            raise ValueError(f"response frame of {size} bytes")
+        return await conn.reader.readexactly(size)
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+class RemoteMarkerSender:
+    """`yak.txn.markers.RemoteMarkerSender`: WriteTxnMarkers to each partition's leader.
+
+    `leader_of(topic, partition)` reads the leader from the metadata image."""
+
+    def __init__(self, client: InterBrokerClient,
+                 leader_of: Callable[[str, int], int]) -> None:
+        self.client = client
+        self.leader_of = leader_of
+
+    async def __call__(self, markers: Sequence[TxnMarker]
+                       ) -> Mapping[tuple[str, int], ErrorCode]:
+        out: dict[tuple[str, int], ErrorCode] = {}
+        by_leader: dict[int, list[TxnMarker]] = {}
+        for m in markers:
+            leader = self.leader_of(m.topic, m.partition)
+            if leader == NO_LEADER or leader == self.client.node_id:
+                # No leader right now, or the image says here but the caller found no
+                # local leader: the leadership is moving; the coordinator retries.
+                out[(m.topic, m.partition)] = ErrorCode.not_leader_or_follower
+            else:
+                by_leader.setdefault(leader, []).append(m)
+        results = await asyncio.gather(*(self._send(leader, ms)
+                                         for leader, ms in by_leader.items()))
+        for r in results:
+            out.update(r)
+        return out
+
+    async def _send(self, leader: int, markers: list[TxnMarker]
+                    ) -> dict[tuple[str, int], ErrorCode]:
+        mod = kio_compat.schema_module("write_txn_markers", 1, "request")
+        groups: dict[tuple[int, int, bool, int], dict[str, list[int]]] = {}
+        for m in markers:
+            key = (m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch)
+            groups.setdefault(key, {}).setdefault(m.topic, []).append(m.partition)
+        req = kio_compat.build(mod.WriteTxnMarkersRequest, markers=tuple(
+            kio_compat.build(
+                mod.WritableTxnMarker, producer_id=pid, producer_epoch=epoch,
+                transaction_result=commit, coordinator_epoch=cepoch,
+                topics=tuple(kio_compat.build(mod.WritableTxnMarkerTopic, name=t,
+                                              partition_indexes=tuple(ps))
+                             for t, ps in topics.items()))
+            for (pid, epoch, commit, cepoch), topics in groups.items()))
+        try:
+            resp = await self.client.request(leader, req)
+        except InterBrokerError as e:
+            log.info("markers to broker %d not sent (%s); the coordinator retries", leader, e)
+            return {(m.topic, m.partition): ErrorCode.not_leader_or_follower for m in markers}
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for marker in resp.markers:
+            for t in marker.topics:
+                for p in t.partitions:
+                    out[(t.name, int(p.partition_index))] = ErrorCode(int(p.error_code))
+        for m in markers:  # anything the leader left out: ask again
+            out.setdefault((m.topic, m.partition), ErrorCode.not_leader_or_follower)
+        return out
+
+
+async def remote_verify(client: InterBrokerClient, coordinator: int, transactional_id: str,
+                        producer_id: int, producer_epoch: int, topic: str,
+                        partition: int) -> ErrorCode:
+    """KIP-890 part 1 against a coordinator on another broker: AddPartitionsToTxn v4 with
+    verify_only. The partition's error code (a transport failure is
+    NOT_COORDINATOR: the producer retries and finds the coordinator again)."""
+    mod = kio_compat.schema_module("add_partitions_to_txn", 4, "request")
+    req = kio_compat.build(mod.AddPartitionsToTxnRequest, transactions=(kio_compat.build(
+        mod.AddPartitionsToTxnTransaction, transactional_id=transactional_id,
+        producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+        topics=(kio_compat.build(mod.AddPartitionsToTxnTopic, name=topic,
+                                 partitions=(partition,)),)),))
+    try:
+        resp = await client.request(coordinator, req)
+    except InterBrokerError as e:
+        log.info("KIP-890 verification with broker %d failed: %s", coordinator, e)
+        return ErrorCode.not_coordinator
+    if int(resp.error_code):
+        return ErrorCode(int(resp.error_code))
+    for result in resp.results_by_transaction:
+        for t in result.topic_results:
+            for p in t.results_by_partition:
+                if t.name == topic and int(p.partition_index) == partition:
+                    return ErrorCode(int(p.partition_error_code))
+    return ErrorCode.unknown_server_error
