@@ -227,6 +227,9 @@ class ChaosCluster:
             "offsets.topic.num.partitions": "6",
             "transaction.state.log.num.partitions": "6",
             "group.initial.rebalance.delay.ms": "0",
+            # Kafka's 30 s would outlast most faults: ISR shrinks and expansions are part
+            # of what a run should exercise
+            "replica.lag.time.max.ms": "5000",
         }
         if spec.brokers > 1:
             argv += ["--metadata", self.etcd_url()]

@@ -107,7 +107,8 @@ def unsupported(name: str, cluster: ChaosCluster) -> str | None:
 @dataclass
 class FaultPlan:
     """When and how: random faults every `interval` (min, max) seconds for `hold`
-    (min, max) seconds, or a fixed `schedule` of {"at", "fault", "hold"?} entries."""
+    (min, max) seconds, each fault once per round in a seeded random order; or a fixed
+    `schedule` of {"at", "fault", "hold"?, "target"?} entries (they may overlap)."""
 
     faults: list[str]
     seed: int = 1
@@ -153,9 +154,12 @@ class Nemesis(threading.Thread):
     def _random(self) -> None:
         if not self.usable:
             return
+        bag: list[str] = []
         while not self.stop_event.wait(self.rng.uniform(*self.plan.interval)):
-            name = self.rng.choice(self.usable)
-            self.inject(name, self.rng.uniform(*self.plan.hold))
+            if not bag:  # every fault once per round, in a seeded random order
+                bag = self.usable[:]
+                self.rng.shuffle(bag)
+            self.inject(bag.pop(), self.rng.uniform(*self.plan.hold))
 
     def _scheduled(self) -> None:
         """Each entry starts at its time in its own thread, so scheduled faults can

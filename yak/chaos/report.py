@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from yak.chaos.checker import CheckResult
+from yak.chaos.checker import ANOMALY_KINDS, CheckResult
 from yak.chaos.history import write_history
 
 __all__ = ["analyse", "write_report", "FaultWindow"]
@@ -229,13 +229,24 @@ def write_report(out: Path, ops: list[dict[str, Any]], result: CheckResult,
             **result.stats,
         },
         **analysis,
-        "anomalies": [a.to_dict() for a in result.anomalies[:200]],
+        "anomalies": _examples(result, 20),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "summary.md").write_text(summary_markdown(summary))
     _plot_png(out / "timeline.png", series, analysis["faults"], meta.get("title", "yak chaos"))
     (out / "timeline.html").write_text(timeline_html(series, analysis["faults"], summary))
     return summary
+
+
+def _examples(result: CheckResult, per_kind: int) -> list[dict[str, Any]]:
+    """A few examples of every kind found (the full list is the checker's, in the run)."""
+    count: dict[str, int] = defaultdict(int)
+    out = []
+    for a in result.anomalies:
+        count[a.kind] += 1
+        if count[a.kind] <= per_kind:
+            out.append(a.to_dict())
+    return out
 
 
 def summary_markdown(s: dict[str, Any]) -> str:
@@ -302,8 +313,13 @@ def summary_markdown(s: dict[str, Any]) -> str:
                          f" {max(recs) if recs else 'never'} |")
         lines.append("")
     if s["anomalies"]:
-        lines += ["## Anomalies (first examples)", ""]
-        lines += [f"- **{a['kind']}**: {a['detail']}" for a in s["anomalies"][:50]]
+        lines += ["## Anomalies (up to 5 examples of each kind)", ""]
+        shown: dict[str, int] = defaultdict(int)
+        for a in sorted(s["anomalies"], key=lambda a: ANOMALY_KINDS.index(a["kind"])
+                        if a["kind"] in ANOMALY_KINDS else len(ANOMALY_KINDS)):
+            shown[a["kind"]] += 1
+            if shown[a["kind"]] <= 5:
+                lines.append(f"- **{a['kind']}**: {a['detail']}")
         lines.append("")
     lines += [
         "## Definitions", "",

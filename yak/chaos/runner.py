@@ -297,7 +297,9 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
         if _wait_pipeline_drained(cluster, cfg.partitions, timeout_s=120):
             drained_parts = [partition_name(QUEUE_TOPIC, p) for p in range(cfg.partitions)]
         else:
-            errors.append("the exactly-once pipeline did not drain its input within 120 s")
+            errors.append("the exactly-once pipeline did not drain its input within 120 s"
+                          + "".join(f"; {p.client_name} was at: {_where(p)}"
+                                    for p in pipelines))
         stop_pipeline.set()
         for p in pipelines:
             p.join(60)
@@ -343,6 +345,18 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
     }
     errors.extend(nemesis.errors)  # a fault that could not be injected or undone
     return ops, extra
+
+
+def _where(th: threading.Thread) -> str:
+    """The innermost frames of a thread that seems stuck (for the report's error line)."""
+    import sys
+    import traceback
+
+    frame = sys._current_frames().get(th.ident or -1)
+    if frame is None:
+        return "(not running)"
+    stack = traceback.extract_stack(frame)[-3:]
+    return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in reversed(stack))
 
 
 def _order_key(op: dict[str, Any]) -> float:
