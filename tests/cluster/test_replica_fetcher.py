@@ -320,3 +320,33 @@ def test_fetch_versions_by_name_and_by_id(tmp_path: Path, version: int) -> None:
             await c.stop()
 
     run(body())
+
+
+def test_follower_with_no_epoch_in_common_truncates_and_copies(tmp_path: Path) -> None:
+    """The follower's log holds epoch 1 records the leader never had (the leader's log
+    starts at epoch 3): the leader answers OFFSET_OUT_OF_RANGE (no epoch of its own is that
+    old), the follower asks the leader's log end with ListOffsets as a replica and truncates
+    to it (inside its one batch of 10: the whole batch goes, as in Kafka), then copies the
+    leader's log."""
+    async def body() -> None:
+        c = Cluster(tmp_path)
+        await c.start(1, 2)
+        try:
+            await c.create_topic(1)
+            c.publish(PartitionState((1, 2), (2,), 2, 1, 1))
+            c.fetchers[1].unfollow(T, 0)
+            assert await produce(c.running[2].port, 1, n=10, tag=b"old") == ErrorCode.none
+            c.fetchers[2].unfollow(T, 0)
+            c.publish(PartitionState((1, 2), (1,), 1, 3, 3))
+            c.fetchers[2].unfollow(T, 0)
+            assert await produce(c.running[1].port, 1, n=4, tag=b"new") == ErrorCode.none
+            p2 = c.rm(2).get_partition(T, 0)
+            assert p2.log_end_offset == 10 and p2.latest_epoch == 1
+            c.fetchers[2].follow(T, 0, 1, 3)
+            await until(lambda: p2.log_end_offset == 4 and p2.latest_epoch == 3,
+                        what="truncate and copy")
+            assert log_bytes(c, 1, 4) == log_bytes(c, 2, 4)
+        finally:
+            await c.stop()
+
+    run(body())
