@@ -19,6 +19,9 @@ over the three brokers):
 Every figure comes with the CPU the rest of the machine used meanwhile (`other_cpu_pct`,
 % of one core): on a shared 2-core machine that is what most often limits a number.
 Results: JSON on stdout (and --out), a markdown summary on stderr.
+
+Profiling: YAK_BENCH_PROFILE=DIR YAK_BENCH_PROFILE_SCRIPT=bench/profile_serve.py runs each
+broker's event loop under cProfile (CPU time) and keeps the profiles in DIR.
 """
 
 from __future__ import annotations
