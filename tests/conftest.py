@@ -49,6 +49,7 @@ class YakBroker:
         self.data_dir = data_dir
         self.settings = settings
         self.http = http  # HOST:PORT for the embedded gateway; None = off
+        self.args: list[str] = []  # more `yak serve` options (e.g. --http-auth basic)
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
@@ -69,7 +70,7 @@ class YakBroker:
         out_path = self.data_dir.parent / f"{self.data_dir.name}-stdout-{self._starts}.txt"
         cmd = _command() + [
             "--data-dir", str(self.data_dir), "--listen", self.bootstrap,
-            "--http", self.http or "none",
+            "--http", self.http or "none", *self.args,
         ]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]

@@ -83,11 +83,13 @@ def secured_settings(listeners: list[str], certs: Certs, **extra: str) -> tuple[
 
 
 def start_secured(data_dir: Path, listeners: list[str], certs: Certs, http: str | None = None,
-                  **extra: str) -> SecuredBroker:
-    """`http="127.0.0.1:PORT"` also starts the embedded gateway."""
+                  args: list[str] | None = None, **extra: str) -> SecuredBroker:
+    """`http="127.0.0.1:PORT"` also starts the embedded gateway; `args`: more `yak serve`
+    options (`--http-auth basic`, `--grpc ...`)."""
     ports, settings = secured_settings(listeners, certs, **extra)
     b = SecuredBroker(data_dir, settings, port=next(iter(ports.values())), http=http)
     b.listener_port = ports
+    b.args = list(args or [])
     return b.start()  # type: ignore[return-value]
 
 
@@ -95,10 +97,11 @@ def start_secured(data_dir: Path, listeners: list[str], certs: Certs, http: str 
 def secured_broker(tmp_path: Path, certs: Certs) -> Iterator[Callable[..., SecuredBroker]]:
     started: list[SecuredBroker] = []
 
-    def make(listeners: list[str], http: str | None = None, **extra: str) -> SecuredBroker:
+    def make(listeners: list[str], http: str | None = None, args: list[str] | None = None,
+             **extra: str) -> SecuredBroker:
         d = tmp_path / f"secured-{len(started)}"
         d.mkdir()
-        b = start_secured(d, listeners, certs, http=http, **extra)
+        b = start_secured(d, listeners, certs, http=http, args=args, **extra)
         started.append(b)
         return b
 

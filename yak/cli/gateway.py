@@ -49,6 +49,26 @@ def gateway(
                      "server settings ssl.keystore.type=PEM, ssl.keystore.location, and for "
                      "mTLS ssl.truststore.location and ssl.client.auth=required."),
     ] = None,
+    http_tls: Annotated[
+        str | None,
+        typer.Option("--http-tls", help="Serve HTTPS: a .properties file with Kafka's server "
+                     "TLS settings (ssl.keystore.type=PEM, ssl.keystore.location; optionally "
+                     "ssl.truststore.location and ssl.client.auth for client certificates)."),
+    ] = None,
+    http_auth: Annotated[
+        str, typer.Option("--http-auth", help="none: callers act as the gateway; basic: HTTP "
+                          "Basic credentials of a Kafka user, who acts as itself on the "
+                          "cluster (its ACLs apply).")
+    ] = "none",
+    grpc_auth: Annotated[
+        str, typer.Option("--grpc-auth", help="none, basic ('authorization: Basic ...' call "
+                          "metadata of a Kafka user) or mtls (the client certificate's "
+                          "principal; needs --grpc-tls with ssl.client.auth=required).")
+    ] = "none",
+    auth_mechanism: Annotated[
+        str, typer.Option("--auth-mechanism", help="SASL mechanism users log in to the "
+                          "cluster with (basic auth).")
+    ] = "SCRAM-SHA-512",
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
     from yak.cli.common import fail
@@ -64,24 +84,53 @@ def gateway(
                 parse_hostport(value)
             except ValueError as e:
                 fail(f"{flag}: {e}", 2)
-    credentials = None
+    from yak.config import ConfigError, read_config_file
+    from yak.gateway import access
+
+    try:
+        http_auth, grpc_auth, auth_mechanism = access.check_modes(http_auth, grpc_auth,
+                                                                  auth_mechanism)
+    except ValueError as e:
+        fail(str(e), 2)
+    credentials = mapper = None
     if grpc_tls is not None:
         if grpc_listen is None:
             fail("--grpc-tls needs --grpc", 2)
-        from yak.config import ConfigError, read_config_file
         from yak.gateway.grpc_api.server import tls_credentials
 
         try:
-            credentials = tls_credentials(read_config_file(grpc_tls))
-        except ConfigError as e:
+            grpc_settings = read_config_file(grpc_tls)
+            credentials = tls_credentials(grpc_settings)
+            if grpc_auth == "mtls":
+                access.require_client_certificates(grpc_settings)
+                mapper = access.principal_mapper(grpc_settings)
+        except (ConfigError, ValueError) as e:
             fail(f"--grpc-tls {grpc_tls}: {e}", 2)
+    elif grpc_auth == "mtls":
+        fail("--grpc-auth mtls needs --grpc-tls (with ssl.client.auth=required)", 2)
+    http_ssl = None
+    if http_tls is not None:
+        if http_listen is None:
+            fail("--http-tls needs --http", 2)
+        try:
+            http_ssl = access.server_tls(read_config_file(http_tls))
+        except (ConfigError, ValueError, OSError) as e:
+            fail(f"--http-tls {http_tls}: {e}", 2)
+    user_login = None
+    if "basic" in (http_auth, grpc_auth):
+        try:
+            user_login = access.gateway_login(bootstrap, client_security(), auth_mechanism)
+        except ValueError as e:
+            fail(str(e), 2)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = GatewaySettings(bootstrap=bootstrap, consumer_instance_timeout_s=consumer_timeout_s,
                                max_body_bytes=max_body_bytes,
                                request_timeout_s=request_timeout_s,
-                               security=client_security())
+                               security=client_security(), user_login=user_login,
+                               http_auth=http_auth, http_ssl=http_ssl, grpc_auth=grpc_auth,
+                               principal_mapper=mapper)
 
     async def run() -> None:
         from yak.gateway.core import GatewayCore
@@ -98,7 +147,7 @@ def gateway(
                     _fail(f"cannot serve HTTP on {http_listen}: {e}")
                 servers.append(server)
                 host = http_listen.rpartition(":")[0] or "127.0.0.1"
-                where.append(f"http://{host}:{server.port}/")
+                where.append(f"{'https' if http_ssl else 'http'}://{host}:{server.port}/")
             if grpc_listen is not None:
                 from yak.gateway.grpc_api.server import start_grpc
 

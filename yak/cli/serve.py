@@ -58,6 +58,25 @@ def serve(
         typer.Option("--grpc-tls", help="Serve gRPC over TLS with the broker's own ssl.keystore.*"
                      " (and, for mTLS, ssl.truststore.* and ssl.client.auth) settings."),
     ] = False,
+    http_tls: Annotated[
+        bool,
+        typer.Option("--http-tls", help="Serve HTTPS with the broker's own ssl.keystore.* (and "
+                     "for client certificates ssl.truststore.*, ssl.client.auth) settings."),
+    ] = False,
+    http_auth: Annotated[
+        str, typer.Option("--http-auth", help="none: callers act as the broker; basic: HTTP "
+                          "Basic credentials of a Kafka user, who acts as itself (its ACLs "
+                          "apply).")
+    ] = "none",
+    grpc_auth: Annotated[
+        str, typer.Option("--grpc-auth", help="none, basic ('authorization: Basic ...' call "
+                          "metadata) or mtls (the client certificate's principal; needs "
+                          "--grpc-tls and ssl.client.auth=required).")
+    ] = "none",
+    auth_mechanism: Annotated[
+        str, typer.Option("--auth-mechanism", help="SASL mechanism users log in with (basic "
+                          "auth), on a SASL listener of this broker that enables it.")
+    ] = "SCRAM-SHA-512",
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
@@ -72,6 +91,16 @@ def serve(
                 parse_hostport(value)
             except ValueError as e:
                 fail(f"{flag}: {e}", 2)
+    from yak.gateway.access import check_modes
+
+    try:
+        access = dict(zip(("http_auth", "grpc_auth", "mechanism"),
+                          check_modes(http_auth, grpc_auth, auth_mechanism), strict=True))
+    except ValueError as e:
+        fail(str(e), 2)
+    if grpc_auth.lower() == "mtls" and not grpc_tls:
+        fail("--grpc-auth mtls needs --grpc-tls (and ssl.client.auth=required)", 2)
+    access["http_tls"] = http_tls
     # Left unset, a flag does not override the config file; BrokerConfig has the defaults.
     code = run(
         data_dir=data_dir,
@@ -80,16 +109,22 @@ def serve(
         config_file=config,
         # --metadata is the setting metadata.store; an explicit --set still wins.
         overrides=(*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ())),
-        companions=([_gateway(http_listen, grpc_listen, grpc_tls)]
+        companions=([_gateway(http_listen, grpc_listen, grpc_tls, access)]
                     if http_listen or grpc_listen else []),
     )
     if code:  # serve() already printed the one-line reason
         raise typer.Exit(code)
 
 
-def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False) -> Any:
+def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False,
+             access: dict[str, Any] | None = None) -> Any:
     """The embedded gateway as a companion of the broker: started once the broker listens,
-    stopped before it (REST, WebSocket, console and `/metrics` on `listen`; gRPC on `grpc`)."""
+    stopped before it (REST, WebSocket, console and `/metrics` on `listen`; gRPC on `grpc`).
+
+    `access`: HTTPS and who callers are (yak.gateway.access). A part that cannot be set up
+    as asked is not started (never served with less security than asked); the broker
+    says why on stderr and keeps serving Kafka clients."""
+    access = access or {}
 
     async def start(running: Any) -> Any:
         from yak.gateway.embed import start_embedded
@@ -114,9 +149,39 @@ def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False
                 print(f"yak: warning: gRPC gateway not started: --grpc-tls: {e}",
                       file=sys.stderr, flush=True)
                 grpc_at = None
-        server = await start_embedded(listen, running.bootstrap, running.broker.metrics,
+        options, listen_at = _access_options(running, access, grpc_at is not None, listen)
+        if options is None:
+            grpc_at = None
+        server = await start_embedded(listen_at, running.bootstrap, running.broker.metrics,
                                       grpc=grpc_at, security=security,
-                                      grpc_credentials=credentials)
+                                      grpc_credentials=credentials, **(options or {}))
         return None if server is None else server.stop
 
     return start
+
+
+def _access_options(running: Any, access: dict[str, Any], grpc_on: bool,
+                    listen: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """(GatewaySettings options, the HTTP address to serve or None) from the broker's own
+    settings; (None, None) when what was asked cannot be set up (said on stderr)."""
+    from yak.gateway import access as gw_access
+    from yak.settings import ConfigError
+
+    raw = running.broker.config.raw
+    http_auth = access.get("http_auth", "none")
+    grpc_auth = access.get("grpc_auth", "none") if grpc_on else "none"
+    options: dict[str, Any] = {"http_auth": http_auth, "grpc_auth": grpc_auth}
+    try:
+        if access.get("http_tls") and listen is not None:
+            options["http_ssl"] = gw_access.server_tls(raw)
+        if grpc_auth == "mtls":
+            gw_access.require_client_certificates(raw)
+            options["principal_mapper"] = gw_access.principal_mapper(raw)
+        if "basic" in (http_auth, grpc_auth):
+            options["user_login"] = gw_access.broker_login(
+                raw, running.broker.security, running.listener_bootstrap,
+                access.get("mechanism", gw_access.DEFAULT_MECHANISM))
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"yak: warning: gateway not started: {e}", file=sys.stderr, flush=True)
+        return None, None
+    return options, listen

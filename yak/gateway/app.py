@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from yak.gateway import console_api, errors, rest, ws
 from yak.gateway.cluster import ClusterClient
 from yak.gateway.core import GatewayCore
+from yak.gateway.http_auth import HttpAuth
 from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
 from yak.gateway.settings import GatewaySettings
 from yak.registry import api as registry_api
@@ -138,7 +139,8 @@ def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> Fa
     app.include_router(console_api.router)
     app.include_router(ws.router)
     # Confluent's Schema Registry API at the root: /subjects, /schemas, /config, /mode, ...
-    gateway.registry = registry_api.install(app, settings.bootstrap, settings.request_timeout_s)
+    gateway.registry = registry_api.install(app, settings.bootstrap, settings.request_timeout_s,
+                                            security=settings.security)
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Any) -> Response:
@@ -168,6 +170,8 @@ def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> Fa
 
     app.mount("/static", StaticFiles(directory=str(static_dir)), name="static")
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    # Outermost: who is calling (HTTP Basic -> that user's Kafka clients), see http_auth.
+    app.add_middleware(HttpAuth, gateway=gateway)
     return app
 
 

@@ -93,6 +93,9 @@ class TopicMeta:
     name: str
     partitions: dict[int, PartitionMeta] = field(default_factory=dict)
     internal: bool = False
+    # Kafka's error name for a topic a named Metadata request answered with an error
+    # (e.g. TOPIC_AUTHORIZATION_FAILED); None when the topic was served.
+    error: str | None = None
 
 
 @dataclass
@@ -248,7 +251,8 @@ class ClusterClient:
         for name, t in md.topics.items():
             if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
-            tm = TopicMeta(name, internal=name.startswith("__"))
+            tm = TopicMeta(name, internal=name.startswith("__"),
+                           error=t.error.name() if t.error is not None else None)
             for pid, p in t.partitions.items():
                 tm.partitions[pid] = PartitionMeta(
                     pid, p.leader, list(p.replicas), list(p.isrs),
@@ -321,7 +325,8 @@ class ClusterClient:
         out: dict[tuple[str, int], tuple[int, int]] = {}
         for host, port in md.brokers.values():
             with contextlib.suppress(Exception):
-                out.update(await self._blocking(_describe_log_dirs, host, port, self.timeout_s))
+                out.update(await self._blocking(_describe_log_dirs, host, port, self.timeout_s,
+                                                self.security))
         return out
 
     # ------------------------------------------------------------------ topics and configs
@@ -484,6 +489,91 @@ class ClusterClient:
 
         return await self._blocking(fetch)
 
+    async def topic_access(self, name: str) -> tuple[bool, frozenset[str]]:
+        """(exists, the operations this client's principal may do on it) for one topic, by
+        DescribeTopics, which never auto-creates. A topic the principal may not describe
+        is PERMISSION_DENIED (TOPIC_AUTHORIZATION_FAILED) whether or not it exists, as
+        Kafka answers a named Metadata request."""
+        from confluent_kafka import TopicCollection
+
+        futs = self.admin.describe_topics(TopicCollection([name]),
+                                          include_authorized_operations=True,
+                                          request_timeout=self.timeout_s)
+        try:
+            desc = await self._future(futs[name])
+        except ClusterError as e:
+            if e.name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+                return False, frozenset()
+            raise
+        return True, frozenset(op.name for op in desc.authorized_operations or ())
+
+    async def cluster_operations(self) -> frozenset[str]:
+        """What this client's principal may do on the cluster resource, as the cluster
+        itself decides (DescribeCluster with include_cluster_authorized_operations): the
+        gateway asks rather than evaluating ACLs itself."""
+        fut = self.admin.describe_cluster(include_authorized_operations=True,
+                                          request_timeout=self.timeout_s)
+        desc = await self._future(fut)
+        return frozenset(op.name for op in desc.authorized_operations or ())
+
+    async def broker_configs(self, names: Iterable[str]) -> dict[str, str | None]:
+        """The values of some of a broker's settings (DescribeConfigs on a BROKER
+        resource: DESCRIBE_CONFIGS on the cluster); a sensitive or unknown one is None."""
+        md = await self.metadata()
+        if not md.brokers:
+            raise ClusterError("no broker in the cluster's metadata", -195, "_TRANSPORT")
+        res = ConfigResource(ResourceType.BROKER, str(min(md.brokers)))
+        futs = self.admin.describe_configs([res], request_timeout=self.timeout_s)
+        entries: dict[str, ConfigEntry] = await self._future(futs[res])
+        return {n: (entries[n].value if n in entries else None) for n in names}
+
+    # ------------------------------------------------------------------ ACLs and users
+
+    async def describe_acls(self) -> list[Any]:
+        """Every ACL binding this principal may see (DescribeAcls: DESCRIBE on the
+        cluster), as confluent-kafka `AclBinding`s."""
+        from confluent_kafka.admin import (
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+        )
+
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        fut = self.admin.describe_acls(flt, request_timeout=self.timeout_s)
+        return list(await self._future(fut))
+
+    async def create_acls(self, bindings: Sequence[Any]) -> None:
+        futs = self.admin.create_acls(list(bindings), request_timeout=self.timeout_s)
+        for fut in futs.values():
+            await self._future(fut)
+
+    async def delete_acls(self, filters: Sequence[Any]) -> list[Any]:
+        """Delete what each filter matches; returns the deleted bindings."""
+        futs = self.admin.delete_acls(list(filters), request_timeout=self.timeout_s)
+        out: list[Any] = []
+        for fut in futs.values():
+            out.extend(await self._future(fut))
+        return out
+
+    async def scram_users(self) -> dict[str, list[tuple[str, int]]]:
+        """User name -> [(mechanism, iterations)] (DescribeUserScramCredentials; no
+        secret ever leaves the broker)."""
+        fut = self.admin.describe_user_scram_credentials(request_timeout=self.timeout_s)
+        got = await self._future(fut)  # type: ignore[arg-type]
+        return {
+            user: [(info.mechanism.name.replace("_", "-"), int(info.iterations))
+                   for info in desc.scram_credential_infos]
+            for user, desc in sorted(got.items())
+        }
+
+    async def alter_scram_users(self, alterations: Sequence[Any]) -> None:
+        futs = self.admin.alter_user_scram_credentials(list(alterations),
+                                                       request_timeout=self.timeout_s)
+        for fut in futs.values():
+            await self._future(fut)
+
     async def ping(self) -> float:
         """Round-trip time of a metadata request, in seconds (raises if unreachable)."""
         t0 = time.perf_counter()
@@ -535,13 +625,15 @@ def _source_name(source: Any) -> str:
         return getattr(source, "name", str(source))
 
 
-def _describe_log_dirs(host: str, port: int, timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
+def _describe_log_dirs(host: str, port: int, timeout_s: float, security: Any = None,
+                       ) -> dict[tuple[str, int], tuple[int, int]]:
     from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest
     from kio.schema.describe_log_dirs.v1.response import DescribeLogDirsResponse
 
     from yak.client.connection import Connection
 
-    conn = Connection(host, port, client_id="yak-gateway", timeout_s=timeout_s)
+    conn = Connection(host, port, client_id="yak-gateway", timeout_s=timeout_s,
+                      security=security)
     try:
         resp = conn.send(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse)
     finally:

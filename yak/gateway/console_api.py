@@ -23,6 +23,7 @@ from yak.gateway.core import GatewayCore, OutRecord
 from yak.gateway.core.formats import b64 as _b64
 from yak.gateway.core.formats import from_b64
 from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
+from yak.gateway.http_auth import caller_core
 
 router = APIRouter(prefix="/api", tags=["console"], default_response_class=V2Response)
 
@@ -35,11 +36,12 @@ TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
 
 
 def _cluster(request: Request) -> ClusterClient:
-    return request.app.state.gateway.core.cluster
+    return caller_core(request).cluster
 
 
 def _core(request: Request) -> GatewayCore:
-    return request.app.state.gateway.core
+    """The core acting for this request's caller (yak.gateway.http_auth)."""
+    return caller_core(request)
 
 
 class NewTopicBody(BaseModel):

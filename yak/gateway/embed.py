@@ -90,12 +90,14 @@ async def start_http(listen: str, settings: GatewaySettings, core: Any = None) -
         raise
     app = LazyApp(settings, core)
     # No lifespan: the gateway starts nothing until used, and LazyApp.close() stops it.
+    tls = settings.http_ssl  # HTTPS: an SSLContext from Kafka's ssl.* server settings
     # http="httptools", not "auto": auto falls back to h11's pure-Python parser without a
     # word when httptools is missing (its cost: docs/benchmarks/gateway.md).
     config = uvicorn.Config(
         app, loop="none", lifespan="off", log_level="warning", http="httptools",
         ws="websockets-sansio", ws_max_size=1024 * 1024, timeout_graceful_shutdown=3,
         access_log=False,
+        ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
     )
     server = uvicorn.Server(config)
     # uvicorn would take over SIGINT/SIGTERM; the broker (or `yak gateway`) owns signals.
@@ -139,16 +141,19 @@ class EmbeddedGateway:
 async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any = None,
                          grpc: str | None = None,
                          security: Any = None,
-                         grpc_credentials: Any = None) -> EmbeddedGateway | None:
+                         grpc_credentials: Any = None,
+                         **options: Any) -> EmbeddedGateway | None:
     """The gateway inside `yak serve`: HTTP on `listen`, gRPC on `grpc` (None: off).
 
     A port that cannot be bound only costs a warning: the broker must keep serving Kafka
     clients even if, say, another process holds 8080. `broker_metrics` is the broker's
     metrics object, rendered on `/metrics`; `security` the client security of the listener
     it connects to (the broker's inter-broker listener, with the broker's own credentials).
+    `options`: further `GatewaySettings` (HTTPS, who callers are: `user_login`,
+    `http_auth`, `http_ssl`, `grpc_auth`, `principal_mapper`).
     """
     settings = GatewaySettings(bootstrap=bootstrap, embedded=True,
-                               broker_metrics=broker_metrics, security=security)
+                               broker_metrics=broker_metrics, security=security, **options)
     core = None
     if grpc is not None:  # gRPC is opt-in, so its imports are paid only when asked for
         from yak.gateway.core import GatewayCore
@@ -162,7 +167,8 @@ async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any
             log.warning("HTTP gateway not started on %s: %s", listen, e)
         else:
             host, _ = parse_hostport(listen)
-            print(f"Yak HTTP gateway on http://{host}:{http_server.port}/", flush=True)
+            scheme = "https" if settings.http_ssl is not None else "http"
+            print(f"Yak HTTP gateway on {scheme}://{host}:{http_server.port}/", flush=True)
     grpc_server = None
     if grpc is not None:
         from yak.gateway.grpc_api.server import start_grpc

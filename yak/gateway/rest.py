@@ -24,11 +24,12 @@ from yak.gateway.core import GatewayCore, GatewayError, OutRecord, Reason, Schem
 from yak.gateway.core.formats import b64, decode_records
 from yak.gateway.core.sessions import ConsumerSession
 from yak.gateway.errors import MAX_SAFE_INT, ErrorBody, RestError, V2Response
+from yak.gateway.http_auth import caller_core
 
 router = APIRouter(default_response_class=V2Response, tags=["REST Proxy v2"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorBody} for s in (400, 404, 406, 409, 413, 415, 422, 500, 503)
+    s: {"model": ErrorBody} for s in (400, 401, 403, 404, 406, 409, 413, 415, 422, 500, 503)
 }
 MAX_RECORDS_PER_PRODUCE = 10_000
 MAX_LONG_POLL_MS = 60_000
@@ -153,11 +154,12 @@ class ConsumerRecordOut(BaseModel):
 
 
 def _core(request: Request) -> GatewayCore:
-    return request.app.state.gateway.core
+    """The core acting for this request's caller (yak.gateway.http_auth)."""
+    return caller_core(request)
 
 
 def _cluster(request: Request) -> ClusterClient:
-    return request.app.state.gateway.core.cluster
+    return caller_core(request).cluster
 
 
 def _embedded_format(request: Request) -> str:
@@ -260,6 +262,10 @@ async def _produce(request: Request, topic: str, body: ProduceRequest,
     )
     offsets: list[PartitionOffset] = []
     for res in results:
+        if res.error is not None and res.error.reason is Reason.PERMISSION_DENIED:
+            # The cluster refused the caller the topic (every record alike): the request
+            # fails as a whole, 403 / 40301 naming Kafka's error, as Confluent's proxy does.
+            raise res.error
         if res.error is not None:
             err = E.from_gateway_error(res.error)
             offsets.append(PartitionOffset(partition=None, offset=None,

@@ -23,6 +23,19 @@ class GatewaySettings:
     # How the gateway's Kafka clients reach a secured cluster
     # (`yak.security.client.ClientSecurity`: TLS, SASL); None: PLAINTEXT.
     security: Any = None
+    # Callers (see yak.gateway.core.callers): how user names and passwords become Kafka
+    # logins (`UserLogin`: bootstrap, SASL mechanism, TLS); None: nobody is logged in.
+    user_login: Any = None
+    # "none": every HTTP caller acts as the gateway; "basic": HTTP Basic credentials,
+    # each user acting as itself on the cluster (needs `user_login`).
+    http_auth: str = "none"
+    # HTTPS: the server's ssl.SSLContext (built from Kafka's ssl.* server settings); None: HTTP.
+    http_ssl: Any = None
+    # gRPC callers: "none" (act as the gateway), "basic" (`authorization: Basic ...` call
+    # metadata, logged in like HTTP users) or "mtls" (the client certificate's principal).
+    grpc_auth: str = "none"
+    # ssl.principal.mapping.rules for mTLS callers (`yak.security.tls.SslPrincipalMapper`).
+    principal_mapper: Any = None
 
 
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:

@@ -37,6 +37,7 @@ from yak.gateway.cluster import ClusterError
 from yak.gateway.core import GatewayCore, GatewayError, OutRecord, Reason
 from yak.gateway.core.formats import from_text, text_or_b64
 from yak.gateway.core.sessions import ConsumerSession
+from yak.gateway.http_auth import caller_core
 from yak.gateway.metrics import GATEWAY_REGISTRY
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class Session:
 
 @router.websocket("/ws")
 async def websocket(ws: WebSocket) -> None:
-    core: GatewayCore = ws.app.state.gateway.core
+    core: GatewayCore = caller_core(ws)  # the caller's own Kafka clients (http_auth)
     await ws.accept()
     WS_SOCKETS.inc()
     session = Session(ws, core)

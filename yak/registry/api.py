@@ -41,9 +41,11 @@ class SRResponse(JSONResponse):
     media_type = SR_JSON
 
 
-def install(app: FastAPI, bootstrap: str, timeout_s: float = 10.0) -> SchemaRegistry:
-    """Mount the registry on `app` and return it (its `stop()` belongs to the app's shutdown)."""
-    registry = SchemaRegistry(bootstrap, timeout_s=timeout_s)
+def install(app: FastAPI, bootstrap: str, timeout_s: float = 10.0,
+            security: Any = None) -> SchemaRegistry:
+    """Mount the registry on `app` and return it (its `stop()` belongs to the app's shutdown).
+    `security`: the gateway's ClientSecurity, which the registry's Kafka clients use too."""
+    registry = SchemaRegistry(bootstrap, timeout_s=timeout_s, security=security)
     app.state.registry = registry
     app.include_router(router)
     app.add_middleware(_LearnAddress, registry=registry)

@@ -72,8 +72,11 @@ class _Conn:
         self.correlation = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, timeout_s: float) -> _Conn:
-        r, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    async def open(cls, host: str, port: int, timeout_s: float, security: Any = None) -> _Conn:
+        """TLS and SASL login as `security` (a ClientSecurity, None: PLAINTEXT) says."""
+        from yak.security.client import open_connection
+
+        r, w = await open_connection(host, port, security, timeout_s, "yak-registry")
         return cls(r, w)
 
     async def send(self, request: Any, response_cls: Any, timeout_s: float) -> Any:
@@ -123,9 +126,10 @@ class LeaderElector:
 
     def __init__(self, bootstrap: str, identity: Identity,
                  on_change: Callable[[Identity | None], None] | None = None,
-                 group_id: str = GROUP_ID) -> None:
+                 group_id: str = GROUP_ID, security: Any = None) -> None:
         self.bootstrap = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]))
                           for h in bootstrap.split(",") if h.strip()]
+        self.security = security  # ClientSecurity of the gateway's connection (TLS, SASL)
         self.identity = identity
         self.group_id = group_id
         self.on_change = on_change
@@ -223,7 +227,7 @@ class LeaderElector:
         last: Exception | None = None
         for host, port in self.bootstrap:
             try:
-                conn = await _Conn.open(host, port, 5.0)
+                conn = await _Conn.open(host, port, 5.0, self.security)
             except OSError as e:
                 last = e
                 continue
@@ -234,7 +238,7 @@ class LeaderElector:
                 conn.close()
             if r.error_code != ErrorCode.none:
                 raise ConnectionError(f"FindCoordinator: {r.error_code.name}")
-            self._conn = await _Conn.open(r.host, int(r.port), 5.0)
+            self._conn = await _Conn.open(r.host, int(r.port), 5.0, self.security)
             return
         raise ConnectionError(f"no broker reachable: {last}")
 

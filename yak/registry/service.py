@@ -70,8 +70,12 @@ def parse_version(raw: str | int, allow_latest: bool = True) -> int:
 
 
 class SchemaRegistry:
-    def __init__(self, bootstrap: str, topic: str = TOPIC, timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC, timeout_s: float = 10.0,
+                 security: Any = None) -> None:
         self.bootstrap = bootstrap
+        # The gateway's client security (yak.security.client.ClientSecurity; None:
+        # PLAINTEXT): the registry's clients log in as the gateway does.
+        self.security = security
         self.topic = topic
         self.timeout_s = timeout_s
         self.state = RegistryState()
@@ -133,7 +137,7 @@ class SchemaRegistry:
             bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
             client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
             fetch_max_wait_ms=500, isolation_level="read_committed",
-            auto_offset_reset="earliest",
+            auto_offset_reset="earliest", **self._aiokafka_security(),
         )
         await asyncio.wait_for(self._consumer.start(), self.timeout_s)
         self._consumer.assign([tp])
@@ -141,6 +145,7 @@ class SchemaRegistry:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
             client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
+            **self._aiokafka_security(),
         )
         await asyncio.wait_for(self._producer.start(), self.timeout_s)
         self._reader = asyncio.get_running_loop().create_task(self._read(tp),
@@ -149,10 +154,14 @@ class SchemaRegistry:
         if self.identity is not None:
             self._elect()
 
+    def _aiokafka_security(self) -> dict[str, Any]:
+        return self.security.aiokafka() if self.security is not None else {}
+
     def _elect(self) -> None:
         """Join the election once this gateway knows its own HTTP address (first request)."""
         if self.elector is None and self.identity is not None and self._started is not None:
-            self.elector = LeaderElector(self.bootstrap, self.identity)
+            self.elector = LeaderElector(self.bootstrap, self.identity,
+                                         security=self.security)
             self.elector.start()
 
     async def _create_topic(self) -> None:
@@ -161,7 +170,8 @@ class SchemaRegistry:
 
         def create() -> None:
             admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3,
-                                 "socket.timeout.ms": int(self.timeout_s * 1000)})
+                                 "socket.timeout.ms": int(self.timeout_s * 1000),
+                                 **(self.security.librdkafka() if self.security else {})})
             md = admin.list_topics(timeout=self.timeout_s)
             if self.topic in md.topics and not md.topics[self.topic].error:
                 return

@@ -23,6 +23,7 @@ from yak.gateway.settings import GatewaySettings
 # Kafka's rule for topic names (Topic.java: legal characters, at most 249).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 MAX_PARTITION = 2**31 - 1
+_DENIED = frozenset({"TOPIC_AUTHORIZATION_FAILED"})
 _CREATE_WAITS = 6
 
 
@@ -50,14 +51,21 @@ class ProduceResult:
 class GatewayCore:
     """Everything the transports share: cluster access, formats, consumer sessions."""
 
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, formats: Formats | None = None) -> None:
+        """`formats`: share another core's (the per-caller cores of `core.callers` use
+        the gateway's, with whatever the schema registry registered in it)."""
         self.settings = settings
         self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s,
                                      security=settings.security)
-        self.formats = Formats()
+        self.formats = formats if formats is not None else Formats()
         self.sessions = SessionRegistry(self.cluster, settings.consumer_instance_timeout_s)
+        # Who calls and the cores acting for them (`core.callers.callers_of`): made on
+        # first use, shared by the transports that share this core.
+        self.callers: Any = None
 
     async def close(self) -> None:
+        if self.callers is not None:
+            await self.callers.close()
         await self.sessions.close()
         await self.cluster.close()
 
@@ -86,11 +94,23 @@ class GatewayCore:
                 # partitions; the next Metadata has them.
                 md = await self._cluster_call(self.cluster.metadata(name))
                 meta = md.topics.get(name)
+                if meta is not None and meta.error in _DENIED:
+                    raise GatewayError(Reason.PERMISSION_DENIED,
+                                       f"{meta.error}: not authorized to access topic {name!r}",
+                                       29, meta.error)
                 if meta is None or meta.partitions:
                     break
                 await asyncio.sleep(0.1 * (attempt + 1))
             if meta is not None and not meta.partitions:
                 meta = None
+        elif meta is None:
+            # Not in this principal's view of all topics: missing, or hidden because it
+            # may not DESCRIBE it, which Kafka answers a named request with
+            # TOPIC_AUTHORIZATION_FAILED (PERMISSION_DENIED here). DescribeTopics asks
+            # by name without ever auto-creating.
+            exists, _ = await self._cluster_call(self.cluster.topic_access(name))
+            if exists:
+                meta = (await self._cluster_call(self.cluster.metadata())).topics.get(name)
         if meta is None:
             raise GatewayError(Reason.TOPIC_NOT_FOUND, "Topic not found.")
         return meta

@@ -47,6 +47,11 @@ _KAFKA_FAILURES = (KafkaError, IllegalStateError)
 
 
 def _kafka_failure(what: str, e: BaseException) -> GatewayError:
+    name = getattr(e, "message", "")
+    if isinstance(name, str) and name.endswith("_AUTHORIZATION_FAILED"):
+        # The cluster refused this session's principal (a caller's own login): say so.
+        return GatewayError(Reason.PERMISSION_DENIED, f"{name}: {what} refused: {e}",
+                            int(getattr(e, "errno", -1)), name)
     return GatewayError(Reason.KAFKA_ERROR, f"{what} failed: {e!r}")
 
 

@@ -18,6 +18,7 @@ from aiokafka import TopicPartition
 from prometheus_client import Counter, Gauge
 
 from yak.gateway.core import GatewayCore, GatewayError, OutRecord, ProduceResult, Reason
+from yak.gateway.core.callers import Caller, callers_of
 from yak.gateway.grpc_api import gateway_pb2 as pb
 from yak.gateway.grpc_api import gateway_pb2_grpc as pb_grpc
 from yak.gateway.metrics import GATEWAY_REGISTRY
@@ -102,19 +103,47 @@ def _consumed(r: Any) -> pb.ConsumedRecord:
 
 
 class GatewayService(pb_grpc.GatewayServicer):
+    """Every call runs as its caller (`yak.gateway.core.callers`), by `grpc_auth`:
+
+    - "none": the gateway itself;
+    - "basic": `authorization: Basic base64(user:password)` call metadata, the user logged
+      in to the cluster with its own Kafka clients (the cluster checks everything);
+    - "mtls": the principal of the TLS client certificate (mapped by
+      `ssl.principal.mapping.rules`), for which the gateway acts after checking the
+      cluster's ACLs (`Caller.require`: WRITE topic to produce, CREATE to auto-create,
+      READ group and topics to consume and commit, DESCRIBE to list).
+
+    No or refused credentials: UNAUTHENTICATED; an operation the ACLs refuse:
+    PERMISSION_DENIED with Kafka's error name.
+    """
+
     def __init__(self, core: GatewayCore) -> None:
         self.core = core
+        self.callers = callers_of(core)
+        self.auth = core.settings.grpc_auth
+        self.mapper = core.settings.principal_mapper
 
     async def _abort(self, context: grpc.aio.ServicerContext, e: GatewayError) -> None:
         await context.abort(STATUS[e.reason], e.message)
+
+    async def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        if self.auth == "basic":
+            return await self.callers.login(*_basic(context))
+        if self.auth == "mtls":
+            return self.callers.acting(_certificate_principal(context, self.mapper),
+                                       _peer_ip(context))
+        return self.callers.gateway
 
     # ---------------------------------------------------------------- produce
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         try:
-            results = await self.core.produce(request.topic, _out_records(request.records),
-                                              create=True)
+            caller = await self._caller(context)
+            records = _out_records(request.records)
+            meta = await caller.topic(request.topic, create=True)
+            await caller.require("WRITE", "TOPIC", request.topic)
+            results = await caller.core.send(meta, records).results()
         except GatewayError as e:
             await self._abort(context, e)
             raise AssertionError("unreachable") from e  # context.abort raises
@@ -125,7 +154,12 @@ class GatewayService(pb_grpc.GatewayServicer):
                             ) -> AsyncIterator[pb.ProduceResponse]:
         """Requests are handed to the producer in arrival order, their acks awaited
         concurrently; each response goes out as soon as its request is settled."""
-        core = self.core
+        try:
+            caller = await self._caller(context)
+        except GatewayError as e:
+            await self._abort(context, e)
+            return
+        core = caller.core
         responses: asyncio.Queue[pb.ProduceResponse | None] = asyncio.Queue()
         slots = asyncio.Semaphore(STREAM_IN_FLIGHT)
         tasks: set[asyncio.Task[None]] = set()
@@ -147,7 +181,8 @@ class GatewayService(pb_grpc.GatewayServicer):
                 async for req in request_iterator:
                     await slots.acquire()
                     try:
-                        meta = await core.topic(req.topic, create=True)
+                        meta = await caller.topic(req.topic, create=True)
+                        await caller.require("WRITE", "TOPIC", req.topic)
                         pending = core.send(meta, _out_records(req.records))
                     except GatewayError as e:
                         responses.put_nowait(failed(req.request_id, e))
@@ -182,8 +217,9 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     async def Consume(self, request: pb.ConsumeRequest,
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
-        core = self.core
         try:
+            caller = await self._caller(context)
+            core = caller.core
             if not request.group_id:
                 raise _invalid("group_id is required: a Consume stream is a group member")
             if not request.topics or not all(request.topics):
@@ -195,8 +231,10 @@ class GatewayService(pb_grpc.GatewayServicer):
             if not 0 < max_records <= MAX_RECORDS_LIMIT:
                 raise _invalid(f"max_records must be between 1 and {MAX_RECORDS_LIMIT}")
             topics = list(dict.fromkeys(request.topics))
+            await caller.require("READ", "GROUP", request.group_id)
             for t in topics:
-                await core.topic(t, create=True)
+                await caller.topic(t, create=True)
+                await caller.require("READ", "TOPIC", t)
             session = await core.sessions.open_stream(
                 request.group_id, topics, reset, request.auto_commit, client_id="yak-grpc")
         except GatewayError as e:
@@ -223,9 +261,10 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def Commit(self, request: pb.CommitRequest,
                      context: grpc.aio.ServicerContext) -> pb.CommitResponse:
         try:
+            caller = await self._caller(context)
             if not request.session_id:
                 raise _invalid("session_id is required")
-            session = self.core.sessions.stream(request.session_id)
+            session = caller.core.sessions.stream(request.session_id)  # only the caller's
             offsets = None
             if request.offsets:
                 offsets = {}
@@ -234,6 +273,10 @@ class GatewayService(pb_grpc.GatewayServicer):
                         raise _invalid("offsets need a topic, a partition >= 0 and an "
                                        "offset >= 0")
                     offsets[TopicPartition(o.topic, o.partition)] = o.offset
+            if session.group is not None:
+                await caller.require("READ", "GROUP", session.group)
+            for t in sorted({tp.topic for tp in offsets or session.delivered}):
+                await caller.require("READ", "TOPIC", t)
             done = await session.commit(offsets)
         except GatewayError as e:
             await self._abort(context, e)
@@ -248,7 +291,9 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def ListTopics(self, request: pb.ListTopicsRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListTopicsResponse:
         try:
-            topics = await self.core.list_topics()
+            caller = await self._caller(context)
+            topics = {name: t for name, t in (await caller.core.list_topics()).items()
+                      if await caller.may("DESCRIBE", "TOPIC", name)}
         except GatewayError as e:
             await self._abort(context, e)
             raise AssertionError("unreachable") from e
@@ -256,3 +301,53 @@ class GatewayService(pb_grpc.GatewayServicer):
             pb.TopicInfo(name=name, partitions=len(t.partitions))
             for name, t in sorted(topics.items())
         ])
+
+
+# ------------------------------------------------------------------ credentials
+
+
+def _basic(context: grpc.aio.ServicerContext) -> tuple[str, str]:
+    """(user, password) from `authorization: Basic base64(user:password)` call metadata."""
+    import base64
+    import binascii
+
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            scheme, _, token = text.partition(" ")
+            if scheme.lower() == "basic":
+                try:
+                    user, sep, password = base64.b64decode(
+                        token.strip(), validate=True).decode("utf-8").partition(":")
+                except (binascii.Error, UnicodeDecodeError):
+                    break
+                if sep:
+                    return user, password
+            break
+    raise GatewayError(Reason.UNAUTHENTICATED, "authentication required: call metadata "
+                       "'authorization: Basic base64(user:password)' of a Kafka user")
+
+
+def _certificate_principal(context: grpc.aio.ServicerContext, mapper: Any) -> str:
+    """`User:<subject>` of the verified client certificate, mapped as a broker maps it."""
+    import ssl
+
+    from yak.security.tls import SslPrincipalMapper, ssl_principal
+
+    pems = context.auth_context().get("x509_pem_cert") or ()
+    if not pems:
+        raise GatewayError(Reason.UNAUTHENTICATED, "a TLS client certificate is required")
+    der = ssl.PEM_cert_to_DER_cert(pems[0].decode() if isinstance(pems[0], bytes) else pems[0])
+    try:
+        return str(ssl_principal(der, mapper or SslPrincipalMapper.from_rules(None)))
+    except Exception as e:  # NoMatchingRule: Kafka fails such a connection's authentication
+        raise GatewayError(Reason.UNAUTHENTICATED,
+                           f"the client certificate maps to no principal: {e}") from None
+
+
+def _peer_ip(context: grpc.aio.ServicerContext) -> str:
+    """"ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the IP, as ACL hosts name it."""
+    peer = context.peer() or ""
+    _, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0]
+    return host.strip("[]") or "*"
