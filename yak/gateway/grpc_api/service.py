@@ -82,6 +82,11 @@ def _out_records(records: Sequence[pb.Record]) -> list[OutRecord]:
 
 
 def _results(results: list[ProduceResult]) -> list[pb.RecordResult]:
+    """Per-record outcomes; a refusal by the cluster's ACLs fails the request as a whole
+    (PERMISSION_DENIED): authorization is per topic, so every record was refused alike."""
+    for res in results:
+        if res.error is not None and res.error.reason is Reason.PERMISSION_DENIED:
+            raise res.error
     GRPC_PRODUCED.inc(len(results))
     out = []
     for res in results:
@@ -143,11 +148,11 @@ class GatewayService(pb_grpc.GatewayServicer):
             records = _out_records(request.records)
             meta = await caller.topic(request.topic, create=True)
             await caller.require("WRITE", "TOPIC", request.topic)
-            results = await caller.core.send(meta, records).results()
+            results = _results(await caller.core.send(meta, records).results())
         except GatewayError as e:
             await self._abort(context, e)
             raise AssertionError("unreachable") from e  # context.abort raises
-        return pb.ProduceResponse(request_id=request.request_id, results=_results(results))
+        return pb.ProduceResponse(request_id=request.request_id, results=results)
 
     async def ProduceStream(self, request_iterator: AsyncIterator[pb.ProduceRequest],
                             context: grpc.aio.ServicerContext,
