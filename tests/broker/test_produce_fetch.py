@@ -6,6 +6,8 @@ import threading
 import time
 import uuid
 
+from tests.txn.test_wire_protocol import add_partitions as txn_add_partitions
+from tests.txn.test_wire_protocol import init as txn_init
 from yak.protocol import records
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.records import Record, build_batch
@@ -173,9 +175,12 @@ def test_read_committed_stops_at_last_stable_offset(module_broker) -> None:
     topic = _topic("lso")
     with RawClient(module_broker.bootstrap) as c:
         c.create_topic(topic)
-        pid = c.init_producer_id().producer_id
+        # a real transaction (KIP-890: the partition must be in it before its first batch)
+        got = txn_init(c, "t1")
+        pid, epoch = got.producer_id, got.producer_epoch
+        assert txn_add_partitions(c, 3, "t1", pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert c.produce_one(topic, 0, build_batch([Record(None, b"plain")]))[1] == 0
-        open_txn = build_batch([Record(None, b"in-txn")], producer_id=pid, producer_epoch=0,
+        open_txn = build_batch([Record(None, b"in-txn")], producer_id=pid, producer_epoch=epoch,
                                base_sequence=0, transactional=True)
         assert c.produce_one(topic, 0, open_txn, transactional_id="t1")[1] == 1
         assert c.produce_one(topic, 0, build_batch([Record(None, b"after")]))[1] == 2

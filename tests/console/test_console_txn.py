@@ -49,9 +49,10 @@ def test_open_transaction_age_and_lso_lag(browser_context: Any, served: Any) -> 
         lso = page.wait_for_selector("#lso-table tr[data-tp='console-txn-0']")
         assert lso.query_selector(".lag").inner_text() == "3"
         shot(page, "20-transactions-open")
-        page.wait_for_timeout(2500)  # the view polls: the age grows
-        age2 = page.query_selector("tr[data-txn='console-open'] .age").inner_text()
-        assert age2 != age
+        # the view polls every 3 s: the age grows
+        page.wait_for_function(
+            "(a) => document.querySelector(\"tr[data-txn='console-open'] .age\")"
+            " .textContent !== a", arg=age, timeout=15_000)
     finally:
         proc.kill()
         proc.wait(10)
