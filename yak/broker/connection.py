@@ -9,8 +9,9 @@ Produce has appended by then: appends keep the request order), and they wait tog
 each response is written only after the one before it, so responses still leave in
 request order. Any other API is a barrier: it starts once everything before it has
 answered, and nothing after it starts until it has (Kafka's muting). At most
-`MAX_INFLIGHT` requests are in flight per connection. Different connections run
-concurrently on the event loop. Memory per connection is bounded on both sides:
+`MAX_INFLIGHT` requests (`MAX_INFLIGHT_BYTES` of frames) are in flight per connection.
+Different connections run concurrently on the event loop. Memory per connection is
+bounded on both sides:
 
 - reading: the sans-IO `yak.protocol.framing.FrameDecoder` checks a frame's 4-byte
   length against `socket.request.max.bytes` before anything is kept (negative or
@@ -58,7 +59,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 16
-MAX_INFLIGHT = 16  # pipelined Produce/Fetch requests per connection awaiting their turn
+# Pipelined Produce/Fetch requests per connection awaiting their turn, in number and in
+# frame bytes (a waiting request keeps its frame). A producer that does not wait for acks
+# (librdkafka with idempotence off allows 1M in flight) sends many small requests; each
+# waits a replication round trip, so the count bounds throughput at count / round trip.
+MAX_INFLIGHT = 128
+MAX_INFLIGHT_BYTES = 32 * 1024 * 1024
 PIPELINED_APIS = frozenset({0, 1})  # Produce, Fetch: handlers that park on delayed operations
 _API_KEY = struct.Struct(">h")
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
@@ -94,6 +100,7 @@ class KafkaConnection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         # Pipelined requests in request order; each writes after the one before it.
         self._inflight: collections.deque[asyncio.Task[int]] = collections.deque()
+        self._inflight_bytes = 0
         self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
         self.extras: dict[str, Any] = {}
 
@@ -203,7 +210,8 @@ class KafkaConnection(asyncio.Protocol):
                     # the channel stays muted (nothing more is handled) until it is over.
                     await asyncio.sleep(muted)
                 if self._pipelinable(frame):
-                    while len(self._inflight) >= MAX_INFLIGHT:
+                    while self._inflight and (len(self._inflight) >= MAX_INFLIGHT
+                                              or self._inflight_bytes >= MAX_INFLIGHT_BYTES):
                         await self._wait_oldest()
                     while self._inflight and self._inflight[0].done():
                         self._inflight.popleft()
@@ -250,6 +258,8 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None) -> int:
         """One pipelined request: handled at once, answered after `prev` answered."""
+        size = len(frame)
+        self._inflight_bytes += size
         try:
             throttle_ms = await self._handle_frame(frame, prev)
         except ProtocolViolation as e:
@@ -260,6 +270,8 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
             return 0
+        finally:
+            self._inflight_bytes -= size
         self._mute(throttle_ms)
         return throttle_ms
 
