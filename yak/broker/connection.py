@@ -9,7 +9,8 @@ Produce has appended by then: appends keep the request order), and they wait tog
 each response is written only after the one before it, so responses still leave in
 request order. Any other API is a barrier: it starts once everything before it has
 answered, and nothing after it starts until it has (Kafka's muting). At most
-`MAX_INFLIGHT` requests (`MAX_INFLIGHT_BYTES` of frames) are in flight per connection.
+`MAX_INFLIGHT` requests (`MAX_INFLIGHT_BYTES` of frames, `MAX_INFLIGHT_FETCHES` Fetches)
+are in flight per connection.
 Different connections run concurrently on the event loop. Memory per connection is
 bounded on both sides:
 
@@ -65,6 +66,11 @@ MAX_QUEUED_REQUESTS = 16
 # waits a replication round trip, so the count bounds throughput at count / round trip.
 MAX_INFLIGHT = 128
 MAX_INFLIGHT_BYTES = 32 * 1024 * 1024
+# A Fetch holds its response's buffers until its turn to write: few at a time, so a client
+# that asks for many and reads none (a slow or hostile consumer) cannot pin that many
+# responses in memory. Consumers and followers send one Fetch at a time anyway.
+MAX_INFLIGHT_FETCHES = 2
+FETCH_KEY = 1
 PIPELINED_APIS = frozenset({0, 1})  # Produce, Fetch: handlers that park on delayed operations
 _API_KEY = struct.Struct(">h")
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
@@ -101,6 +107,7 @@ class KafkaConnection(asyncio.Protocol):
         # Pipelined requests in request order; each writes after the one before it.
         self._inflight: collections.deque[asyncio.Task[int]] = collections.deque()
         self._inflight_bytes = 0
+        self._inflight_fetches = 0
         self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
         self.extras: dict[str, Any] = {}
 
@@ -209,14 +216,18 @@ class KafkaConnection(asyncio.Protocol):
                     # KIP-219: the response went out at once, carrying throttle_time_ms;
                     # the channel stays muted (nothing more is handled) until it is over.
                     await asyncio.sleep(muted)
-                if self._pipelinable(frame):
-                    while self._inflight and (len(self._inflight) >= MAX_INFLIGHT
-                                              or self._inflight_bytes >= MAX_INFLIGHT_BYTES):
+                api = self._pipelinable(frame)
+                if api >= 0:
+                    while self._inflight and (
+                            len(self._inflight) >= MAX_INFLIGHT
+                            or self._inflight_bytes >= MAX_INFLIGHT_BYTES
+                            or (api == FETCH_KEY
+                                and self._inflight_fetches >= MAX_INFLIGHT_FETCHES)):
                         await self._wait_oldest()
                     while self._inflight and self._inflight[0].done():
                         self._inflight.popleft()
                     prev = self._inflight[-1] if self._inflight else None
-                    self._inflight.append(loop.create_task(self._pipelined(frame, prev)))
+                    self._inflight.append(loop.create_task(self._pipelined(frame, prev, api)))
                 else:
                     while self._inflight:
                         await self._wait_oldest()
@@ -236,14 +247,20 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
 
-    def _pipelinable(self, frame: memoryview) -> bool:
-        """Produce and Fetch, once the connection is past any SASL exchange."""
-        if len(frame) < 2 or _API_KEY.unpack_from(frame, 0)[0] not in PIPELINED_APIS:
-            return False
+    def _pipelinable(self, frame: memoryview) -> int:
+        """The API key of a Produce or Fetch once the connection is past any SASL
+        exchange; -1 for anything handled alone."""
+        if len(frame) < 2:
+            return -1
+        api = _API_KEY.unpack_from(frame, 0)[0]
+        if api not in PIPELINED_APIS:
+            return -1
         session = self.session
         authenticator = session.authenticator if session is not None else None
-        return authenticator is None or (authenticator.authenticated
-                                         and not authenticator.awaiting_raw_token)
+        if authenticator is None or (authenticator.authenticated
+                                     and not authenticator.awaiting_raw_token):
+            return api
+        return -1
 
     async def _wait_oldest(self) -> None:
         task = self._inflight[0]
@@ -256,10 +273,13 @@ class KafkaConnection(asyncio.Protocol):
             until = asyncio.get_running_loop().time() + throttle_ms / 1000
             self._muted_until = max(self._muted_until, until)
 
-    async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None) -> int:
+    async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None,
+                         api: int) -> int:
         """One pipelined request: handled at once, answered after `prev` answered."""
         size = len(frame)
+        fetch = api == FETCH_KEY
         self._inflight_bytes += size
+        self._inflight_fetches += fetch
         try:
             throttle_ms = await self._handle_frame(frame, prev)
         except ProtocolViolation as e:
@@ -272,6 +292,7 @@ class KafkaConnection(asyncio.Protocol):
             return 0
         finally:
             self._inflight_bytes -= size
+            self._inflight_fetches -= fetch
         self._mute(throttle_ms)
         return throttle_ms
 
