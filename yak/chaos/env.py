@@ -9,7 +9,10 @@ process is a `ManagedProcess` with kill -9 / SIGTERM / SIGSTOP / SIGCONT hooks.
   1..N, replication factor 3, min.insync.replicas 2 for the workload's topics.
 - network "netns" (root): every broker in its own namespace and address
   (yak/chaos/netns.py), so partitions between chosen brokers are real packet drops; etcd
-  listens on the bridge too. "loopback": everything on 127.0.0.1, no partition faults.
+  listens on the bridge too. "loopback": everything on 127.0.0.1; with `proxied_links`,
+  replication between brokers goes through one TCP proxy per link (yak/chaos/links.py,
+  no root needed), which partitions and delays between brokers act on (brokers still all
+  reach etcd, and clients every broker).
 - disk: one broker's data directory can be a small tmpfs (root), to fill it on purpose.
 - clock: brokers can run under libfaketime (Debian's libfaketime) reading their offset from
   a file, so a clock-jump fault moves one broker's wall clock (not its monotonic clock:
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yak.chaos.links import ReplicationLinks
 from yak.chaos.netns import ETCD, NetnsTopology
 from yak.cluster.local import (
     PORT_SPAN,
@@ -88,6 +92,7 @@ class ClusterSpec:
     tmpfs_mb: int = 256
     faketime: bool = False
     session_timeout_ms: int = 6000
+    proxied_links: bool = False  # loopback: replication through per-link TCP proxies
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3, 5):
@@ -115,6 +120,7 @@ class ChaosCluster:
         self.local = LocalCluster(self.dir, self.plan)
         self.etcd: LocalEtcd | None = None
         self.net: NetnsTopology | None = None
+        self.links: ReplicationLinks | None = None
         self.brokers: dict[int, ManagedProcess] = {}
         self.mounts: list[Path] = []
         self._faketime = faketime_library() if spec.faketime else None
@@ -156,6 +162,8 @@ class ChaosCluster:
         try:
             if self.spec.network == "netns":
                 self.net = NetnsTopology([f"b{n}" for n in self.node_ids]).setup()
+            elif self.spec.proxied_links and self.spec.brokers > 1:
+                self.links = ReplicationLinks(self.node_ids)
             if self.spec.brokers > 1:
                 self._start_etcd()
             for n in self.node_ids:
@@ -235,6 +243,8 @@ class ChaosCluster:
             argv += ["--metadata", self.etcd_url()]
             settings["broker.session.timeout.ms"] = str(spec.session_timeout_ms)
             settings["broker.heartbeat.interval.ms"] = str(max(500, spec.session_timeout_ms // 4))
+        if self.links is not None:
+            settings.update(self.links.settings(node, port))
         settings.update(spec.broker_settings)
         for k, v in settings.items():
             argv += ["--set", f"{k}={v}"]
@@ -288,6 +298,8 @@ class ChaosCluster:
             self.local.stop(timeout=20)
         if self.net is not None:
             self.net.teardown()
+        if self.links is not None:
+            self.links.close()
         for mnt in self.mounts:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
         self.mounts.clear()
@@ -374,13 +386,38 @@ class ChaosCluster:
         return None if node is None or node.id < 0 else int(node.id)
 
     def cut(self, groups: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
-        if self.net is None:
-            raise ClusterStateError("partitions need --network netns (root)")
-        return self.net.partition(groups)
+        """Members are "b<n>" brokers, "etcd", "clients" (the last two in netns only)."""
+        if self.net is not None:
+            return self.net.partition(groups)
+        if self.links is None:
+            raise ClusterStateError("partitions need --network netns (root) or proxied links")
+        where = {m: i for i, g in enumerate(groups) for m in g if m.startswith("b")}
+        pairs = []
+        for a, ga in where.items():
+            for b, gb in where.items():
+                if ga != gb:  # both directions come up as (a, b) and (b, a)
+                    self.links.cut(int(a[1:]), int(b[1:]))
+                    pairs.append((a, b))
+        return pairs
+
+    def delay(self, node: int, ms: int) -> None:
+        """Latency on everything `node` sends and receives between brokers."""
+        if self.net is not None:
+            self.net.delay(f"b{node}", ms)
+            return
+        if self.links is None:
+            raise ClusterStateError("latency needs --network netns or proxied links")
+        for (i, j), proxy in self.links.proxies.items():
+            if node in (i, j):
+                proxy.delay(ms)
 
     def heal(self) -> None:
         if self.net is not None:
             self.net.heal()
+        if self.links is not None:
+            self.links.heal()
+            for proxy in self.links.proxies.values():
+                proxy.delay(0)
 
 
 def remove_tree(path: Path) -> None:

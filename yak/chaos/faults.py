@@ -17,10 +17,12 @@ Fault names (`FAULTS`):
     partition                                one broker cut from the other brokers
     partition-leader                         a partition's leader cut from the other
                                              brokers and etcd (clients still reach it:
-                                             it must stop acknowledging)
+                                             it must stop acknowledging); netns only
     partition-halves                         brokers split in two groups, etcd with the
-                                             larger
-    slow                                     latency on one broker (tc netem)
+                                             larger (netns; with the loopback proxies
+                                             every broker keeps etcd)
+    slow                                     200 ms latency on one broker (tc netem in
+                                             netns, the proxies' delay in loopback)
     disk-full                                the tmpfs data dir of one broker filled
     clock                                    one broker's wall clock jumps by minutes to
                                              hours (libfaketime), then back
@@ -87,16 +89,16 @@ def unsupported(name: str, cluster: ChaosCluster) -> str | None:
         return None  # the single broker is its own controller
     if name == "etcd-kill" and spec.brokers == 1:
         return "a single broker has no etcd"
-    if name.startswith("partition"):
+    if name.startswith("partition") or name == "slow":
         if spec.brokers == 1:
-            return "partitions between brokers need 3 or 5 brokers"
-        if spec.network != "netns":
-            return ("partitions between brokers need --network netns (root); brokers have no"
-                    " way yet to reach their peers through TCP proxies")
-    if name == "slow":
-        if spec.network != "netns":
-            return "latency needs --network netns (root)"
-        return netem_available()
+            return f"{name} acts between brokers: it needs 3 or 5 brokers"
+        if spec.network == "netns":
+            return netem_available() if name == "slow" else None
+        if not spec.proxied_links:
+            return f"{name} needs --network netns (root) or proxied replication links"
+        if name == "partition-leader":
+            return ("cutting a broker from etcd needs --network netns (root); the TCP proxies"
+                    " sit on replication links only")
     if name == "disk-full" and spec.tmpfs_broker is None:
         return "disk-full needs a tmpfs data dir (root; --disk-full-broker)"
     if name == "clock" and not spec.faketime:
@@ -356,7 +358,7 @@ class Nemesis(threading.Thread):
                 self.rng.shuffle(shuffled)
                 k = len(shuffled) // 2
                 groups = [shuffled[:k], shuffled[k:] + [ETCD]]
-                target = " | ".join(",".join(g) for g in groups)
+                target = " vs ".join(",".join(g) for g in groups)
             if name == "partition":
                 # peers only: the victim still reaches etcd (Kafka's classic ISR case)
                 groups = [groups[0] + [ETCD], groups[1][:-1]]
@@ -364,9 +366,8 @@ class Nemesis(threading.Thread):
             self._set_undo(lambda: (c.heal(), {})[1])
             return {"target": target, "hold": hold, "cut": len(pairs)}
         if name == "slow":
-            assert c.net is not None
             node = self._pick_target("kill", target)
-            c.net.delay(f"b{node}", 200)
+            c.delay(node, 200)
             self._set_undo(lambda: (c.heal(), {})[1])
             return {"target": c.broker_name(node), "hold": hold, "delay_ms": 200}
         if name == "disk-full":

@@ -87,6 +87,7 @@ class ChaosConfig:
     tmpfs_broker: int | None = None
     tmpfs_mb: int = 256
     faketime: bool = False
+    proxied_links: bool = False  # loopback: replication through per-link TCP proxies
     cluster_dir: Path | None = None  # default: <report_dir>/cluster
     keep_cluster: bool = False
     base_port: int | None = None
@@ -112,7 +113,7 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         directory=cfg.cluster_dir or cfg.report_dir / "cluster", brokers=cfg.brokers,
         etcd_members=cfg.etcd_members, network=cfg.network, base_port=cfg.base_port,
         broker_settings=dict(cfg.broker_settings), tmpfs_broker=cfg.tmpfs_broker,
-        tmpfs_mb=cfg.tmpfs_mb, faketime=cfg.faketime,
+        tmpfs_mb=cfg.tmpfs_mb, faketime=cfg.faketime, proxied_links=cfg.proxied_links,
         session_timeout_ms=cfg.session_timeout_ms)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load = os.getloadavg()[0]
@@ -141,7 +142,9 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         "duration_s": extra.pop("duration_s"),
         "cluster": f"{cfg.brokers} broker(s)"
                    + (f", etcd {cfg.etcd_members} member(s)" if cfg.brokers > 1 else "")
-                   + f", network {cfg.network}, RF {spec.replication_factor},"
+                   + f", network {cfg.network}"
+                   + (" (replication through TCP proxies)" if cfg.proxied_links else "")
+                   + f", RF {spec.replication_factor},"
                      f" min.insync.replicas {spec.min_insync_replicas}"
                    + (f", settings {cfg.broker_settings}" if cfg.broker_settings else ""),
         "workloads": ", ".join(cfg.workloads) + f" ({cfg.producers} queue producers at"

@@ -68,7 +68,8 @@ def run_cmd(
                                         min=1)] = 50.0,
     network: Annotated[str, typer.Option(
         "--network", help="auto (netns when root and a network fault is asked for),"
-        " loopback or netns.")] = "auto",
+        " loopback (network faults through TCP proxies on the replication links) or"
+        " netns.")] = "auto",
     disk_full_broker: Annotated[int | None, typer.Option(
         "--disk-full-broker", help="Broker whose data dir is a small tmpfs (disk-full"
         " fault; root). Default: the last broker when disk-full is asked for.")] = None,
@@ -136,6 +137,8 @@ def run_cmd(
         fail(f"--network {network!r}: auto, loopback or netns", 2)
     if network == "netns" and (why := netns_unavailable_reason()):
         fail(f"--network netns: {why}", 2)
+    # without namespaces, faults between brokers act on per-link replication proxies
+    proxied = network == "loopback" and brokers > 1 and network_faults
     if "disk-full" in fault_list and disk_full_broker is None and os.geteuid() == 0:
         disk_full_broker = brokers
     if disk_full_broker is not None:
@@ -154,6 +157,7 @@ def run_cmd(
         interval=_range("--interval", interval), hold=_range("--hold", hold), schedule=sched,
         workloads=wl, partitions=partitions, producers=producers, rate=rate,
         broker_settings=settings, tmpfs_broker=disk_full_broker, faketime=bool(faketime),
+        proxied_links=proxied,
         session_timeout_ms=session_timeout_ms, keep_cluster=keep_cluster, title=title,
         command="yak chaos " + shlex.join(sys.argv[2:] if len(sys.argv) > 2 else []))
     try:
