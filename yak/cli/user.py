@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 from confluent_kafka.admin import (
+    AclOperation,
+    AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -40,6 +42,18 @@ _MECHS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
           "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 Mechanisms = Annotated[list[str] | None, typer.Option(
     "--mechanism", help="SCRAM-SHA-256 and/or SCRAM-SHA-512 (default: both); repeatable.")]
+
+
+def _may_describe_users(admin: AdminClient, timeout: float) -> None:
+    """DescribeUserScramCredentials needs DESCRIBE on the cluster. librdkafka (2.16) crashes
+    its process on that API's refusal (a top-level error), so ask the cluster first what
+    this principal may do on it (DescribeCluster's authorized operations)."""
+    desc = wait(admin.describe_cluster(include_authorized_operations=True,
+                                       request_timeout=timeout), timeout, "describe cluster")
+    # None: no operation at all (librdkafka reports an empty bit field as None).
+    if AclOperation.DESCRIBE not in (desc.authorized_operations or ()):
+        fail("CLUSTER_AUTHORIZATION_FAILED: not authorized to describe users "
+             "(DESCRIBE on the cluster)")
 
 
 def _mechanisms(names: list[str] | None) -> list[ScramMechanism]:
@@ -95,6 +109,7 @@ def delete(
     if mechanism:
         mechs = _mechanisms(mechanism)
     else:
+        _may_describe_users(admin, timeout)
         desc = wait(admin.describe_user_scram_credentials([name], request_timeout=timeout)
                     [name], timeout, f"describe user {name}")
         mechs = [c.mechanism for c in desc.scram_credential_infos]
@@ -117,6 +132,7 @@ def list_users(
     if fmt not in ("table", "json"):
         fail(f"invalid --format {fmt!r}: expected table or json", exit_code=2)
     admin, _ = connect_admin(bootstrap, timeout)
+    _may_describe_users(admin, timeout)
     futs = admin.describe_user_scram_credentials(names or None, request_timeout=timeout)
     if isinstance(futs, dict):
         found = {u: wait(f, timeout, f"describe user {u}") for u, f in futs.items()}

@@ -559,7 +559,16 @@ class ClusterClient:
 
     async def scram_users(self) -> dict[str, list[tuple[str, int]]]:
         """User name -> [(mechanism, iterations)] (DescribeUserScramCredentials; no
-        secret ever leaves the broker)."""
+        secret ever leaves the broker).
+
+        librdkafka 2.16 crashes the whole process when this API is refused (any top-level
+        error, Kafka's own answer included: it frees a string it does not own), and here
+        that process is the gateway or the broker embedding it. So the cluster is asked
+        first whether this principal may DESCRIBE the cluster, and a refusal is raised
+        here as Kafka's CLUSTER_AUTHORIZATION_FAILED."""
+        if "DESCRIBE" not in await self.cluster_operations():
+            raise ClusterError("not authorized to describe users (DESCRIBE on the cluster)",
+                               31, "CLUSTER_AUTHORIZATION_FAILED")
         fut = self.admin.describe_user_scram_credentials(request_timeout=self.timeout_s)
         got = await self._future(fut)  # type: ignore[arg-type]
         return {

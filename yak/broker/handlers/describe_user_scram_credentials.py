@@ -20,7 +20,17 @@ MAX_VERSION = 0
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = schema_module("describe_user_scram_credentials", ctx.api_version, "response")
     if not ctx.cluster_authorized(AclOperation.DESCRIBE):
-        raise authorization_error(ResourceType.CLUSTER)
+        # Kafka's getErrorResponse: the error and its message at the top and for every user
+        # asked about. (librdkafka 2.16 crashes its own process on any top-level error
+        # here, Kafka's answer included: Yak's clients ask DescribeCluster first.)
+        err = authorization_error(ResourceType.CLUSTER)
+        code = error_code(err.code)
+        results = tuple(
+            build(m.DescribeUserScramCredentialsResult, user=u.name, error_code=code,
+                  error_message=err.message, credential_infos=())
+            for u in request.users or ())
+        return build(m.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE,
+                     error_code=code, error_message=err.message, results=results)
     users = None if request.users is None else [u.name for u in request.users]
     results = tuple(
         build(

@@ -566,6 +566,115 @@ async function transactions() {
   every(3000, () => guarded(load));
 }
 
+// ------------------------------------------------------------------ security (ACLs, users)
+
+// Who the console acts as, and whether the cluster lets it see ACLs and users (DESCRIBE on
+// the cluster): the ACL and user pages are offered only then. The cluster decides, not us.
+let me = null;
+async function whoami() {
+  try { me = await api("/whoami"); } catch { me = null; }
+  const allowed = !!(me && me.security_visible);
+  document.querySelectorAll("[data-security]").forEach((a) => { a.hidden = !allowed; });
+  document.getElementById("whoami").textContent = me ? me.principal : "";
+}
+
+const ACL_TYPES = ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"];
+const ACL_OPS = ["ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+  "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"];
+const options = (xs) => xs.map((x) => `<option>${x}</option>`).join("");
+
+async function acls() {
+  const g = generation;
+  view.innerHTML = `<h1>ACLs</h1>
+    <div class="panel"><form id="acl-add" class="row">
+      <label>Principal <input name="principal" required placeholder="User:alice"></label>
+      <label>Permission <select name="permission_type">${options(["ALLOW", "DENY"])}</select></label>
+      <label>Operation <select name="operation">${options(ACL_OPS)}</select></label>
+      <label>Resource <select name="resource_type">${options(ACL_TYPES)}</select></label>
+      <label>Name <input name="resource_name" placeholder="orders (or * for all)"></label>
+      <label>Pattern <select name="pattern_type">${options(["LITERAL", "PREFIXED"])}</select></label>
+      <label>Host <input name="host" value="*" style="width:110px"></label>
+      <button type="submit">Add ACL</button></form></div>
+    <h2>All ACLs</h2><div id="acl-list"><p class="muted">Loading…</p></div>`;
+  const load = async () => {
+    const d = await api("/acls");
+    if (g !== generation) return;
+    const box = document.getElementById("acl-list");
+    box.innerHTML = d.acls.length ? `<table id="acls-table"><thead><tr><th>Principal</th>
+      <th>Permission</th><th>Operation</th><th>Resource</th><th>Name</th><th>Pattern</th>
+      <th>Host</th><th></th></tr></thead><tbody>${d.acls.map((a, i) => `<tr data-acl="${esc(
+        `${a.principal} ${a.permission_type} ${a.operation} ${a.resource_type}:${a.resource_name}`)}">
+      <td>${esc(a.principal)}</td><td class="perm-${esc(a.permission_type)}">${esc(a.permission_type)}</td>
+      <td>${esc(a.operation)}</td><td>${esc(a.resource_type)}</td><td>${esc(a.resource_name)}</td>
+      <td>${esc(a.pattern_type)}</td><td>${esc(a.host)}</td>
+      <td><button class="danger" data-remove="${i}">Remove</button></td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">No ACLs.</p>`;
+    box.querySelectorAll("[data-remove]").forEach((b) => b.addEventListener("click", () => {
+      const a = d.acls[Number(b.dataset.remove)];
+      if (!confirm(`Remove ${a.permission_type} ${a.operation} on ${a.resource_type} ${a.resource_name} for ${a.principal}?`)) return;
+      guarded(async () => { await api("/acls", { method: "DELETE", body: JSON.stringify(a) }); await load(); });
+    }));
+    clearError();
+  };
+  document.getElementById("acl-add").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    guarded(async () => {
+      await api("/acls", { method: "POST", body: JSON.stringify({
+        principal: f.principal.value.trim(), permission_type: f.permission_type.value,
+        operation: f.operation.value, resource_type: f.resource_type.value,
+        resource_name: f.resource_type.value === "CLUSTER" ? "kafka-cluster" : f.resource_name.value.trim(),
+        pattern_type: f.pattern_type.value, host: f.host.value.trim() || "*" }) });
+      clearError();
+      await load();
+    });
+  });
+  await guarded(load);
+}
+
+async function users() {
+  const g = generation;
+  view.innerHTML = `<h1>Users</h1>
+    <p class="muted">SCRAM credentials kept by the cluster (KIP-554). Passwords are never shown:
+      the cluster stores salted keys only.</p>
+    <div class="panel"><form id="user-add" class="row" autocomplete="off">
+      <label>Name <input name="name" required placeholder="alice"></label>
+      <label>Password <input name="password" type="password" required autocomplete="new-password"></label>
+      <label>Mechanism <select name="mechanism">${options(["SCRAM-SHA-512", "SCRAM-SHA-256"])}</select></label>
+      <label>Iterations <input name="iterations" type="number" min="4096" max="16384" value="8192" style="width:100px"></label>
+      <button type="submit">Create / set password</button></form></div>
+    <h2>SCRAM users</h2><div id="user-list"><p class="muted">Loading…</p></div>`;
+  const load = async () => {
+    const d = await api("/users");
+    if (g !== generation) return;
+    const box = document.getElementById("user-list");
+    box.innerHTML = d.users.length ? `<table id="users-table"><thead><tr><th>User</th>
+      <th>Credentials</th><th></th></tr></thead><tbody>${d.users.map((u) => `<tr data-user="${esc(u.name)}">
+      <td>${esc(u.name)}</td><td>${u.credentials.map((c) => esc(`${c.mechanism} (${c.iterations} iterations)`)).join(", ")}</td>
+      <td><button class="danger" data-delete-user="${esc(u.name)}">Delete</button></td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">No SCRAM users.</p>`;
+    box.querySelectorAll("[data-delete-user]").forEach((b) => b.addEventListener("click", () => {
+      const name = b.dataset.deleteUser;
+      if (!confirm(`Delete every SCRAM credential of ${name}?`)) return;
+      guarded(async () => { await api(`/users/${encodeURIComponent(name)}`, { method: "DELETE" }); await load(); });
+    }));
+    clearError();
+  };
+  document.getElementById("user-add").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    guarded(async () => {
+      await api("/users", { method: "POST", body: JSON.stringify({
+        name: f.name.value.trim(), password: f.password.value, mechanism: f.mechanism.value,
+        iterations: Number(f.iterations.value) }) });
+      f.password.value = "";
+      clearError();
+      await load();
+    });
+  });
+  await guarded(load);
+}
+
 // ------------------------------------------------------------------ router
 
 function route() {
@@ -585,10 +694,13 @@ function route() {
   if (page === "subject" && decoded) return guarded(() => subjectPage(decoded));
   if (page === "group" && decoded) return groupPage(decoded);
   if (page === "transactions") return transactions();
+  if (page === "acls") return acls();
+  if (page === "users") return users();
   return overview();
 }
 
 window.addEventListener("hashchange", route);
 pollHealth();
 setInterval(pollHealth, 3000);
+whoami();
 route();
