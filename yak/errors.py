@@ -191,6 +191,13 @@ class UnknownLeaderEpochError(KafkaError):
     retriable = True
 
 
+class OffsetNotAvailableError(KafkaError):
+    """A new leader's high watermark has not yet reached the start of its epoch: offsets
+    it would answer could be below ones the old leader gave out (KIP-207); retriable."""
+
+    code = ErrorCode.offset_not_available
+
+
 class NotEnoughReplicasError(KafkaError):
     """acks=all while the ISR is smaller than min.insync.replicas: refused before appending."""
 

@@ -429,3 +429,30 @@ def test_follower_operations_check_the_epoch(cluster) -> None:  # noqa: ANN001
     run(produce(rms[1], 1, batch(2)))
     assert rms[1].last_offset_for_leader_epoch(T, 0, 4, 4) == (4, 2)
     assert rms[1].last_offset_for_leader_epoch(T, 0, 9) == (4, 2)
+
+
+def test_new_leader_lists_no_offsets_until_its_high_watermark_reaches_its_epoch(
+        cluster) -> None:  # noqa: ANN001
+    """KIP-207: a new leader's high watermark starts below what the old leader exposed;
+    ListOffsets answers OFFSET_NOT_AVAILABLE (retriable) until the ISR caught up with the
+    new epoch's start, so a consumer never resets to an offset it already read past."""
+    from yak.errors import OffsetNotAvailableError
+    from yak.partition import LATEST_TIMESTAMP
+
+    ctl, rms = cluster
+    start(ctl, rms, isr=(1, 2))
+
+    async def body() -> None:
+        assert (await produce(rms[1], 1, batch(3))).error == 0
+        await replicate_once(rms[1], rms[2])  # 2 copies them; the HW it learns is still 0
+        ctl.publish(PartitionState((1, 2, 3), (2, 1), 2, 1, 1))
+        p2 = rms[2].get_partition(T, 0)
+        assert p2.high_watermark < p2.log_end_offset == 3
+        with pytest.raises(OffsetNotAvailableError):
+            rms[2].fetch_offset_for_timestamp(T, 0, LATEST_TIMESTAMP,
+                                              FetchIsolation.HIGH_WATERMARK)
+        await replicate_once(rms[2], rms[1])  # 1 follows 2 now: the HW reaches 3
+        assert rms[2].fetch_offset_for_timestamp(
+            T, 0, LATEST_TIMESTAMP, FetchIsolation.HIGH_WATERMARK) == (3, -1, 1)
+
+    run(body())

@@ -51,6 +51,7 @@ from yak.errors import (
     InvalidRequestError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
@@ -651,9 +652,17 @@ class Partition:
 
         Latest is the high watermark (read_uncommitted) or the last stable offset
         (read_committed), with the current leader epoch; earliest and by-time give the
-        epoch of the batch found, from the leader-epoch cache.
+        epoch of the batch found, from the leader-epoch cache. A new leader whose high
+        watermark has not reached its epoch's first offset answers clients
+        OFFSET_NOT_AVAILABLE (KIP-207): its high watermark may still be below what the old
+        leader had exposed, and a consumer resetting to it would read records again.
         """
         log_ = self.log
+        if (isolation is not FetchIsolation.LOG_END and self.is_leader
+                and log_.high_watermark < self._leader_epoch_start_offset):
+            raise OffsetNotAvailableError(
+                f"{self.topic}-{self.index}: the high watermark {log_.high_watermark} has not"
+                f" reached the leader epoch's start {self._leader_epoch_start_offset}")
         if isolation is FetchIsolation.TXN_COMMITTED:
             upper = self.last_stable_offset
         elif isolation is FetchIsolation.LOG_END:
