@@ -392,3 +392,21 @@ def test_value_read_earlier_but_missing_from_final_reads_is_lost() -> None:
     # a final reader covering a partition nobody wrote is fine; one value it misses is not
     h.insert(0, send("p2", "b", 9, 0))
     assert check(h, final_reads=True).counts["lost_write"] == 2
+
+
+def test_pipeline_input_written_twice_goes_through_twice() -> None:
+    """A producer's duplicate in the input is the producer's anomaly, not the pipeline's:
+    each position of the input value gets its own output."""
+    h = pipeline_history()
+    h.insert(2, send("p1", "in-0", "dup", None, status="info"))  # its retry landed twice
+    for op in h:
+        if op.get("op") == "send" and "source" in op:
+            op["source_at"] = ["in-0", 0 if op["source"] == 1 else 1]
+    h.insert(-2, {**send("e1", "out-0", "dup>E2a", 4, txn="E2"), "source": "dup",
+                  "source_at": ["in-0", 2]})
+    h.insert(-2, {**send("e1", "out-0", "dup>E2b", 5, txn="E2"), "source": "dup",
+                  "source_at": ["in-0", 3]})
+    result = check(h)
+    assert result.counts == {}, [a.to_dict() for a in result.anomalies]
+    h[-3]["source_at"] = ["in-0", 2]  # two outputs for one position: exactly-once broken
+    assert check(h).counts == {"duplicate": 1}

@@ -31,9 +31,12 @@ ignored, so workloads can add timestamps for their own plots):
         A final reader: it read these partitions from the start to their end after the
         faults stopped. An acknowledged value missing from its reads is lost, even if
         another consumer read it earlier (it was in the log, then it was gone).
-    {"op": "send", ..., "value": "e1:17", "txn": "e1-t4", "source": 17}
+    {"op": "send", ..., "value": "e1:17", "txn": "e1-t4", "source": 17,
+     "source_at": ["orders-0", 42]}
         A consume-transform-produce pipeline's output names the input value it was made
-        from (output values stay unique: a retried transaction writes new ones).
+        from (output values stay unique: a retried transaction writes new ones), and
+        optionally where it read it: an input value that is in the log twice (a producer's
+        duplicate) rightly goes through twice, once per position.
     {"op": "drained", "process": "e1", "partitions": ["orders-0"]}
         The pipeline consumed these input partitions to their end and committed: every
         committed input value there is owed exactly one committed output.
@@ -163,6 +166,7 @@ class _Send:
     offset: int | None
     txn: Hashable | None
     source: Hashable | None = None  # the input value a pipeline derived this one from
+    source_at: Hashable | None = None  # (partition, offset) of that input, if known
 
 
 @dataclass(slots=True)
@@ -307,6 +311,7 @@ class _History:
             None if offset is None or status != "ok" else _offset(offset, i),
             _key(op.get("txn")),
             _key(op.get("source")),
+            _key(op.get("source_at")),
         )
         self.sends[value] = s
         self.send_order.append(s)
@@ -785,10 +790,12 @@ def _check_pipeline(h: _History, rep: _Report, final_reads: bool) -> None:
     one committed output; and, once the pipeline drained its inputs (and the final reads
     happened), at least one."""
     outputs: dict[Hashable, list[_Send]] = defaultdict(list)
+    per_input: dict[tuple[Hashable, Hashable], list[_Send]] = defaultdict(list)
     for s in h.send_order:
         if s.source is not None and _fate(h, s) == "committed":
             outputs[s.source].append(s)
-    for source, outs in outputs.items():
+            per_input[(s.source, s.source_at)].append(s)
+    for (source, _at), outs in per_input.items():
         if len(outs) > 1:
             rep.add(
                 Anomaly(

@@ -379,11 +379,14 @@ class Pipeline(_Client):
             for m in msgs:
                 src = m.value().decode()
                 out = f"{src}>{key}"
+                at = [partition_name(self.input_topic, m.partition()), m.offset()]
 
-                def cb(err: Any, msg: Any, src: str = src, out: str = out) -> None:
+                def cb(err: Any, msg: Any, src: str = src, out: str = out,
+                       at: list[Any] = at) -> None:
                     if err is None:
                         delivered.append({
                             "op": "send", "process": name, "txn": key, "source": src,
+                            "source_at": at,
                             "partition": partition_name(self.output_topic, msg.partition()),
                             "value": out, "status": "ok", "offset": msg.offset()})
 
