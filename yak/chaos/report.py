@@ -266,7 +266,8 @@ def summary_markdown(s: dict[str, Any]) -> str:
         f"- cluster: {s.get('cluster', '')}",
         f"- workloads: {s.get('workloads', '')}",
         f"- seed {s.get('seed')}, duration {s.get('duration_s')} s, started {s.get('started', '')}",
-        f"- machine load at start (1-minute load average): {s.get('load_at_start', '')}",
+        f"- machine: {s.get('cpus', '?')} CPUs, 1-minute load average {s.get('load_at_start', '')}"
+        f" at start, during the run {s.get('load_during') or 'n/a'} (sampled every 10 s)",
         "",
         "| count | value |",
         "|---|---|",

@@ -123,9 +123,19 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         + f" in {spec.directory} ({cfg.network})")
     cluster.start()
     errors: list[str] = []
+    loads: list[float] = []
+    sampling = threading.Event()
+
+    def sample_load() -> None:  # the machine is shared: say how busy it was
+        while not sampling.wait(10.0):
+            loads.append(os.getloadavg()[0])
+
+    sampler = threading.Thread(target=sample_load, name="chaos-load", daemon=True)
+    sampler.start()
     try:
         ops, extra = _run_workloads(cfg, cluster, say, errors)
     finally:
+        sampling.set()
         if not cfg.keep_cluster:
             say("stopping the cluster")
             cluster.stop()
@@ -138,6 +148,9 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         "command": cfg.command,
         "started": started,
         "load_at_start": round(load, 2),
+        "load_during": {"min": round(min(loads), 2), "mean": round(sum(loads) / len(loads), 2),
+                        "max": round(max(loads), 2)} if loads else None,
+        "cpus": os.cpu_count(),
         "seed": cfg.seed,
         "duration_s": extra.pop("duration_s"),
         "cluster": f"{cfg.brokers} broker(s)"
