@@ -7,8 +7,10 @@ the replicas assigned to it, and admin changes made on one broker are applied by
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -23,7 +25,9 @@ from confluent_kafka.admin import (
 )
 
 from tests.broker.rawclient import RawClient
+from tests.cluster.conftest import FAST_SESSION, YakCluster
 from tests.conftest import YakBroker
+from yak.cluster.layout import ClusterKeys
 from yak.protocol import kio_compat
 from yak.protocol.records import Record, build_batch
 
@@ -52,6 +56,33 @@ def _metadata(bootstrap: str, topic: str) -> tuple[dict[int, tuple[str, int]], i
     return brokers, r.controller_id, parts
 
 
+def _fetch_epoch_error(raw: RawClient, topic: str, partition: int, epoch: int) -> int:
+    mod = kio_compat.schema_module("fetch", 12, "request")
+    part = kio_compat.build(mod.FetchPartition, partition=partition, fetch_offset=0,
+                            partition_max_bytes=1 << 20, current_leader_epoch=epoch,
+                            log_start_offset=-1, last_fetched_epoch=-1)
+    req = kio_compat.build(
+        mod.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0,
+        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(kio_compat.build(mod.FetchTopic, topic=topic, partitions=(part,)),),
+        forgotten_topics_data=(), rack_id="")
+    return int(raw.request(req).responses[0].partitions[0].error_code)
+
+
+@pytest.fixture(scope="module")
+def shared(etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakCluster]:
+    """Three brokers for the tests that kill nothing (each uses its own topics)."""
+    c = YakCluster(etcd, ClusterKeys("shared-metadata"), tmp_path_factory.mktemp("shared"),
+                   dict(FAST_SESSION))
+    try:
+        for n in (1, 2, 3):
+            c.add(n)
+        c.wait_registered()
+        yield c
+    finally:
+        c.stop()
+
+
 def _wait(predicate, timeout: float = 15.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -62,8 +93,8 @@ def _wait(predicate, timeout: float = 15.0, what: str = "condition"):
     raise AssertionError(f"{what} not reached within {timeout} s")
 
 
-def test_topic_placed_across_brokers_and_described_alike(cluster_factory) -> None:
-    c = cluster_factory(3)
+def test_topic_placed_across_brokers_and_described_alike(shared) -> None:
+    c = shared
     a = _admin(c.bootstrap)
     a.create_topics([NewTopic("placed", 6, 3)])["placed"].result(T)
     expected_brokers = {n: ("127.0.0.1", b.port) for n, b in c.brokers.items()}
@@ -89,8 +120,8 @@ def test_topic_placed_across_brokers_and_described_alike(cluster_factory) -> Non
     assert desc.controller.id == controller
 
 
-def test_placement_uses_only_some_brokers_when_rf_is_lower(cluster_factory) -> None:
-    c = cluster_factory(3)
+def test_placement_uses_only_some_brokers_when_rf_is_lower(shared) -> None:
+    c = shared
     a = _admin(c.bootstrap)
     a.create_topics([NewTopic("rf1", 3, 1), NewTopic("rf2", 3, 2)])["rf2"].result(T)
     _b, _c, rf1 = _metadata(c[1].bootstrap, "rf1")
@@ -103,11 +134,11 @@ def test_placement_uses_only_some_brokers_when_rf_is_lower(cluster_factory) -> N
         assert hosted == {p[0] for p in rf1 if n in p[3]}
 
 
-def test_bad_replication_factor_and_assignments(cluster_factory) -> None:
-    c = cluster_factory(2)
+def test_bad_replication_factor_and_assignments(shared) -> None:
+    c = shared
     a = _admin(c.bootstrap)
     with pytest.raises(KafkaException) as ei:
-        a.create_topics([NewTopic("too-many", 1, 3)])["too-many"].result(T)
+        a.create_topics([NewTopic("too-many", 1, 4)])["too-many"].result(T)
     assert ei.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
     with pytest.raises(KafkaException) as ei:
         a.create_topics([NewTopic("unknown-broker", 1, replica_assignment=[[1, 9]])])[
@@ -122,8 +153,8 @@ def test_bad_replication_factor_and_assignments(cluster_factory) -> None:
     assert [(p[1], p[3]) for p in parts] == [(2, (2, 1)), (1, (1, 2))]
 
 
-def test_produce_to_leaders_and_refused_by_followers(cluster_factory) -> None:
-    c = cluster_factory(3)
+def test_produce_to_leaders_and_refused_by_followers(shared) -> None:
+    c = shared
     a = _admin(c.bootstrap)
     a.create_topics([NewTopic("lead", 3, 2)])["lead"].result(T)
     _b, _c, parts = _metadata(c[1].bootstrap, "lead")
@@ -140,8 +171,8 @@ def test_produce_to_leaders_and_refused_by_followers(cluster_factory) -> None:
         assert code == kio_compat.ErrorCode.not_leader_or_follower
 
 
-def test_admin_changes_on_one_broker_apply_on_all(cluster_factory) -> None:
-    c = cluster_factory(3)
+def test_admin_changes_on_one_broker_apply_on_all(shared) -> None:
+    c = shared
     a1, a3 = _admin(c[1].bootstrap), _admin(c[3].bootstrap)
     a1.create_topics([NewTopic("chg", 2, 3)])["chg"].result(T)
     # Configs: set through broker 1, seen by broker 3 and applied to its logs.
@@ -179,6 +210,12 @@ def test_leader_moves_when_its_broker_dies(cluster_factory) -> None:
         return parts if all(p[1] not in (victim, -1) for p in parts) else None
 
     after = _wait(moved, 15, "new leaders")
+    # A client still at the old leader epoch is fenced by the new leader.
+    moved_p = next(old for old in before if old[1] == victim)
+    new_leader = next(x for x in after if x[0] == moved_p[0])[1]
+    with RawClient(c[new_leader].bootstrap) as raw:
+        assert _fetch_epoch_error(raw, "fo", moved_p[0], moved_p[2]) == \
+            kio_compat.ErrorCode.fenced_leader_epoch
     brokers, controller, _ = _metadata(c[3].bootstrap, "fo")
     assert set(brokers) == {1, 3} and controller in (1, 3)
     for old, new in zip(before, after, strict=True):
@@ -189,6 +226,23 @@ def test_leader_moves_when_its_broker_dies(cluster_factory) -> None:
             assert new[1] == next(r for r in old[3] if r != victim)  # next preferred
         else:
             assert new[1] == old[1] and new[2] == old[2]
+
+
+def test_producer_ids_come_in_cluster_unique_blocks(shared) -> None:
+    c = shared
+    ids = []
+    for _round in range(2):
+        for b in c.brokers.values():
+            with RawClient(b.bootstrap) as raw:
+                r = raw.init_producer_id()
+            assert r.error_code == kio_compat.ErrorCode.none
+            ids.append(int(r.producer_id))
+    assert len(set(ids)) == len(ids)
+    # Each broker took its own block of 1000 from etcd: ids of different brokers are in
+    # different blocks, and a broker's second id follows its first.
+    blocks = [i // 1000 for i in ids[:3]]
+    assert len(set(blocks)) == 3
+    assert ids[3:] == [i + 1 for i in ids[:3]]
 
 
 def test_data_dir_of_another_cluster_refuses_to_start(cluster_factory, etcd) -> None:
