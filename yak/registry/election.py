@@ -74,7 +74,7 @@ class _Conn:
     @classmethod
     async def open(cls, host: str, port: int, timeout_s: float, security: Any = None) -> _Conn:
         """TLS and SASL login as `security` (a ClientSecurity, None: PLAINTEXT) says."""
-        from yak.security.client import open_connection
+        from yak.client.aio import open_connection
 
         r, w = await open_connection(host, port, security, timeout_s, "yak-registry")
         return cls(r, w)

@@ -372,8 +372,8 @@ async def sasl_login(bootstrap: str, security: ClientSecurity, timeout_s: float)
     failed-login delay), UNAVAILABLE when no server can be reached. Asyncio, not a thread:
     a flood of bad logins waits on the broker's delays without holding executor threads.
     """
+    from yak.client.aio import open_connection
     from yak.errors import SaslAuthenticationError, UnsupportedSaslMechanismError
-    from yak.security.client import open_connection
 
     last: Exception | None = None
     for host, port in _servers(bootstrap):
