@@ -121,8 +121,10 @@ class FaultPlan:
 
 
 class Nemesis(threading.Thread):
-    def __init__(self, cluster: ChaosCluster, rec: Recorder, plan: FaultPlan) -> None:
+    def __init__(self, cluster: ChaosCluster, rec: Recorder, plan: FaultPlan,
+                 progress: Callable[[str], None] | None = None) -> None:
         super().__init__(name="chaos-nemesis", daemon=True)
+        self.progress = progress or (lambda _msg: None)
         self.cluster = cluster
         self.rec = rec
         self.plan = plan
@@ -223,6 +225,8 @@ class Nemesis(threading.Thread):
                 self._undos[key] = self._tls.undo
         op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", "id": key,
                            **start})
+        self.progress(f"fault {key}: {name} on {start.get('target')}"
+                      f" for {start.get('hold', hold):.1f} s")
         self.stop_event.wait(start.get("hold", hold))
         self._finish(name, op, key)
 
@@ -244,6 +248,7 @@ class Nemesis(threading.Thread):
                              "target": start_op.get("target"),
                              "undo_at": undo_at, "undo_s": round(time.monotonic() - t, 3),
                              **info})
+        self.progress(f"fault {key}: {name} undone in {stop['undo_s']:.1f} s")
         self.injected.append({"fault": name, "target": start_op.get("target"),
                               "start": start_op["time"], "stop": stop["time"],
                               **{k: v for k, v in info.items() if k != "detail"}})

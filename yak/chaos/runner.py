@@ -268,7 +268,7 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
 
     plan = FaultPlan(cfg.faults, seed=cfg.seed, interval=cfg.interval, hold=cfg.hold,
                      schedule=cfg.schedule, topic=QUEUE_TOPIC)
-    nemesis = Nemesis(cluster, rec, plan)
+    nemesis = Nemesis(cluster, rec, plan, progress=say)
     for f, why in nemesis.skipped.items():
         say(f"fault {f} skipped: {why}")
     crash_stop = threading.Event()
