@@ -232,6 +232,10 @@ class _SourceFetcher:
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._down_logged = False
+        # For metrics and diagnosis: fetch round trips, bytes copied, time waiting for them.
+        self.rounds = 0
+        self.bytes = 0
+        self.wait_s = 0.0
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}-{fetcher_id}")
 
@@ -252,6 +256,8 @@ class _SourceFetcher:
             self._changed.set()
 
     def shutdown(self) -> None:
+        log.info("replica fetcher from broker %d: %d fetches, %d bytes, %.1f s waiting",
+                 self.leader_id, self.rounds, self.bytes, self.wait_s)
         self._task.cancel()
         self._close()
 
@@ -381,8 +387,12 @@ class _SourceFetcher:
             cfg.fetch_version, self._next_correlation(), f"yak-replica-{cfg.node_id}",
             cfg.node_id, cfg.broker_epoch(), cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
             cfg.fetch_response_max_bytes, list(by_topic.values()))
+        sent_at = time.monotonic()
         body = await self._round_trip(
             frame, (cfg.socket_timeout_ms + cfg.fetch_wait_max_ms) / 1000)
+        self.rounds += 1
+        self.bytes += len(body)
+        self.wait_s += time.monotonic() - sent_at
         response = decode_fetch_response(cfg.fetch_version, body)
         if response.error_code != _NONE:
             log.info("fetch from broker %d failed: %s", self.leader_id,
