@@ -205,6 +205,18 @@ def _create_topics(cluster: ChaosCluster, topics: dict[str, int]) -> None:
 
 def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
                    errors: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    started: list[TxnWorkload] = []
+    try:
+        return _phases(cfg, cluster, say, errors, started)
+    except BaseException:
+        for txn in started:  # its producers are processes: never leave them behind
+            with contextlib.suppress(Exception):
+                txn.stop_producers()
+        raise
+
+
+def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: list[str],
+            started: list[TxnWorkload]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rec = Recorder()
     bootstrap = cluster.bootstrap
     topics = {QUEUE_TOPIC: cfg.partitions}
@@ -254,6 +266,7 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
     txn_stop = threading.Event()
     txn_thread = None
     if txn is not None:
+        started.append(txn)
         txn.start()
 
         def tick() -> None:
