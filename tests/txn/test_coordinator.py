@@ -251,7 +251,8 @@ def test_commit_writes_markers_then_completes() -> None:
 
 def test_end_txn_error_paths() -> None:
     async def body() -> None:
-        h = await Harness(markers=FakeMarkerWriter(manual=True)).start()
+        # completion_wait_ms=0: Kafka's answers while a completion runs (no waiting)
+        h = await Harness(markers=FakeMarkerWriter(manual=True), completion_wait_ms=0).start()
         assert await h.coord.end_txn("nobody", 1, 0, True) is E.invalid_producer_id_mapping
         assert await h.coord.end_txn("", 1, 0, True) is E.invalid_request
         _, pid, epoch = await h.init()
@@ -392,6 +393,58 @@ def test_verify_only_kip890() -> None:
         assert set(h.coord.verify_partitions(TID, pid, epoch, {("t", 0)}).values()) == {
             E.concurrent_transactions
         }
+
+    run(body)
+
+
+def test_add_partitions_waits_for_the_previous_transactions_completion() -> None:
+    """The next transaction's AddPartitionsToTxn (or AddOffsetsToTxn) meeting the previous
+    one's markers in flight waits for them instead of answering CONCURRENT_TRANSACTIONS,
+    which librdkafka and the Java client retry only after 20 ms."""
+
+    async def body() -> None:
+        h = await Harness(markers=FakeMarkerWriter(manual=True)).start()
+        pid, epoch = await begin(h, {("t", 0)})
+        assert await h.coord.end_txn(TID, pid, epoch, True) is E.none
+        await settle()
+        add = asyncio.ensure_future(h.coord.add_partitions_to_txn(TID, pid, epoch, {("t", 1)}))
+        offsets = asyncio.ensure_future(h.coord.add_offsets_to_txn(TID, pid, epoch, "g"))
+        await settle()
+        assert not add.done() and not offsets.done()  # waiting, not refused
+        assert h.meta().state is S.PREPARE_COMMIT
+        (call,) = h.markers.pending()
+        h.markers.answer(call)
+        assert await asyncio.wait_for(add, 5) == {("t", 1): E.none}
+        # the second waiter met the first one's write in flight: a plain retry's answer
+        assert await asyncio.wait_for(offsets, 5) in (E.none, E.concurrent_transactions)
+        states = h.states()
+        done = states.index(S.COMPLETE_COMMIT)
+        assert states[done - 1] is S.PREPARE_COMMIT and states[done + 1] is S.ONGOING
+        assert h.meta().state is S.ONGOING and ("t", 1) in h.meta().partitions
+        assert ("t", 0) not in h.meta().partitions  # a new transaction, not the old one
+
+    run(body)
+
+
+def test_add_partitions_wait_is_bounded_and_released_by_resignation() -> None:
+    async def body() -> None:
+        h = await Harness(markers=FakeMarkerWriter(manual=True), completion_wait_ms=50).start()
+        pid, epoch = await begin(h, {("t", 0)})
+        assert await h.coord.end_txn(TID, pid, epoch, True) is E.none
+        await settle()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        res = await asyncio.wait_for(h.coord.add_partitions_to_txn(TID, pid, epoch, {("t", 1)}), 5)
+        assert res == {("t", 1): E.concurrent_transactions}  # markers never answered
+        assert 0.04 <= loop.time() - t0 < 2
+        # a waiter is woken when the coordinator gives the partition up
+        add = asyncio.ensure_future(h.coord.add_partitions_to_txn(TID, pid, epoch, {("t", 1)}))
+        await settle()
+        assert not add.done()
+        h.coord.on_resignation(rec.partition_for(TID, h.log.num_partitions))
+        await settle()
+        assert add.done() and add.result() == {("t", 1): E.not_coordinator}
+        assert h.coord.pending_marker_jobs() == 0
 
     run(body)
 

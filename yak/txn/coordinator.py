@@ -162,6 +162,9 @@ class TxnConfig:
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
     # Yak's own: pause before re-sending markers / re-writing a completion that failed.
     retry_backoff_ms: int = 100
+    # Yak's own: how long AddPartitionsToTxn/AddOffsetsToTxn wait for the id's previous
+    # transaction to complete before answering CONCURRENT_TRANSACTIONS (0: never wait).
+    completion_wait_ms: int = 100
     log_value_version: int = 0  # TransactionLogValue version written (see records.py)
 
 
@@ -230,6 +233,9 @@ class _MarkerJob:
     commit: bool
     producer_id: int
     producer_epoch: int
+    # Resolved when the job ends (completed, fenced, dropped): requests for the id that
+    # arrived while it ran wait on it instead of answering CONCURRENT_TRANSACTIONS.
+    finished: asyncio.Future[None] | None = None
 
 
 class TransactionCoordinator:
@@ -285,8 +291,7 @@ class TransactionCoordinator:
         for key in ("abort-timed-out", "expire-ids"):
             self.timers.cancel(("txn", key))
         for job in list(self._jobs.values()):
-            self.timers.cancel(("txn-markers", job.transactional_id))
-        self._jobs.clear()
+            self._end_job(job)
         tasks = list(self._tasks)
         if self._timer_task is not None:
             tasks.append(self._timer_task)
@@ -398,9 +403,9 @@ class TransactionCoordinator:
         if entry is None:
             return
         for txn_id in entry.txns:
-            job = self._jobs.pop(txn_id, None)
+            job = self._jobs.get(txn_id)
             if job is not None:
-                self.timers.cancel(("txn-markers", txn_id))
+                self._end_job(job)
 
     def _lookup(
         self, transactional_id: str
@@ -646,16 +651,22 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         if not txn_id:
             return ErrorCode.invalid_request
-        found = self._lookup(txn_id)
-        if isinstance(found, ErrorCode):
-            return found
-        entry, meta = found
-        if meta is None or meta.producer_id != pid:
-            return ErrorCode.invalid_producer_id_mapping
-        if meta.producer_epoch != epoch:
-            return ErrorCode.producer_fenced
-        if meta.pending or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions
+        waited = False
+        while True:
+            found = self._lookup(txn_id)
+            if isinstance(found, ErrorCode):
+                return found
+            entry, meta = found
+            if meta is None or meta.producer_id != pid:
+                return ErrorCode.invalid_producer_id_mapping
+            if meta.producer_epoch != epoch:
+                return ErrorCode.producer_fenced
+            if not (meta.pending or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)):
+                break
+            # The previous transaction is still completing: wait for it once.
+            if waited or not await self._wait_for_completion(txn_id, meta):
+                return ErrorCode.concurrent_transactions
+            waited = True
         if meta.state is _S.ONGOING and tps <= meta.partitions:
             return ErrorCode.none
         try:
@@ -771,8 +782,40 @@ class TransactionCoordinator:
             meta.producer_id,
             meta.producer_epoch,
         )
+        old = self._jobs.get(meta.transactional_id)
+        if old is not None:
+            self._end_job(old)
         self._jobs[meta.transactional_id] = job
         self._send_markers(job, set(meta.partitions))
+
+    def _end_job(self, job: _MarkerJob) -> None:
+        """The job is over (completed, fenced, or its partition dropped): forget it, and
+        wake the requests waiting for it (they look the id up again)."""
+        if self._jobs.get(job.transactional_id) is job:
+            del self._jobs[job.transactional_id]
+            self.timers.cancel(("txn-markers", job.transactional_id))
+        if job.finished is not None and not job.finished.done():
+            job.finished.set_result(None)
+
+    async def _wait_for_completion(self, txn_id: str, meta: TransactionMetadata) -> bool:
+        """Wait, at most `completion_wait_ms`, for the id's running completion (markers,
+        then CompleteCommit/CompleteAbort) to end. True if there was one to wait for.
+
+        Kafka answers CONCURRENT_TRANSACTIONS to a request that meets a completion in
+        flight, and clients back off before retrying (librdkafka and the Java client 20 ms
+        for AddPartitionsToTxn), while a local completion takes about a millisecond: a
+        producer that starts its next transaction right after EndTxn lost ~20 ms per
+        transaction. Waiting here is the client's retry done on the broker, without the
+        backoff: the request is looked at again from scratch once the job is over, so it
+        gets exactly the answer a retry would have got."""
+        job = self._jobs.get(txn_id)
+        if job is None or job.meta is not meta or self.config.completion_wait_ms <= 0:
+            return False
+        if job.finished is None:
+            job.finished = asyncio.get_running_loop().create_future()
+        # (asyncio.wait leaves the shared future alone when it times out)
+        await asyncio.wait([job.finished], timeout=self.config.completion_wait_ms / 1000)
+        return True
 
     def _job_current(self, job: _MarkerJob) -> bool:
         entry = self._owned.get(job.partition)
@@ -834,7 +877,7 @@ class TransactionCoordinator:
                     job.transactional_id,
                     error.name,
                 )
-                self._jobs.pop(job.transactional_id, None)
+                self._end_job(job)
                 return
             else:
                 if error not in _MARKER_RETRIABLE:
@@ -864,8 +907,7 @@ class TransactionCoordinator:
             job.transactional_id, entry, job.meta, job.target, keep_pending_on_error=True
         )
         if error is ErrorCode.none:
-            if self._jobs.get(job.transactional_id) is job:
-                del self._jobs[job.transactional_id]
+            self._end_job(job)
             return
         if not self._job_current(job):
             return  # no longer ours: the new leader reloads and finishes it
