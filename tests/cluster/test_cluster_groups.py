@@ -83,3 +83,13 @@ def test_group_coordinator_is_the_partition_leader_and_survives_its_death(
         [TopicPartition("g", i) for i in range(3)], timeout=10)}
     c2.close()
     assert all(got[i] >= committed[i] for i in range(3)) and sum(got.values()) == 300
+
+
+def test_offsets_topic_replication_capped_at_registered_brokers(cluster_factory) -> None:
+    c = cluster_factory(2)  # offsets.topic.replication.factor is 3 by default
+    code, node = _wait(lambda: (r := _coordinator(c[1].bootstrap, "capped"))[0] == 0 and r,
+                       30, "a coordinator")
+    parts = _metadata(c[2].bootstrap, "__consumer_offsets")[2]
+    assert len(parts) == 50 and all(len(p[3]) == 2 for p in parts)
+    logs = c[1].log() + c[2].log()
+    assert "offsets.topic.replication.factor=3 but only 2 broker(s) are registered" in logs

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -257,3 +257,31 @@ def test_data_dir_of_another_cluster_refuses_to_start(cluster_factory, etcd) -> 
     assert stranger.proc is not None and stranger.proc.returncode == 2
     lines = [ln for ln in stranger.log().splitlines() if ln.startswith("yak:")]
     assert len(lines) == 1 and "belongs to cluster" in lines[0], lines
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(shared) -> None:
+    c = shared
+    a = _admin(c.bootstrap)
+    a.create_topics([NewTopic("dtp", 5, 2)])["dtp"].result(T)
+    _b, _c, parts = _metadata(c[1].bootstrap, "dtp")
+    # AdminClient.describe_topics (librdkafka asks DescribeTopicPartitions, API 75).
+    desc = a.describe_topics(TopicCollection(["dtp"]))["dtp"].result(T)
+    got = sorted((p.id, p.leader.id, [r.id for r in p.replicas], [r.id for r in p.isr])
+                 for p in desc.partitions)
+    assert got == [(p[0], p[1], list(p[3]), list(p[4])) for p in parts]
+    # Raw, two partitions per page: the cursor walks through all five.
+    mod = kio_compat.schema_module("describe_topic_partitions", 0, "request")
+    seen: list[int] = []
+    cursor = None
+    with RawClient(c[2].bootstrap) as raw:
+        for _page in range(5):
+            r = raw.request(kio_compat.build(
+                mod.DescribeTopicPartitionsRequest,
+                topics=(kio_compat.build(mod.TopicRequest, name="dtp"),),
+                response_partition_limit=2, cursor=cursor))
+            seen += [p.partition_index for p in r.topics[0].partitions]
+            if r.next_cursor is None:
+                break
+            cursor = kio_compat.build(mod.Cursor, topic_name=r.next_cursor.topic_name,
+                                      partition_index=r.next_cursor.partition_index)
+    assert seen == [0, 1, 2, 3, 4]

@@ -17,19 +17,17 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
 
 from yak.cli.common import fail
-from yak.cluster.local import (
-    ClusterStateError,
-    EtcdNotInstalledError,
-    LocalCluster,
-    ManagedProcess,
-    PortPlan,
-)
+
+if TYPE_CHECKING:
+    from yak.cluster.local import LocalCluster, PortPlan
+
+# The cluster harness (and httpx) are imported by the commands that use them: every other
+# `yak` command starts without paying for them.
 
 app = typer.Typer(help="A local Yak cluster (etcd and N brokers) in the background.",
                   no_args_is_help=True)
@@ -52,6 +50,14 @@ def up(
         "--set", help="Broker setting KEY=VALUE for every broker; repeatable.")] = None,
 ) -> None:
     """Start etcd and N brokers in the background; print the bootstrap servers."""
+    from yak.cluster.local import (
+        ClusterStateError,
+        EtcdNotInstalledError,
+        LocalCluster,
+        ManagedProcess,
+        PortPlan,
+    )
+
     try:
         plan = PortPlan(base_port, brokers, etcd_members)
     except ClusterStateError as e:
@@ -113,6 +119,8 @@ def _wait_registered(plan: PortPlan, n: int, deadline: float) -> None:
 
 
 def _wait_http(port: int, deadline: float) -> None:
+    import httpx
+
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code < 500:
@@ -125,6 +133,8 @@ def _wait_http(port: int, deadline: float) -> None:
 
 
 def _load(directory: str) -> LocalCluster:
+    from yak.cluster.local import ClusterStateError, LocalCluster
+
     try:
         return LocalCluster.load(Path(directory))
     except ClusterStateError as e:
