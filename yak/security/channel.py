@@ -25,7 +25,7 @@ from yak.security.principal import ANONYMOUS, KafkaPrincipal
 from yak.security.sasl import FailedAuthenticationDelay, SaslAuthenticator
 from yak.security.scram import CredentialStore
 from yak.security.security_config import ListenerSecurity
-from yak.security.tls import NoMatchingRule, ssl_principal
+from yak.security.ssl_principal import NoMatchingRule, ssl_principal
 
 __all__ = ["ChannelBuilder", "NoMatchingRule", "Session"]
 

@@ -29,15 +29,15 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Protocol
-
-import scramp
-from scramp import ScramException
+from typing import TYPE_CHECKING, Protocol
 
 from yak.errors import ErrorCode, SaslAuthenticationError
 from yak.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, plain_users, single_entry
 from yak.security.principal import USER_TYPE, KafkaPrincipal
 from yak.security.scram import MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialStore, ScramCredential
+
+if TYPE_CHECKING:
+    import scramp
 from yak.security.settings import get_setting, lookup
 from yak.settings import ConfigError
 
@@ -230,7 +230,11 @@ class ScramServer:
         def auth_fn(_name: str) -> tuple[bytes, bytes, bytes, int]:
             return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
-        server = scramp.ScramMechanism(self.mechanism).make_server(auth_fn)
+        # scramp (and the asn1crypto it loads: ~0.8 MB resident, ~20 ms to import) only
+        # once a SCRAM login starts: a broker without SCRAM logins never pays for it.
+        from scramp import ScramException, ScramMechanism
+
+        server = ScramMechanism(self.mechanism).make_server(auth_fn)
         try:
             server.set_client_first(stripped)
             server.client_first_bare = bare  # the AuthMessage covers what the client sent
@@ -242,6 +246,8 @@ class ScramServer:
         return first.encode()
 
     def _client_final(self, text: str) -> bytes:
+        from scramp import ScramException
+
         assert self._server is not None
         self._stage = 2
         # Kafka accepts a final nonce that *ends with* the server's (ScramSaslServer:
