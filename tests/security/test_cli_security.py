@@ -156,6 +156,9 @@ def test_quotas_through_the_cli(b, admin_props):
          "ssl.ca.location"),
         (["--command-config", "/nonexistent/client.properties"], "client.properties"),
         (["-X", "novalue"], "novalue"),
+        # Credentials with a plaintext protocol would be silently unused: refused instead.
+        (["-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=a", "-X", "sasl.password=b"],
+         "security.protocol is PLAINTEXT"),
     ],
 )
 def test_bad_client_security_settings_are_usage_errors(args, fragment):

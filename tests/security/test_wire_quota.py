@@ -51,8 +51,11 @@ def _produce_rate(b: SecuredBroker, user: str, seconds: float, warmup: float = 1
     """Acknowledged payload bytes/s after `warmup`, producing as fast as allowed."""
     throttles: list[int] = []
     acked: list[tuple[float, int]] = []
+    # A small client queue: byte-rate throttles are not capped (Kafka caps only the request
+    # quota's), so a first burst of 2 MiB (the queue filling while a slow SASL login ends)
+    # is throttled ~9 s at 200 kB/s and leaves the measured window with no acks at all.
     p = Producer(_conf(b, user, **{"linger.ms": 5, "batch.size": 65536,
-                                  "queue.buffering.max.kbytes": 2048,
+                                  "queue.buffering.max.kbytes": 256,
                                   "throttle_cb": lambda e: throttles.append(
                                       int(e.throttle_time * 1000))}))
     value = b"v" * 1000

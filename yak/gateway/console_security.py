@@ -35,7 +35,7 @@ from yak.gateway.http_auth import caller
 
 router = APIRouter(prefix="/api", default_response_class=V2Response, tags=["console"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorBody} for s in (401, 403, 404, 409, 422, 500, 503)
+    s: {"model": ErrorBody} for s in (400, 401, 403, 404, 409, 422, 500, 503)
 }
 
 RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
@@ -79,6 +79,9 @@ async def _call(coro: Any) -> Any:
         if e.name == "SECURITY_DISABLED":
             raise RestError(409, 40901, "SECURITY_DISABLED: the cluster has no authorizer "
                             "(authorizer.class.name)") from None
+        if e.name == "RESOURCE_NOT_FOUND":  # e.g. deleting a credential the user lacks
+            msg = e.message if e.message.startswith(e.name) else f"{e.name}: {e.message}"
+            raise RestError(404, 40401, msg) from None
         raise from_cluster_error(e) from None
 
 
@@ -168,12 +171,11 @@ async def create_user(request: Request, body: UserBody) -> Any:
 
 @router.delete("/users/{name}", status_code=204, responses=_ERRORS)
 async def delete_user(request: Request, name: str,
-                      mechanism: str | None = Query(default=None)) -> Response:
+                      mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Query(
+                          default=None)) -> Response:
     """Delete the user's credential for `mechanism`, or for every mechanism it has."""
     cluster = _cluster(request)
-    if mechanism is not None:
-        if mechanism not in MECHANISMS:
-            raise RestError(422, 422, f"mechanism must be one of {', '.join(MECHANISMS)}")
+    if mechanism is not None:  # validated by its type (422 in the REST error shape)
         mechs = [mechanism]
     else:
         users = await _call(cluster.scram_users())

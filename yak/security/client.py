@@ -99,6 +99,14 @@ class ClientSecurity:
             opts = entries[0].options
             username = username or opts.get("username")
             password = password if password is not None else opts.get("password")
+        if not proto.startswith("SASL"):
+            # The Java client only warns about an unused sasl.* setting and connects in the
+            # clear: a forgotten security.protocol would then silently send no credentials.
+            given = [k for k in ("sasl.mechanism", "sasl.mechanisms", "sasl.username",
+                                 "sasl.jaas.config") if get(k)]
+            if given:
+                raise ValueError(f"{given[0]} is set but security.protocol is {proto}: "
+                                 "set security.protocol=SASL_PLAINTEXT or SASL_SSL")
         if proto.startswith("SASL"):
             mech = (mech or "PLAIN").upper()
             if mech not in MECHANISMS:

@@ -208,11 +208,9 @@ def _security(opts: Mapping[str, str]) -> ClientSecurity:
     try:
         return ClientSecurity.from_properties(props)
     except ValueError as e:
-        msg = str(e)
-        for k in sorted(CLIENT_SECURITY_KEYS, key=len, reverse=True):
-            if k in msg:
-                msg = msg.replace(k, f"kafka.{k}", 1)
-                break
+        # Name the keys as the Spark user wrote them (kafka.<key>), every one the line names.
+        keys = "|".join(re.escape(k) for k in sorted(CLIENT_SECURITY_KEYS, key=len, reverse=True))
+        msg = re.sub(rf"(?<![\w.])({keys})(?![\w])", r"kafka.\1", str(e))
         raise YakOptionError(f"option {msg}" if msg.startswith("kafka.") else msg) from None
 
 
