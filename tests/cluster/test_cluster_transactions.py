@@ -4,6 +4,8 @@ group's offsets partition are led by different brokers, so markers go to other b
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -89,3 +91,100 @@ def test_transactions_across_brokers(cluster_factory) -> None:
     got = _read_committed(c.bootstrap, "tx-out", 3, 63)
     assert sorted(x for x in got if x.startswith(b"out-")) == sorted(
         b"out-in-%d" % i for i in range(30))
+
+
+def _wait_state(client, txn_id: str, states: set[str], timeout: float) -> str:
+    """Poll DescribeTransactions (through whichever broker coordinates now) until the
+    transaction is in one of `states`; the last state seen otherwise."""
+    from yak.client.client import YakClientError
+    from yak.errors import KafkaError
+
+    deadline = time.monotonic() + timeout
+    state = "?"
+    while time.monotonic() < deadline:
+        try:
+            state = client.describe_transaction(txn_id, known=True).state
+        except (KafkaError, YakClientError, OSError) as e:
+            state = f"error: {e}"
+        if state in states:
+            return state
+        time.sleep(0.2)
+    return state
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_commit_survives_coordinator_kill_before_its_markers(cluster_factory) -> None:
+    """A committed transaction stays committed when its coordinator dies after EndTxn
+    answered but before the markers landed, and the new coordinator's high watermark does
+    not yet cover the PrepareCommit record (issue 16's CI run, 'p1.0-t486': the new
+    leader of the `__transaction_state` partition loaded it only to its high watermark,
+    found the transaction still Ongoing, timed it out and wrote ABORT markers over a
+    commit the client had been told succeeded).
+
+    Made deterministic: `__transaction_state` on two replicas (C leads, Y follows); the
+    data partition lives on a third broker X, paused so the markers cannot land; a long
+    `replica.fetch.wait.max.ms` holds Y's fetch response that would tell it the high
+    watermark moved past PrepareCommit; C is killed as soon as commit returns, Y takes
+    over alone (below min.insync.replicas, so its high watermark stays where it was)."""
+    from yak.client.transactions import TransactionalClient
+    from yak.txn.records import TRANSACTION_STATE_TOPIC, partition_for
+
+    c = cluster_factory(3, **{
+        "transaction.state.log.replication.factor": "2",
+        "transaction.state.log.num.partitions": "12",
+        "replica.fetch.wait.max.ms": "20000",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    })
+    warm = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "warm-up"})
+    warm.init_transactions(T)  # creates __transaction_state
+    _brokers, controller, parts = _metadata(c[1].bootstrap, TRANSACTION_STATE_TOPIC)
+    assert len(parts) == 12 and controller in (1, 2, 3), parts
+    # Roles: Y (the controller, so killing C or pausing X needs no controller failover)
+    # follows the id's partition, C leads it, X (the third) holds the data partition.
+    y = controller
+    txn_id = coord = paused = None
+    for i in range(1000):
+        candidate = f"loss-{i}"
+        _p, leader, _epoch, replicas, isr, _off = parts[partition_for(candidate, 12)]
+        if leader != y and set(replicas) == {leader, y} and set(isr) == {leader, y}:
+            txn_id, coord = candidate, leader
+            paused = ({1, 2, 3} - {leader, y}).pop()
+            break
+    assert txn_id is not None, parts
+    a = AdminClient({"bootstrap.servers": c.bootstrap})
+    a.create_topics([NewTopic("loss-data", 1, replica_assignment=[[paused]])])[
+        "loss-data"].result(T)
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 4000})
+    p.init_transactions(T)
+    p.begin_transaction()
+    values = [b"kept-%d" % i for i in range(10)]
+    for v in values:
+        p.produce("loss-data", v, partition=0)
+    assert p.flush(T) == 0
+    os.kill(c[paused].pid, signal.SIGSTOP)  # the markers cannot land on X now
+    try:
+        p.commit_transaction(T)  # PrepareCommit is on C and Y: decided
+        c[coord].kill()
+        part = partition_for(txn_id, 12)
+        deadline = time.monotonic() + 30
+        while _metadata(c[y].bootstrap, TRANSACTION_STATE_TOPIC)[2][part][1] != y:
+            assert time.monotonic() < deadline, "Y did not take over the partition"
+            time.sleep(0.2)
+        client = TransactionalClient(c[y].bootstrap, request_timeout_ms=5000)
+        loaded = _wait_state(client, txn_id, {"Ongoing", "PrepareCommit", "PrepareAbort",
+                                              "CompleteCommit", "CompleteAbort"}, 30)
+    finally:
+        os.kill(c[paused].pid, signal.SIGCONT)
+    # C comes back as a follower, so Y's writes reach min.insync.replicas again: the
+    # completion (or, before the fix, the timeout's abort) can be written.
+    c[coord].start()
+    state = _wait_state(client, txn_id, {"CompleteCommit", "CompleteAbort"}, 60)
+    client.close()
+    assert state == "CompleteCommit", f"loaded as {loaded}, then {state}"
+    assert loaded in ("PrepareCommit", "CompleteCommit"), (
+        f"the new coordinator loaded the committed transaction as {loaded}")
+    got = _read_committed(c.bootstrap, "loss-data", 1, len(values))
+    assert sorted(got) == values

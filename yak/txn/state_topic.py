@@ -6,7 +6,8 @@ one uncompressed batch, appended with acks=all on the coordinator's behalf, and 
 (NOT_LEADER_OR_FOLLOWER) unless this broker leads the partition at the coordinator epoch
 the coordinator loaded it with: the coordinator epoch is the partition's leader epoch, so
 a deposed coordinator's late write can never land. A replay reads the partition up to its
-high watermark (what every in-sync replica has).
+log end, as Kafka's loader does (see `replay`: a new leader's high watermark can lag a
+decision the old leader acknowledged).
 
 `TransactionStateHost` keeps the coordinator's partitions in step with this broker's
 leadership of `__transaction_state`. The topic is created on first use (the first
@@ -122,14 +123,24 @@ class TopicTransactionLog:
             raise error_for_code(result.error, result.error_message or "")
 
     async def replay(self, partition: int) -> list[Record]:
+        """Every record up to the log end, not the high watermark (Kafka's
+        `loadTransactionMetadata` reads to the log end too). A new leader's high
+        watermark lags what the old leader had acknowledged: followers learn it from the
+        old leader's next fetch response, and here it only moves again once followers
+        fetch from the new leader with min.insync.replicas of them. A PrepareCommit that
+        every in-sync replica has (so EndTxn answered success) may lie above it; loading
+        to the high watermark then found the transaction still Ongoing, and the timeout
+        sweep aborted a commit the producer had been told succeeded (issue 16, CI run
+        seed 16). Records above the high watermark are in this leader's log, which the
+        followers now copy: they become committed with the next write."""
         p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             return []
         out: list[Record] = []
         offset = p.log_start_offset
-        end = p.high_watermark
+        end = p.log_end_offset
         while offset < end:
-            info = p.read(offset, _READ_CHUNK, FetchIsolation.HIGH_WATERMARK, True)
+            info = p.read(offset, _READ_CHUNK, FetchIsolation.LOG_END, True)
             data = b"".join(bytes(b) for b in info.buffers)
             if not data:
                 break
