@@ -107,3 +107,36 @@ def test_transaction_log_is_fenced_by_the_leader_epoch(tmp_path: Path) -> None:
         asyncio.run(body())
     finally:
         logs.shutdown()
+
+
+def test_replay_reads_past_a_new_leaders_lagging_high_watermark(tmp_path: Path) -> None:
+    """A follower that becomes leader knows the old leader's high watermark only as of its
+    last fetch response, so a record every in-sync replica had (an acknowledged
+    PrepareCommit) can lie above its own high watermark. The coordinator's replay must
+    still see it (issue 16: loading to the high watermark found a committed transaction
+    Ongoing, and the timeout sweep aborted it)."""
+    logs, rm = replicas(tmp_path)
+    tlog = TopicTransactionLog(rm, lambda name: 1, lambda *a: None, 1, {})
+    rm.apply_partition_state(TRANSACTION_STATE_TOPIC, 0, uuid.uuid4(),
+                             PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1,
+                                            partition_epoch=1), LogConfig())
+
+    async def body() -> None:
+        fetched = (build_batch([Record(b"k", b"ongoing")], base_offset=0,
+                               partition_leader_epoch=1)
+                   + build_batch([Record(b"k", b"prepare-commit")], base_offset=1,
+                                 partition_leader_epoch=1))
+        # the leader's high watermark as of that fetch response: the first record only
+        rm.append_as_follower(TRANSACTION_STATE_TOPIC, 0, 1, memoryview(fetched), 1, 0)
+        # broker 2 dies; this broker leads at epoch 2 with broker 2 still in the ISR
+        rm.apply_partition_state(TRANSACTION_STATE_TOPIC, 0, uuid.uuid4(),
+                                 PartitionState((2, 1), (1, 2), leader=1, leader_epoch=2,
+                                                partition_epoch=2), LogConfig())
+        p = rm.get_partition(TRANSACTION_STATE_TOPIC, 0)
+        assert p.is_leader and p.high_watermark == 1 and p.log_end_offset == 2
+        assert await tlog.replay(0) == [(b"k", b"ongoing"), (b"k", b"prepare-commit")]
+
+    try:
+        asyncio.run(body())
+    finally:
+        logs.shutdown()
