@@ -3,7 +3,9 @@ verification, for a transaction coordinator and a partition leader on different 
 
 `InterBrokerClient` keeps one connection per broker (resolved to its inter-broker endpoint
 from the metadata image), one request at a time on it, each bounded by a timeout; a
-connection that fails is dropped and opened again by the next request.
+connection that fails, or whose request was cancelled or timed out before its response
+was read, is dropped and opened again by the next request (a response left unread would
+otherwise be taken for the next request's, and every later one would be off by one).
 
 `RemoteMarkerSender` is the transaction coordinator's seam (`yak.txn.markers`): markers for
 partitions led elsewhere go to each leader as one WriteTxnMarkers request, and the per
@@ -48,8 +50,10 @@ class _Conn:
         self.addr = addr
         self.lock = asyncio.Lock()
         self.correlation = 0
+        self.closed = False
 
     def close(self) -> None:
+        self.closed = True
         with contextlib.suppress(Exception):
             self.writer.close()
 
@@ -78,21 +82,39 @@ class InterBrokerClient:
                     asyncio.open_connection(addr[0], addr[1], limit=1 << 20), self.timeout_s)
                 conn = self._conns[node] = _Conn(reader, writer, addr)
             async with conn.lock:
+                if conn.closed:  # dropped while this request waited for its turn
+                    raise ConnectionResetError("the connection was dropped")
                 conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
                 cid = conn.correlation
-                conn.writer.write(kio_compat.encode_request(
-                    request, cid, f"yak-broker-{self.node_id}"))
-                frame = await asyncio.wait_for(self._read_frame(conn), self.timeout_s)
+                done = False
+                try:
+                    conn.writer.write(kio_compat.encode_request(
+                        request, cid, f"yak-broker-{self.node_id}"))
+                    frame = await asyncio.wait_for(self._read_frame(conn), self.timeout_s)
+                    done = True
+                finally:
+                    if not done:
+                        # Failed, timed out or cancelled (a caller's task, e.g. a Produce
+                        # whose client went away) with the response maybe still on its
+                        # way: the next request on this connection would read it as its
+                        # own. Only a fresh connection is in step again.
+                        self._drop(node, conn)
             got, response = kio_compat.decode_response(
                 int(request.__api_key__), int(request.__version__), frame)
             if got != cid:
-                raise InterBrokerError(f"broker {node}: correlation id {got}, expected {cid}")
+                raise ValueError(f"correlation id {got}, expected {cid}")
             return response
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
-            dead = self._conns.pop(node, None)
-            if dead is not None:
-                dead.close()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
+                RuntimeError) as e:
+            # (RuntimeError: uvloop's write on a transport closed under it)
+            if conn is not None:
+                self._drop(node, conn)
             raise InterBrokerError(f"broker {node} at {addr[0]}:{addr[1]}: {e!r}") from e
+
+    def _drop(self, node: int, conn: _Conn) -> None:
+        if self._conns.get(node) is conn:
+            del self._conns[node]
+        conn.close()
 
     @staticmethod
     async def _read_frame(conn: _Conn) -> bytes:
