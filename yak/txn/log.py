@@ -43,7 +43,9 @@ class TransactionLog(Protocol):
         ...
 
     async def replay(self, partition: int) -> Iterable[Record]:
-        """Every record of the partition up to its committed end, oldest first."""
+        """Every record of the partition up to its log end, oldest first. The log end,
+        not the high watermark: a new leader's high watermark can lag a record every
+        in-sync replica has (an acknowledged PrepareCommit), as Kafka's loader knows."""
         ...
 
 
