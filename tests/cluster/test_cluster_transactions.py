@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -187,4 +188,62 @@ def test_commit_survives_coordinator_kill_before_its_markers(cluster_factory) ->
     assert loaded in ("PrepareCommit", "CompleteCommit"), (
         f"the new coordinator loaded the committed transaction as {loaded}")
     got = _read_committed(c.bootstrap, "loss-data", 1, len(values))
+    assert sorted(got) == values
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_failover_to_a_once_crashed_broker_leaves_open_transactions_to_their_producer(
+        cluster_factory) -> None:
+    """A broker that was kill -9'd and restarted at some point, later elected leader of a
+    `__transaction_state` partition by a failover, must not abort the transactions it
+    finds Ongoing: they belong to live producers (their coordinator was the broker that
+    failed, not this one), and Kafka leaves them to the producer or the timeout. Before,
+    any load on a broker whose log had once been recovered uncleanly fenced them all (seen
+    in the CI chaos runs: 'aborting ...: open when this broker stopped uncleanly')."""
+    from yak.txn.records import TRANSACTION_STATE_TOPIC, partition_for
+
+    c = cluster_factory(3, **{"transaction.state.log.num.partitions": "12"})
+    warm = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "warm-up"})
+    warm.init_transactions(T)  # creates __transaction_state
+    _brokers, controller, parts = _metadata(c[1].bootstrap, TRANSACTION_STATE_TOPIC)
+    # Replicas of the id's partition in the order (C, B, controller): C leads, and when it
+    # fails the controller elects B (the first in-sync replica in replica order); the
+    # in-sync controller keeps B's writes at min.insync.replicas (2).
+    txn_id = coord = crashed = None
+    for i in range(1000):
+        candidate = f"open-{i}"
+        _p, leader, _epoch, replicas, _isr, _off = parts[partition_for(candidate, 12)]
+        if len(replicas) == 3 and replicas[2] == controller and leader == replicas[0]:
+            txn_id, coord, crashed = candidate, replicas[0], replicas[1]
+            break
+    assert txn_id is not None, parts
+    part = partition_for(txn_id, 12)
+
+    def wait_for(what: str, cond: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not cond():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.2)
+
+    c[crashed].kill()  # B's logs are recovered uncleanly when it comes back
+    c[crashed].start()
+    wait_for("B back in the ISR", lambda: len(
+        _metadata(c[controller].bootstrap, TRANSACTION_STATE_TOPIC)[2][part][4]) == 3)
+    a = AdminClient({"bootstrap.servers": c.bootstrap})
+    a.create_topics([NewTopic("open-data", 1, replica_assignment=[[controller]])])[
+        "open-data"].result(T)
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(T)
+    p.begin_transaction()
+    values = [b"open-%d" % i for i in range(10)]
+    for v in values:
+        p.produce("open-data", v, partition=0)
+    assert p.flush(T) == 0
+    c[coord].kill()  # the coordinator fails over to B with the transaction Ongoing
+    wait_for("B leads the partition", lambda: _metadata(
+        c[controller].bootstrap, TRANSACTION_STATE_TOPIC)[2][part][1] == crashed)
+    p.commit_transaction(T)  # fenced (PRODUCER_FENCED) if B aborted the transaction
+    got = _read_committed(c.bootstrap, "open-data", 1, len(values))
     assert sorted(got) == values

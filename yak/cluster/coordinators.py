@@ -170,9 +170,11 @@ class CoordinatorLocator:
                 if self._txn_epochs.get(partition) == epoch:
                     return  # an ISR change: still the same term
                 self._txn_epochs[partition] = epoch
-                unclean = self.txn_log is not None and self.txn_log.recovered_uncleanly(
-                    partition)
-                self._spawn(coord.on_election(partition, epoch, abort_ongoing=unclean))
+                # Abort what was Ongoing only if this coordinator itself crashed in this
+                # leader term; any election after a failover leaves it to its producer.
+                crashed = self.txn_log is not None and self.txn_log.crashed_leading(
+                    partition, epoch)
+                self._spawn(coord.on_election(partition, epoch, abort_ongoing=crashed))
             elif self._txn_epochs.pop(partition, None) is not None or coord.owns(partition):
                 coord.on_resignation(partition, None if state is None else state.leader_epoch)
 

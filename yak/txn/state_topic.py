@@ -105,6 +105,17 @@ class TopicTransactionLog:
         p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
         return p is not None and p.recovered_uncleanly
 
+    def crashed_leading(self, partition: int, leader_epoch: int) -> bool:
+        """In a cluster: was this broker the partition's coordinator at `leader_epoch` when
+        it stopped uncleanly, with nobody leading it since? Its log then holds records of
+        that very leader term (one leader per epoch: they are its own). Only then were
+        the transactions found Ongoing open at this coordinator's crash; after a failover
+        (a new epoch) they belong to live producers, which a broker that merely crashed
+        at some point before must not fence (Kafka leaves them to the producer or the
+        timeout)."""
+        p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        return p is not None and p.recovered_uncleanly and p.latest_epoch == leader_epoch
+
     async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
         if self.leader_epoch(partition) != coordinator_epoch:
             raise NotLeaderOrFollowerError(
