@@ -56,6 +56,9 @@ def test_ci_run_under_kills_and_pauses_finds_no_anomaly(tmp_path: Path) -> None:
     assert {k.split("-")[0] for k in counts["faults_by_kind"]} == {"kill", "pause"}, counts
     assert counts["acked_writes_checked"] >= 3000, counts
     assert counts["txns_committed"] > 0 and summary["pipeline"]["commits"] > 0, counts
+    # every partition of the three topics compared on its three replicas after healing
+    assert summary["replicas"]["identical"] == summary["replicas"]["partitions"] == 12
+    assert summary["replicas"]["replicas"] == 36, summary["replicas"]
     for name in ("history.json", "summary.json", "summary.md", "timeline.png",
                  "timeline.html"):
         assert (out / name).is_file(), name

@@ -71,7 +71,10 @@ def test_report_files(tmp_path: Path) -> None:
                             for o in ops if o["op"] == "send"][:-1], "time": 32.0})
     result = check(ops, final_reads=True)
     assert result.counts == {"lost_write": 1}
-    s = write_report(tmp_path, ops, result, {"title": "t", "duration_s": 30.0, "errors": []})
+    replicas = {"partitions": 2, "identical": 2, "replicas": 6, "committed_bytes": 1234,
+                "differ": []}
+    s = write_report(tmp_path, ops, result, {"title": "t", "duration_s": 30.0, "errors": [],
+                                             "replicas": replicas})
     assert not s["valid"] and s["anomaly_counts"] == {"lost_write": 1}
     assert s["counts"]["acked_writes_checked"] == 600 and s["counts"]["faults_injected"] == 1
     for name in ("history.json", "summary.json", "summary.md", "timeline.png",
@@ -85,6 +88,8 @@ def test_report_files(tmp_path: Path) -> None:
         "http://www.w3.org/2000/svg", "")
     md = (tmp_path / "summary.md").read_text()
     assert "**FAIL**" in md and "lost_write" in md and "| kill | broker1 |" in md
+    assert "| replicas identical below the high watermark (partitions, after healing) | 2 of 2" \
+        in md
     # G0 may be allowed (transactions across partitions), and is then shown, not failed
     s = write_report(tmp_path / "g0", ops[:-2], check(ops[:-2]),
                      {"allowed_anomalies": ["G0"], "errors": []})

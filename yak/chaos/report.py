@@ -284,6 +284,10 @@ def summary_markdown(s: dict[str, Any]) -> str:
         f"| availability outside faults | {_pct(s['availability_outside_faults'])} |",
         f"| write latency p50 / p99 / max (ms) | {s['latency_ms']['p50']} /"
         f" {s['latency_ms']['p99']} / {s['latency_ms']['max']} |",
+        *([f"| replicas identical below the high watermark (partitions, after healing) |"
+           f" {r['identical']} of {r['partitions']} ({r['replicas']} replicas,"
+           f" {r['committed_bytes']} bytes per replica set) |"]
+          if (r := s.get("replicas")) else []),
         "",
     ]
     if s.get("skipped_faults"):

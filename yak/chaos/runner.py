@@ -12,8 +12,9 @@ Phases and their bounds (every wait has one):
 4. heal everything, wait until every partition takes writes again (`recover_timeout_s`);
 5. stop the producers (each drains what it has in flight), let the pipeline drain its
    input, decide every transaction, stop the consumers;
-6. final reads of every topic to its end (read_committed), then the checker with
-   `final_reads=True`, then the report.
+6. final reads of every topic to its end (read_committed); the replicas' segment files
+   compared byte for byte below the high watermark (yak/chaos/replicas.py); then the
+   checker with `final_reads=True`, then the report.
 
 A broker that exits without the nemesis asking (a crash) is restarted and recorded as an
 error: a run with errors does not pass, whatever the checker says.
@@ -356,6 +357,13 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
         if mono is not None:
             op["time"] = round(rec.rel(mono), 4)
     rec.extend(txn_ops)
+    replicas = None
+    if cfg.brokers > 1:
+        compare = dict(read_topics)
+        if txn is not None:
+            compare[TXN_TOPIC] = cfg.partitions
+        say("comparing replicas")
+        replicas = _compare_replicas(cluster, compare, errors)
     for c in clients:
         if c.crash:
             errors.append(f"client {c.client_name} crashed: {c.crash}")
@@ -371,9 +379,65 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
         "pipeline": {"commits": sum(p.commits for p in pipelines),
                      "aborts": sum(p.aborts for p in pipelines)} if pipelines else None,
         "txn_producer_kills": txn.kills if txn else 0,
+        "replicas": replicas,
     }
     errors.extend(nemesis.errors)  # a fault that could not be injected or undone
     return ops, extra
+
+
+def _compare_replicas(cluster: ChaosCluster, topics: dict[str, int], errors: list[str],
+                      timeout_s: float = 60.0) -> dict[str, Any]:
+    """Once healed, every replica of a partition must hold the same bytes below the high
+    watermark (followers copy batches byte for byte and truncate what the leader does not
+    have): a difference is a replication bug even if no client noticed it. A follower may
+    still be catching up when the final reads end, so differences are retried until
+    `timeout_s`; what still differs then is an error of the run."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from yak.chaos.replicas import ReplicaComparison, compare_replicas
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-replicas",
+                  "log_level": 0})
+    results: dict[tuple[str, int], ReplicaComparison | str] = {}
+    pending = [(t, p) for t, n in topics.items() for p in range(n)]
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending:
+            for t, p in pending:
+                try:
+                    hw = c.get_watermark_offsets(TopicPartition(t, p), 10)[1]
+                    dirs = {n: cluster.data_dir(n) for n in cluster.node_ids
+                            if (cluster.data_dir(n) / f"{t}-{p}").is_dir()}
+                    results[(t, p)] = compare_replicas(dirs, t, p, hw)
+                except Exception as e:  # e.g. no leader yet: retried until the deadline
+                    results[(t, p)] = f"{t}-{p}: not compared: {e}"
+            pending = [k for k, r in results.items()
+                       if isinstance(r, str) or not r.identical
+                       or len(r.digests) < cluster.spec.replication_factor]
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(2.0)
+    finally:
+        c.close()
+    bad = []
+    for key in pending:
+        r = results[key]
+        if isinstance(r, str):
+            bad.append(r)
+        elif not r.identical:
+            bad.append(r.describe())
+        else:
+            bad.append(f"{r.describe()}: only {len(r.digests)} replicas on disk")
+    errors.extend(f"replicas differ after healing: {b}" for b in bad[:10])
+    if len(bad) > 10:
+        errors.append(f"replicas differ after healing: {len(bad) - 10} more partitions")
+    done = [r for r in results.values() if isinstance(r, ReplicaComparison)]
+    return {"partitions": len(results),
+            "identical": len(results) - len(pending),
+            "replicas": sum(len(r.digests) for r in done),
+            "committed_bytes": sum(max((d[1] for d in r.digests.values()), default=0)
+                                   for r in done),
+            "differ": bad}
 
 
 def _where(th: threading.Thread) -> str:
