@@ -227,6 +227,10 @@ class KafkaConnection(asyncio.Protocol):
                     while self._inflight and self._inflight[0].done():
                         self._inflight.popleft()
                     prev = self._inflight[-1] if self._inflight else None
+                    # Counted here, not when the task first runs: frames that arrived
+                    # together are taken in one go, before any of their tasks has run.
+                    self._inflight_bytes += len(frame)
+                    self._inflight_fetches += api == FETCH_KEY
                     self._inflight.append(loop.create_task(self._pipelined(frame, prev, api)))
                 else:
                     while self._inflight:
@@ -275,11 +279,10 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None,
                          api: int) -> int:
-        """One pipelined request: handled at once, answered after `prev` answered."""
+        """One pipelined request: handled at once, answered after `prev` answered. The
+        caller counted it in flight (bytes, Fetches); this takes it back when it is done."""
         size = len(frame)
         fetch = api == FETCH_KEY
-        self._inflight_bytes += size
-        self._inflight_fetches += fetch
         try:
             throttle_ms = await self._handle_frame(frame, prev)
         except ProtocolViolation as e:
