@@ -24,7 +24,10 @@ system-deps:
 
 test: system-deps install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests
+	# Two workers, a test file per worker at a time (module fixtures stay shared): most
+	# tests wait on brokers, etcd, Spark or clocks, so two cores run them ~1.4x faster
+	# (1402 s vs 2025 s for the whole suite on the shared 2-core machine, 2026-11-24).
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 lint: install
 	$(BIN)/ruff check .
