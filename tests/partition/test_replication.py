@@ -456,3 +456,93 @@ def test_new_leader_lists_no_offsets_until_its_high_watermark_reaches_its_epoch(
             T, 0, LATEST_TIMESTAMP, FetchIsolation.HIGH_WATERMARK) == (3, -1, 1)
 
     run(body())
+
+
+def test_batches_behind_a_refused_one_get_its_error_not_a_sequence_gap(cluster) -> None:  # noqa: ANN001
+    """An idempotent producer pipelines batches. When the first is refused for a transient
+    reason that is over before the next arrives (the session renewed late: fenced for
+    100 ms; the ISR back at min.insync.replicas), the next must get the same retriable
+    error, not OUT_OF_ORDER_SEQUENCE_NUMBER: librdkafka answers that by bumping its epoch
+    and renumbering messages other partitions already wrote (duplicates, librdkafka
+    #4953, found by yak chaos). A gap with no refusal behind it stays OUT_OF_ORDER."""
+    ctl, rms = cluster
+    start(ctl, rms, isr=(1, 2))
+    leader = rms[1]
+    pid = 11
+
+    def b(seq: int, n: int = 2) -> memoryview:
+        return batch(n, pid=pid, seq=seq, epoch=0)
+
+    async def body() -> None:
+        assert (await produce(leader, 1, b(0))).error == 0  # seq 0-1
+        # Fenced while the batch at seq 2 arrives; unfenced before the one at seq 4.
+        leader.fence("test: lease renewed late")
+        assert (await produce(leader, 1, b(2))).error == ErrorCode.not_leader_or_follower
+        leader.unfence()
+        r = await produce(leader, 1, b(4))
+        assert r.error == ErrorCode.not_leader_or_follower, r.error_message
+        assert "ahead of this one was refused" in r.error_message
+        # The producer retries in order: both go in, with their sequences.
+        assert (await produce(leader, 1, b(2))).info.base_offset == 2
+        assert (await produce(leader, 1, b(4))).info.base_offset == 4
+        # Now the ISR falls below min.insync.replicas for one acks=all batch, and is back
+        # (2 caught up) before the batch behind it.
+        ctl.publish(PartitionState((1, 2, 3), (1,), 1, 0, 5))
+        assert (await produce(leader, -1, b(6))).error == ErrorCode.not_enough_replicas
+        ctl.publish(PartitionState((1, 2, 3), (1, 2), 1, 0, 6))
+        assert (await produce(leader, 1, b(8))).error == ErrorCode.not_enough_replicas
+        assert (await produce(leader, 1, b(6))).error == 0
+        assert (await produce(leader, 1, b(8))).error == 0
+        # Nothing refused in front of it: a gap is the producer's own, as in Kafka.
+        assert (await produce(leader, 1, b(20))).error == ErrorCode.out_of_order_sequence_number
+        assert leader.get_partition(T, 0).log_end_offset == 10
+
+    run(body())
+
+
+def test_batch_behind_one_refused_by_a_full_disk_gets_a_storage_error(tmp_path: Path) -> None:
+    """The same on a real full disk (a 2 MiB tmpfs; needs root): the batch behind one that
+    failed with KAFKA_STORAGE_ERROR gets KAFKA_STORAGE_ERROR, and once space is back the
+    retried batches are written in order. This is the case `yak chaos` found (disk-full on
+    one broker, duplicates on a partition another broker led)."""
+    import contextlib
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs: {r.stderr.strip()}")
+    lm = LogManager(str(mnt / "data"), LogConfig(), start_cleaner=False)
+    try:
+        lm.startup()
+        rm = ReplicaManager(1, lm)
+        rm.apply_partition_state(T, 0, TID, PartitionState((1,), (1,), 1, 0, 0), LogConfig())
+
+        def b(seq: int, size: int = 100) -> memoryview:
+            return memoryview(build_batch([Record(b"k", b"v" * size)], producer_id=3,
+                                          producer_epoch=0, base_sequence=seq))
+
+        async def body() -> None:
+            assert (await produce(rm, -1, b(0))).error == 0
+            ballast = mnt / "ballast"
+            with open(ballast, "wb") as f, contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            assert (await produce(rm, -1, b(1, 200_000))).error == ErrorCode.kafka_storage_error
+            r2 = await produce(rm, -1, b(2))
+            assert r2.error == ErrorCode.kafka_storage_error, r2.error_message
+            ballast.unlink()
+            assert (await produce(rm, -1, b(1, 200_000))).info.base_offset == 1
+            assert (await produce(rm, -1, b(2))).info.base_offset == 2
+
+        run(body())
+        rm.io_pool.shutdown(wait=True)
+    finally:
+        lm.shutdown()
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

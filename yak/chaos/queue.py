@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import threading
 import time
@@ -66,6 +67,25 @@ def _client_conf(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[st
     }
     conf.update(extra or {})
     return conf
+
+
+def _debug_conf(process: str) -> dict[str, Any]:
+    """librdkafka debug logging for a queue producer, when YAK_CHAOS_CLIENT_DEBUG names
+    contexts (e.g. "eos,msg") and YAK_CHAOS_CLIENT_LOG_DIR a directory: one log file per
+    producer incarnation. For diagnosing a finding (why the client bumped its epoch, what
+    each Produce answered); off by default, as it is very talkative."""
+    contexts = os.environ.get("YAK_CHAOS_CLIENT_DEBUG")
+    directory = os.environ.get("YAK_CHAOS_CLIENT_LOG_DIR")
+    if not contexts or not directory:
+        return {}
+    logger = logging.getLogger(f"yak.chaos.client.{process}")
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.FileHandler(os.path.join(directory, f"{process}.log"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    return {"debug": contexts, "log_level": 7, "logger": logger}
 
 
 class _Client(threading.Thread):
@@ -128,6 +148,7 @@ class QueueProducer(_Client):
                 fatal.append(err)
 
         p = Producer(_client_conf(self.bootstrap, {
+            **_debug_conf(process),
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,

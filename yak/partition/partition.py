@@ -49,14 +49,18 @@ from typing import TYPE_CHECKING, Any
 from yak.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
+    KafkaError,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     UnknownLeaderEpochError,
 )
 from yak.partition.isr import IsrChange
 from yak.partition.state import NO_LEADER, PartitionState
+from yak.protocol.records import HEADER_SIZE, read_header
 
 if TYPE_CHECKING:
     import uuid
@@ -193,6 +197,9 @@ class Partition:
         # Log end offset when this leader epoch began: a follower must reach it to join
         # the ISR (it then has every batch of earlier epochs this leader has).
         self._leader_epoch_start_offset = -1
+        # Idempotent producers whose batch was refused here with a retriable error since
+        # their last batch was written: producer id -> (epoch, error class, message).
+        self._refused_producers: dict[int, tuple[int, type[KafkaError], str]] = {}
         # Counted for metrics: ISR changes this leader committed.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -523,15 +530,24 @@ class Partition:
         Kafka refuses acks=all before writing when the ISR is below min.insync.replicas,
         so a write that could not be acknowledged never reaches the log.
         """
-        if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"this broker does not lead {self.topic}-{self.index}")
         log_ = self.log
-        if required_acks == -1 and len(self.state.isr) < log_.config.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
-                f" fewer than min.insync.replicas={log_.config.min_insync_replicas}"
-            )
-        result = log_.append_as_leader(records, self.leader_epoch, header=header)
+        try:
+            if not self.is_leader:
+                raise NotLeaderOrFollowerError(
+                    f"this broker does not lead {self.topic}-{self.index}")
+            if required_acks == -1 and len(self.state.isr) < log_.config.min_insync_replicas:
+                raise NotEnoughReplicasError(
+                    f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
+                    f" fewer than min.insync.replicas={log_.config.min_insync_replicas}"
+                )
+            result = log_.append_as_leader(records, self.leader_epoch, header=header)
+        except OutOfOrderSequenceError as e:
+            raise self._sequence_gap_error(records, header, e) from e
+        except (NotLeaderOrFollowerError, NotEnoughReplicasError, KafkaStorageError) as e:
+            self.note_refused_producer(records, header, e)
+            raise
+        if self._refused_producers:
+            self._refused_producers.pop(_producer_of(records, header)[0], None)
         info = LogAppendInfo(result.base_offset, result.last_offset, result.log_append_time,
                              result.log_start_offset,
                              result.last_offset - result.base_offset + 1, len(records))
@@ -539,6 +555,41 @@ class Partition:
             # The high watermark waits for followers; new data is still news to them.
             self._fetch_purgatory.notify(self.topic, self.index)
         return info
+
+    def note_refused_producer(self, records: memoryview, header: BatchHeader | None,
+                              error: KafkaError) -> None:
+        """An idempotent producer's batch was refused before it was written, with a
+        retriable error (this broker fenced or not leading for a moment, the ISR below
+        min.insync.replicas, the disk full): until that producer's next batch is written
+        here, a sequence gap it leaves is answered with the same error (see
+        `_sequence_gap_error`)."""
+        pid, epoch = _producer_of(records, header)
+        if pid >= 0:
+            self._refused_producers[pid] = (epoch, type(error), error.message)
+
+    def _sequence_gap_error(self, records: memoryview, header: BatchHeader | None,
+                            error: OutOfOrderSequenceError) -> KafkaError:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER, unless the gap is this producer's batch that was
+        refused here with a retriable error: then that error again.
+
+        Why: a producer pipelines up to 5 batches. When the first is refused for a
+        transient reason, Kafka's state that refused it (leadership, the ISR, an offline
+        log dir) refuses the ones behind it the same way. Here such a state can end between
+        two requests (a lease renewed 100 ms late, the disk freed), and the batch behind
+        would meet the gap. librdkafka answers OUT_OF_ORDER_SEQUENCE_NUMBER on a batch
+        behind the head by bumping the producer epoch and renumbering every unacknowledged
+        message on every partition, so a batch another partition's leader had written but
+        not yet acknowledged is written again: a duplicate (librdkafka issue #4953; found
+        by `yak chaos`). The retriable answer makes it retry the refused batch first, then
+        the rest, with their sequences.
+        """
+        pid, epoch = _producer_of(records, header)
+        refused = self._refused_producers.get(pid)
+        if refused is None or refused[0] != epoch:
+            return error
+        _, kind, message = refused
+        return kind(f"{message} (a batch of producer {pid} ahead of this one was refused;"
+                    f" it must be written first)")
 
     def append_as_follower(self, records: memoryview) -> LogAppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are (the
@@ -715,6 +766,16 @@ class Partition:
         if target > log_.log_start_offset:
             log_.delete_records(target)
         return int(log_.log_start_offset)
+
+
+def _producer_of(records: memoryview, header: BatchHeader | None) -> tuple[int, int]:
+    """(producer id, producer epoch) of a produce's first batch; (-1, -1) if it has none
+    or is too short to say (storage refuses that one on its own)."""
+    if header is None:
+        if len(records) < HEADER_SIZE:
+            return -1, -1
+        header = read_header(records)
+    return header.producer_id, header.producer_epoch
 
 
 def _now_ms() -> int:

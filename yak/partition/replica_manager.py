@@ -446,9 +446,11 @@ class ReplicaManager:
                 info = p.append_as_follower(records)
             else:
                 if not self._may_acknowledge():
-                    raise NotLeaderOrFollowerError(
+                    fenced = NotLeaderOrFollowerError(
                         f"{topic}-{partition}: this broker is fenced"
                         f" ({self._fenced_reason if self._fenced else 'session not valid'})")
+                    p.note_refused_producer(records, header, fenced)
+                    raise fenced
                 info = p.append_as_leader(records, required_acks, header)
         except DuplicateSequenceError as e:
             # A retry of a batch already in the log: success with the original offsets;
