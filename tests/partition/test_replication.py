@@ -544,5 +544,6 @@ def test_batch_behind_one_refused_by_a_full_disk_gets_a_storage_error(tmp_path: 
         run(body())
         rm.io_pool.shutdown(wait=True)
     finally:
-        lm.shutdown()
+        with contextlib.suppress(Exception):  # a failed test may leave the disk full
+            lm.shutdown()
         subprocess.run(["umount", "-l", str(mnt)], check=False)

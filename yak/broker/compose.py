@@ -16,15 +16,18 @@
                         TransactionStateHost loads the partitions this broker leads
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
-    credential store    SCRAM credentials (FileCredentialStore in the data directory)
-    authorizer          StandardAuthorizer over a FileAclStore, when authorizer.class.name
-                        is set (applied by the handlers, per API, through the request context)
-    client quotas       ClientQuotas over a FileQuotaStore (applied in request dispatch)
+    credential store    SCRAM credentials: FileCredentialStore in the data directory; in a
+                        cluster ClusterCredentialStore, one document in etcd for all brokers
+    authorizer          StandardAuthorizer over a FileAclStore (ClusterAclStore in a
+                        cluster), when authorizer.class.name is set (applied by the handlers,
+                        per API, through the request context)
+    client quotas       ClientQuotas over a FileQuotaStore (ClusterQuotaStore in a cluster),
+                        applied in request dispatch
 
-Slots the later issues fill: the controller (issue 11: the etcd controller's watch drives
-`ReplicaManager.apply_partition_state` and the leadership changes of `__consumer_offsets`
-and `__transaction_state`; the marker writer's `remote` sender; the etcd backends of the
-ACL, credential and quota stores).
+In a cluster (`metadata.store=etcd://...`) the metadata store is the etcd image, the
+controller's watch drives `ReplicaManager.apply_partition_state` and the leadership changes
+of `__consumer_offsets` and `__transaction_state`, replica fetchers copy the logs, and the
+marker writer has a `remote` sender for partitions led elsewhere.
 
 Nothing is imported by a guessed name and nothing is optional: a part that cannot be
 built raises `StartupError` naming it (exit 2 and the key for bad configuration), and a
@@ -54,11 +57,16 @@ from yak.config import BrokerConfig
 from yak.group.coordinator import GroupConfig, GroupCoordinator
 from yak.group.offsets_topic import TopicOffsetsLog, offsets_topic_configs
 from yak.partition import ReplicaManager
-from yak.security.authorizer import FileAclStore, StandardAuthorizer
+from yak.security.authorizer import AclStore, FileAclStore, StandardAuthorizer
 from yak.security.channel import ChannelBuilder
-from yak.security.quota import ClientQuotas, FileQuotaStore
+from yak.security.cluster_stores import (
+    ClusterAclStore,
+    ClusterCredentialStore,
+    ClusterQuotaStore,
+)
+from yak.security.quota import ClientQuotas, FileQuotaStore, QuotaStore
 from yak.security.sasl import FailedAuthenticationDelay, new_broker_secret
-from yak.security.scram import FileCredentialStore, ScramCredentialManager
+from yak.security.scram import CredentialStore, FileCredentialStore, ScramCredentialManager
 from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
 from yak.storage import LogManager
@@ -266,17 +274,32 @@ def build_broker(config: BrokerConfig) -> Broker:
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
     security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))
-    credentials = _construct(
-        "credential store", lambda: FileCredentialStore(config.data_dir / CREDENTIALS_FILE)
-    )
+    # In a cluster the three stores are documents of the etcd image, the same on every
+    # broker; on one broker, files in the data directory.
+    cluster_credentials = cluster_acls = cluster_quotas = None
+    credentials: CredentialStore
+    acl_store: AclStore
+    quota_store: QuotaStore
+    if node is not None:
+        credentials = cluster_credentials = ClusterCredentialStore(node.store)
+        acl_store = cluster_acls = ClusterAclStore(node.store)
+        quota_store = cluster_quotas = ClusterQuotaStore(node.store)
+    else:
+        credentials = _construct(
+            "credential store", lambda: FileCredentialStore(config.data_dir / CREDENTIALS_FILE))
+        acl_store = FileAclStore(config.data_dir / ACLS_FILE)
+        quota_store = FileQuotaStore(config.data_dir / QUOTAS_FILE)
     scram_credentials = ScramCredentialManager(credentials)
     authorizer = (
-        _construct("authorizer", lambda: StandardAuthorizer.from_settings(
-            config.raw, FileAclStore(config.data_dir / ACLS_FILE)))
+        _construct("authorizer", lambda: StandardAuthorizer.from_settings(config.raw, acl_store))
         if security.authorizer_enabled else None
     )
     quotas = _construct("client quotas", lambda: ClientQuotas.from_settings(
-        config.raw, FileQuotaStore(config.data_dir / QUOTAS_FILE)))
+        config.raw, quota_store))
+    if cluster_acls is not None and authorizer is not None:
+        cluster_acls.subscribe(authorizer.on_store_change)  # ACLs changed via other brokers
+    if cluster_quotas is not None:
+        cluster_quotas.subscribe(quotas.on_store_change)
     failed_delay = FailedAuthenticationDelay(security.failed_authentication_delay_ms)
     secret = new_broker_secret()
     channel_builders = {
@@ -286,12 +309,25 @@ def build_broker(config: BrokerConfig) -> Broker:
     quota_task: list[asyncio.Task[None]] = []
 
     async def start_quotas() -> None:
+        if cluster_quotas is not None:
+            await cluster_quotas.start()
         await loop_io(quotas.load)
         quota_task.append(asyncio.get_running_loop().create_task(_quota_maintenance(quotas)))
 
     async def stop_quotas() -> None:
         for t in quota_task:
             t.cancel()
+
+    async def start_credentials() -> None:
+        if cluster_credentials is not None:
+            await cluster_credentials.start()
+        await loop_io(credentials.load)
+
+    async def start_authorizer() -> None:
+        assert authorizer is not None
+        if cluster_acls is not None:
+            await cluster_acls.start()
+        await authorizer.start()
 
     async def start_storage() -> None:
         # Topic configs live in the metadata, so storage needs them to load the logs.
@@ -336,10 +372,10 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("transaction coordinator", txn_state.start, txn_state.stop),
         Part("metrics"),
         Part("security"),
-        Part("credential store", lambda: loop_io(credentials.load)),
+        Part("credential store", start_credentials),
     ]
     if authorizer is not None:
-        parts.append(Part("authorizer", authorizer.start))
+        parts.append(Part("authorizer", start_authorizer))
     parts.append(Part("client quotas", start_quotas, stop_quotas))
     broker = Broker(
         config,

@@ -171,6 +171,7 @@ class EtcdMetadataStore:
         self._controller: tuple[int, int] | None = None
         self._producer_ids: tuple[ProducerIdsRecord, int] | None = None
         self._listeners: list[Listener] = []
+        self._document_listeners: dict[str, list[Callable[[bytes | None], None]]] = {}
         self._started = False
         self._seen_first_image = False
 
@@ -290,6 +291,37 @@ class EtcdMetadataStore:
                                   else (decode(ProducerIdsRecord, kv.value), kv.mod_revision))
         elif rel == "cluster_id" and kv is not None:
             self._cluster_id = kv.value.decode()
+        elif kind == "documents":
+            for callback in list(self._document_listeners.get(rest, ())):
+                try:
+                    callback(None if kv is None else kv.value)
+                except Exception:
+                    log.exception("listener of document %s failed", rest)
+
+    # ------------------------------------------------------------------ documents
+
+    def document(self, name: str) -> tuple[bytes | None, int]:
+        """A cluster-wide document (`ClusterKeys.document`) from the image: (its value or
+        None, its mod_revision or 0). No I/O."""
+        kv = self._view.items.get(self.keys.document(name))
+        return (None, 0) if kv is None else (kv.value, kv.mod_revision)
+
+    def watch_document(self, name: str, callback: Callable[[bytes | None], None]) -> None:
+        """Call `callback(value or None)` on the loop whenever the document changes in the
+        image (a write from any broker, this one's included)."""
+        self._document_listeners.setdefault(name, []).append(callback)
+
+    async def put_document(self, name: str, value: bytes, mod_revision: int) -> bool:
+        """Replace the document if it is still at `mod_revision` (0: absent); False if
+        another writer changed it first (re-read and try again). Returns once the image
+        has the write."""
+        key = self.keys.document(name)
+        cmp = (Compare.mod_revision(key, "==", mod_revision) if mod_revision
+               else Compare.create_revision(key, "==", 0))
+        r = await self.client.txn([cmp], [Op.put(key, value)])
+        if r.succeeded:
+            await self.wait_for_revision(r.revision)
+        return r.succeeded
 
     # ------------------------------------------------------------------ reads (no I/O)
 

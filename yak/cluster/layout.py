@@ -91,6 +91,15 @@ class ClusterKeys:
         """ProducerIdsRecord: the next unallocated producer id block."""
         return self.root + "producer_ids"
 
+    @property
+    def documents(self) -> str:
+        """Prefix of the cluster-wide documents of the layers above the cluster (the SCRAM
+        credentials, the ACLs, the client quotas): one JSON value each, `documents/<name>`."""
+        return self.root + "documents/"
+
+    def document(self, name: str) -> str:
+        return self.documents + name
+
     @staticmethod
     def node_id_of(broker_key: str) -> int:
         return int(broker_key.rsplit("/", 1)[1])

@@ -144,9 +144,8 @@ class FileAclStore:
             self._acls = set()
             return []
         try:
-            doc = json.loads(self.path.read_text("utf-8"))
-            acls = {AclBinding.from_json(d) for d in doc["acls"]}
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            acls = decode_acls(self.path.read_bytes())
+        except (OSError, ValueError) as e:
             raise ValueError(f"cannot read ACL file {self.path}: {e}") from None
         self._acls = acls
         return sorted(acls, key=_sort_key)
@@ -156,9 +155,22 @@ class FileAclStore:
             self.load()
         assert self._acls is not None
         new = (self._acls - set(remove)) | set(add)
-        doc = {"version": 1, "acls": [b.to_json() for b in sorted(new, key=_sort_key)]}
-        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+        atomic_write(self.path, encode_acls(new))
         self._acls = new
+
+
+def encode_acls(acls: Iterable[AclBinding]) -> bytes:
+    """The stored form of a set of ACLs (the file's, and the cluster document's)."""
+    doc = {"version": 1, "acls": [b.to_json() for b in sorted(acls, key=_sort_key)]}
+    return json.dumps(doc, indent=1).encode()
+
+
+def decode_acls(data: bytes) -> set[AclBinding]:
+    """ValueError (one line) if `data` is not what `encode_acls` writes."""
+    try:
+        return {AclBinding.from_json(d) for d in json.loads(data)["acls"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"not an ACL document: {e}") from None
 
 
 def _sort_key(b: AclBinding) -> tuple:

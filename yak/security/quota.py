@@ -420,7 +420,7 @@ class QuotaStore(Protocol):
         ...
 
 
-def _merge(
+def merge_quotas(
     current: dict[QuotaEntity, dict[str, float]],
     changes: Mapping[QuotaEntity, Mapping[str, float | None]],
 ) -> dict[QuotaEntity, dict[str, float]]:
@@ -445,7 +445,7 @@ class MemoryQuotaStore:
         return {k: dict(v) for k, v in self._data.items()}
 
     def apply(self, changes: Mapping[QuotaEntity, Mapping[str, float | None]]) -> None:
-        self._data = _merge(self._data, changes)
+        self._data = merge_quotas(self._data, changes)
 
 
 class FileQuotaStore(MemoryQuotaStore):
@@ -456,26 +456,38 @@ class FileQuotaStore(MemoryQuotaStore):
     def load(self) -> dict[QuotaEntity, dict[str, float]]:
         if self.path.exists():
             try:
-                doc = json.loads(self.path.read_text("utf-8"))
-                self._data = {
-                    QuotaEntity.of(e["entity"]): {k: float(v) for k, v in e["quotas"].items()}
-                    for e in doc["entities"]
-                }
-            except (OSError, ValueError, KeyError, TypeError) as e:
+                self._data = decode_quotas(self.path.read_bytes())
+            except (OSError, ValueError) as e:
                 raise ValueError(f"cannot read quota file {self.path}: {e}") from None
         return super().load()
 
     def apply(self, changes: Mapping[QuotaEntity, Mapping[str, float | None]]) -> None:
-        new = _merge(self._data, changes)
-        doc = {
-            "version": 1,
-            "entities": [
-                {"entity": ent.entries(), "quotas": vals}
-                for ent, vals in sorted(new.items(), key=lambda kv: str(kv[0]))
-            ],
-        }
-        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+        new = merge_quotas(self._data, changes)
+        atomic_write(self.path, encode_quotas(new))
         self._data = new
+
+
+def encode_quotas(data: Mapping[QuotaEntity, Mapping[str, float]]) -> bytes:
+    """The stored form: the file's and the cluster document's."""
+    doc = {
+        "version": 1,
+        "entities": [
+            {"entity": ent.entries(), "quotas": dict(vals)}
+            for ent, vals in sorted(data.items(), key=lambda kv: str(kv[0]))
+        ],
+    }
+    return json.dumps(doc, indent=1).encode()
+
+
+def decode_quotas(data: bytes) -> dict[QuotaEntity, dict[str, float]]:
+    """ValueError (one line) if `data` is not what `encode_quotas` writes."""
+    try:
+        return {
+            QuotaEntity.of(e["entity"]): {k: float(v) for k, v in e["quotas"].items()}
+            for e in json.loads(data)["entities"]
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"not a quota document: {e}") from None
 
 
 # --------------------------------------------------------------------------- the part
@@ -655,7 +667,7 @@ class ClientQuotas:
                             f"cannot store quotas: {e}",
                         )
                     return list(results.values())
-                self.on_store_change(_merge(self._data, changes))
+                self.on_store_change(merge_quotas(self._data, changes))
             return list(results.values())
 
     @staticmethod

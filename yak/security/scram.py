@@ -172,27 +172,46 @@ class FileCredentialStore(MemoryCredentialStore):
             self._creds = {}
             return
         try:
-            doc = json.loads(self.path.read_text("utf-8"))
-            creds = {
-                (u, m): ScramCredential.from_json(c)
-                for u, mechs in doc["users"].items()
-                for m, c in mechs.items()
-            }
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            creds = decode_credentials(self.path.read_bytes())
+        except (OSError, ValueError) as e:
             raise ValueError(f"cannot read SCRAM credential file {self.path}: {e}") from None
         self._creds = creds
 
     def apply(self, upserts: Mapping[Key, ScramCredential], deletes: Iterable[Key]) -> None:
-        new = dict(self._creds)
-        for k in deletes:
-            new.pop(k, None)
-        new.update(upserts)
-        users: dict[str, dict[str, object]] = {}
-        for (u, m), c in sorted(new.items()):
-            users.setdefault(u, {})[m] = c.to_json()
-        data = json.dumps({"version": 1, "users": users}, indent=1).encode()
-        atomic_write(self.path, data, mode=0o600)
+        new = merge_credentials(self._creds, upserts, deletes)
+        atomic_write(self.path, encode_credentials(new), mode=0o600)
         self._creds = new
+
+
+def merge_credentials(current: Mapping[Key, ScramCredential],
+                      upserts: Mapping[Key, ScramCredential],
+                      deletes: Iterable[Key]) -> dict[Key, ScramCredential]:
+    new = dict(current)
+    for k in deletes:
+        new.pop(k, None)
+    new.update(upserts)
+    return new
+
+
+def encode_credentials(creds: Mapping[Key, ScramCredential]) -> bytes:
+    """The stored form (salted keys only, never a password): the file's and the cluster
+    document's."""
+    users: dict[str, dict[str, object]] = {}
+    for (u, m), c in sorted(creds.items()):
+        users.setdefault(u, {})[m] = c.to_json()
+    return json.dumps({"version": 1, "users": users}, indent=1).encode()
+
+
+def decode_credentials(data: bytes) -> dict[Key, ScramCredential]:
+    """ValueError (one line) if `data` is not what `encode_credentials` writes."""
+    try:
+        return {
+            (u, m): ScramCredential.from_json(c)
+            for u, mechs in json.loads(data)["users"].items()
+            for m, c in mechs.items()
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"not a SCRAM credential document: {e}") from None
 
 
 # --------------------------------------------------------------------------- KIP-554
