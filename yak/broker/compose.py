@@ -47,7 +47,7 @@ from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
 from yak.cluster.identity import DataDirMismatchError
-from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
+from yak.cluster.inter_broker import Connect, InterBrokerClient, RemoteMarkerSender
 from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore, MetadataView
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
@@ -134,6 +134,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     # storage
     logs = _construct("storage", lambda: LogManager(str(config.data_dir), config.log_defaults))
 
+    # listeners (TLS contexts, SASL configs): also how this broker reaches the others
+    security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))
+
     cluster_mode = config.metadata_store != "local"
     node: ClusterNode | None = None
     fetchers: ReplicaFetcherManager | None = None
@@ -168,9 +171,13 @@ def build_broker(config: BrokerConfig) -> Broker:
         replica_manager.alter_partition = EtcdAlterPartitionManager(
             node.store, config.node_id, lambda: node.broker_epoch)
         replica_manager.session_valid = node.may_acknowledge
+        # Other brokers are reached on their inter-broker listener, with its TLS and this
+        # broker's own SASL login when it has them (Kafka's inter.broker.listener.name).
+        inter_broker_connect = _construct(
+            "inter-broker security", lambda: _inter_broker_connect(config, security))
         fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
             replica_manager, node.resolve, FetcherConfig.from_broker_config(
-                config, broker_epoch=lambda: node.broker_epoch)))
+                config, broker_epoch=lambda: node.broker_epoch), connect=inter_broker_connect))
         metadata = node.store
         topics = _construct("topic manager",
                             lambda: ClusterTopicManager(node.store, replica_manager, config))
@@ -262,7 +269,8 @@ def build_broker(config: BrokerConfig) -> Broker:
         node.hooks.append(coordinators.partition_changed)
         # Transactions across brokers: markers to partitions led elsewhere, and Produce's
         # KIP-890 check with a coordinator on another broker.
-        inter_broker = InterBrokerClient(config.node_id, node.resolve)
+        inter_broker = InterBrokerClient(config.node_id, node.resolve,
+                                         connect=inter_broker_connect)
         txn_markers.remote = RemoteMarkerSender(inter_broker, coordinators.leader_of)
         coordinators.inter_broker = inter_broker
 
@@ -273,7 +281,6 @@ def build_broker(config: BrokerConfig) -> Broker:
         metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
-    security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))
     # In a cluster the three stores are documents of the etcd image, the same on every
     # broker; on one broker, files in the data directory.
     cluster_credentials = cluster_acls = cluster_quotas = None
@@ -400,6 +407,34 @@ def build_broker(config: BrokerConfig) -> Broker:
     if node is not None:
         _join_cluster(broker, node, topics, fetchers)  # type: ignore[arg-type]
     return broker
+
+
+def _inter_broker_connect(config: BrokerConfig, security: SecurityConfig) -> Connect | None:
+    """How this broker opens a connection to another one's inter-broker listener: None
+    (plain TCP) on a PLAINTEXT listener; else TLS as the listener's settings say
+    (truststore, keystore for mTLS) and a SASL login with the broker's own credentials from
+    that listener's JAAS config (`ClientSecurity.for_inter_broker`). Missing credentials
+    are bad configuration: the broker does not start rather than never replicate."""
+    listeners = security.listeners
+    if listeners.inter_broker_security_protocol.name == "PLAINTEXT":
+        return None
+    # Imported here: a PLAINTEXT broker never loads the SASL/TLS client side (scramp).
+    from yak.security.client import ClientSecurity
+    from yak.security.connect import open_connection as open_secure_connection
+
+    try:
+        client = ClientSecurity.for_inter_broker(config.raw, listeners)
+    except ValueError as e:
+        raise ConfigError(f"inter.broker.listener.name: {e}") from None
+    timeout_s = config.replica_socket_timeout_ms / 1000
+    client_id = f"yak-broker-{config.node_id}"
+
+    async def connect(host: str, port: int
+                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await open_secure_connection(host, port, client, timeout_s, client_id,
+                                            limit=1 << 20)
+
+    return connect
 
 
 def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> ClusterNode:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from yak.errors import ErrorCode
@@ -34,6 +34,8 @@ __all__ = ["InterBrokerClient", "RemoteMarkerSender", "remote_verify"]
 log = logging.getLogger(__name__)
 
 Resolve = Callable[[int], "tuple[str, int] | None"]
+# Opens a connection to (host, port) of another broker (the replica fetcher's type).
+Connect = Callable[[str, int], Awaitable["tuple[asyncio.StreamReader, asyncio.StreamWriter]"]]
 REQUEST_TIMEOUT_S = 30.0
 _MAX_FRAME = 64 << 20
 
@@ -60,10 +62,14 @@ class _Conn:
 
 class InterBrokerClient:
     def __init__(self, node_id: int, resolve: Resolve,
-                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 timeout_s: float = REQUEST_TIMEOUT_S,
+                 connect: Connect | None = None) -> None:
         self.node_id = node_id
         self.resolve = resolve
         self.timeout_s = timeout_s
+        # How to reach another broker's inter-broker listener: TLS and the SASL login are
+        # the composition's to give (the security layer is above this one); plain TCP else.
+        self.connect = connect
         self._conns: dict[int, _Conn] = {}
 
     async def request(self, node: int, request: Any) -> Any:
@@ -78,8 +84,9 @@ class InterBrokerClient:
             conn = None
         try:
             if conn is None:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(addr[0], addr[1], limit=1 << 20), self.timeout_s)
+                opening = (self.connect(addr[0], addr[1]) if self.connect is not None
+                           else asyncio.open_connection(addr[0], addr[1], limit=1 << 20))
+                reader, writer = await asyncio.wait_for(opening, self.timeout_s)
                 conn = self._conns[node] = _Conn(reader, writer, addr)
             async with conn.lock:
                 if conn.closed:  # dropped while this request waited for its turn
