@@ -137,6 +137,7 @@ class ReplicaFetcherManager:
         self.connect = connect or _plain_connect
         self._fetchers: dict[tuple[int, int], _SourceFetcher] = {}
         self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
+        self._retired: set[_SourceFetcher] = set()  # shut down, task not yet finished
         self._stopped = False
         replica_manager.follower_lags = self.lags  # for the broker's metrics
 
@@ -177,6 +178,10 @@ class ReplicaFetcherManager:
         if not fetcher.partitions:
             del self._fetchers[key]
             fetcher.shutdown()
+            # Its cancelled task still has to run to its end: `stop` awaits it, so the loop
+            # never closes on a pending fetcher task ("Task was destroyed but it is pending").
+            self._retired.add(fetcher)
+            fetcher._task.add_done_callback(lambda _t, f=fetcher: self._retired.discard(f))
 
     def _fetcher_id(self, topic: str, partition: int) -> int:
         n = self.config.num_fetchers
@@ -194,8 +199,9 @@ class ReplicaFetcherManager:
         self._assigned.clear()
         for f in fetchers:
             f.shutdown()
-        for f in fetchers:
+        for f in [*fetchers, *self._retired]:
             await f.wait_closed()
+        self._retired.clear()
 
     # ------------------------------------------------------------------ observability
 
