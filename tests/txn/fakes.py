@@ -24,6 +24,9 @@ class MemoryTransactionLog:
         self.fail_next: list[KafkaError] = []
         self.hold: asyncio.Event | None = None  # when set, appends wait for it
         self.appends = 0
+        # when set, what a replay loaded is not committed until it is set (a new leader's
+        # high watermark below its log end)
+        self.uncommitted: asyncio.Event | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -41,6 +44,11 @@ class MemoryTransactionLog:
 
     async def replay(self, partition: int) -> Iterable[Record]:
         return list(self.parts[partition])
+
+    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
+        if self.uncommitted is not None:
+            await self.uncommitted.wait()
+        return self.leader_epochs.get(partition, coordinator_epoch) == coordinator_epoch
 
 
 @dataclass

@@ -763,3 +763,54 @@ def test_list_transactions_filters() -> None:
         assert h.coord.describe_transactions(["x"])[0].error is E.coordinator_not_available
 
     run(body)
+
+
+def test_a_loaded_decision_waits_for_the_high_watermark_before_its_markers() -> None:
+    """A new coordinator loads to the log end, so a PrepareCommit it loads may not be
+    committed yet (its old leader died before followers copied it). Its markers wait until
+    the high watermark covers what was loaded: sending them at once, then dying, would let
+    a coordinator whose log lacks the record abort it elsewhere (a torn transaction).
+    Meanwhile the producer gets CONCURRENT_TRANSACTIONS; if leadership moves on first, no
+    marker is ever sent by this coordinator."""
+    async def body() -> None:
+        h = await Harness(markers=FakeMarkerWriter(manual=True)).start()
+        pid, epoch = await begin(h, {("a", 0)})
+        assert await h.coord.end_txn(TID, pid, epoch, True) is E.none
+        await settle()
+        for p in range(4):
+            h.coord.on_resignation(p)
+        calls = len(h.markers.calls)
+        h.log.uncommitted = asyncio.Event()
+        h2 = await Harness(h.log, h.markers, h.clock, pids=h.pids).start(epoch=1)
+        assert h2.meta().state is S.PREPARE_COMMIT
+        await settle()
+        assert len(h2.markers.calls) == calls  # not while the record may be uncommitted
+        res = await h2.coord.add_partitions_to_txn(TID, pid, epoch, {("b", 0)})
+        assert res == {("b", 0): E.concurrent_transactions}
+        h.log.uncommitted.set()  # the high watermark reaches the loaded end
+        await settle()
+        assert len(h2.markers.calls) == calls + 1
+        call = h2.markers.pending()[-1]
+        assert call.commit and call.coordinator_epoch == 1
+        h2.markers.answer(call)
+        await settle()
+        assert h2.meta().state is S.COMPLETE_COMMIT
+
+        # Deposed before the high watermark moved: this coordinator sends nothing.
+        pid, epoch = await begin(h2, {("c", 0)}, tid="t3")
+        assert await h2.coord.end_txn("t3", pid, epoch, False) is E.none
+        await settle()  # PrepareAbort written; its markers are left unanswered
+        for p in range(4):
+            h2.coord.on_resignation(p)
+        calls = len(h2.markers.calls)
+        h.log.uncommitted = asyncio.Event()
+        h3 = await Harness(h.log, h.markers, h.clock, pids=h.pids).start(epoch=2)
+        assert h3.meta("t3").state is S.PREPARE_ABORT
+        for p in range(4):
+            h.log.leader_epochs[p] = 3  # another broker leads now
+            h3.coord.on_resignation(p)
+        h.log.uncommitted.set()
+        await settle()
+        assert len(h3.markers.calls) == calls
+
+    run(body)

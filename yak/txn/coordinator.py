@@ -379,12 +379,37 @@ class TransactionCoordinator:
             partition,
             coordinator_epoch,
         )
-        for txn_id, meta in list(entry.txns.items()):
-            if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        decided = [meta for meta in entry.txns.values()
+                   if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)]
+        if decided:
+            self._spawn(self._complete_loaded(partition, entry, decided),
+                        f"txn-complete-loaded-{partition}")
+        if abort_ongoing:
+            for txn_id, meta in list(entry.txns.items()):
+                if meta.state is _S.ONGOING:
+                    log.info("aborting %r: open when this broker stopped uncleanly", txn_id)
+                    self._start_fenced_abort(txn_id, entry, meta, self.clock.now_ms())
+
+    async def _complete_loaded(self, partition: int, entry: _Partition,
+                               decided: list[TransactionMetadata]) -> None:
+        """Send the markers of the transactions loaded in a Prepare state, once the
+        partition's high watermark covers the loaded log end.
+
+        Why wait: loading reads to the log end (see `TransactionLog.replay`), so a
+        PrepareCommit the previous leader wrote but never got acknowledged may be loaded
+        from above the high watermark. Sending its markers at once and dying before a
+        follower copied it would let a third coordinator, whose log lacks the record, abort
+        what this one had committed in some partitions: a torn transaction. Meanwhile the
+        transactions stay in their Prepare state, which answers the producer
+        CONCURRENT_TRANSACTIONS, as Kafka does while it completes them."""
+        if not await self.log.wait_loaded_committed(partition, entry.coordinator_epoch):
+            return  # no longer the leader at this epoch: the next coordinator finishes them
+        if self._owned.get(partition) is not entry:
+            return
+        for meta in decided:
+            if entry.txns.get(meta.transactional_id) is meta and meta.state in (
+                    _S.PREPARE_COMMIT, _S.PREPARE_ABORT):
                 self._start_markers(entry, partition, meta)
-            elif abort_ongoing and meta.state is _S.ONGOING:
-                log.info("aborting %r: open when this broker stopped uncleanly", txn_id)
-                self._start_fenced_abort(txn_id, entry, meta, self.clock.now_ms())
 
     def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """Another broker leads `partition` now: forget its ids (it finishes their work).

@@ -48,6 +48,12 @@ class TransactionLog(Protocol):
         in-sync replica has (an acknowledged PrepareCommit), as Kafka's loader knows."""
         ...
 
+    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
+        """Until the partition's high watermark covers the log end the last `replay` read
+        (every loaded record is committed): True then; False as soon as this broker no
+        longer leads the partition at `coordinator_epoch`."""
+        ...
+
 
 class MarkerWriter(Protocol):
     async def write_markers(

@@ -23,6 +23,7 @@ Neither imports `yak.broker`: creating the topic is a callable the composition h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
@@ -76,6 +77,7 @@ class TopicTransactionLog:
         self._timeout_ms = timeout_ms
         existing = topic_partitions(TRANSACTION_STATE_TOPIC)
         self._num_partitions = existing if existing is not None else default_partitions
+        self._loaded_end: dict[int, int] = {}  # partition -> log end its last replay read
 
     @property
     def num_partitions(self) -> int:
@@ -150,6 +152,7 @@ class TopicTransactionLog:
         out: list[Record] = []
         offset = p.log_start_offset
         end = p.log_end_offset
+        self._loaded_end[partition] = end
         while offset < end:
             info = p.read(offset, _READ_CHUNK, FetchIsolation.LOG_END, True)
             data = b"".join(bytes(b) for b in info.buffers)
@@ -167,6 +170,24 @@ class TopicTransactionLog:
                 break
             offset = nxt
         return out
+
+
+    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
+        end = self._loaded_end.get(partition, 0)
+        while True:
+            if self.leader_epoch(partition) != coordinator_epoch:
+                return False
+            p = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
+            if p is None:
+                return False
+            if p.high_watermark >= end:
+                return True
+            # Woken when the high watermark moves; look again at least every second (a
+            # leadership change fails no watch here).
+            watch = self._replicas.produce_purgatory.watch(TRANSACTION_STATE_TOPIC,
+                                                           partition, end)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch, 1.0)
 
 
 class TransactionStateHost:
