@@ -17,8 +17,8 @@ With `connections.max.reauth.ms` > 0 the SaslAuthenticate response carries the s
 lifetime; the client must re-authenticate (a new SaslHandshake with the same mechanism,
 ending in the same principal) before it expires, or the next request closes the connection.
 
-Mechanisms: PLAIN (users from PlainLoginModule's JAAS options) and SCRAM-SHA-256/512
-(scramp, credentials from a `CredentialStore`).
+Mechanisms: PLAIN (users from PlainLoginModule's JAAS options), SCRAM-SHA-256/512
+(scramp, credentials from a `CredentialStore`) and OAUTHBEARER (JWTs, `oauthbearer.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from yak.errors import ErrorCode, SaslAuthenticationError
 from yak.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, plain_users, single_entry
+from yak.security.oauthbearer import (
+    OAUTHBEARER,
+    OAUTHBEARER_LOGIN_MODULE,
+    OAuthBearerServer,
+    OAuthBearerValidator,
+)
 from yak.security.principal import USER_TYPE, KafkaPrincipal
 from yak.security.scram import MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialStore, ScramCredential
 
@@ -61,7 +67,7 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def _failed(mechanism: str, reauth: bool = False) -> SaslAuthenticationError:
@@ -79,6 +85,7 @@ class SaslServer(Protocol):
     mechanism: str
     complete: bool
     authorization_id: str | None  # the user name once complete
+    credential_expiry_ms: int | None  # when the credential itself expires (a token's exp)
 
     def evaluate(self, token: bytes) -> bytes:
         """The next challenge; raises SaslAuthenticationError on failure."""
@@ -94,6 +101,7 @@ class PlainServer:
         self._users = users
         self.complete = False
         self.authorization_id: str | None = None
+        self.credential_expiry_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         if self.complete:
@@ -175,6 +183,7 @@ class ScramServer:
         self._stage = 0
         self.complete = False
         self.authorization_id: str | None = None
+        self.credential_expiry_ms: int | None = None
         self._user: str | None = None
         self._known = False
 
@@ -293,6 +302,7 @@ class SaslListenerConfig:
     plain_users: Mapping[str, str]
     max_receive_size: int
     connections_max_reauth_ms: int
+    oauthbearer: OAuthBearerValidator | None = None
 
     def __repr__(self) -> str:
         return (
@@ -327,17 +337,21 @@ class SaslListenerConfig:
                         f"{jkey} is required: PLAIN needs its users in a PlainLoginModule "
                         "JAAS config"
                     )
-                continue  # SCRAM: ScramLoginModule is optional on a broker
-            module = PLAIN_LOGIN_MODULE if m == "PLAIN" else SCRAM_LOGIN_MODULE
+                continue  # SCRAM, OAUTHBEARER: the login module is optional on a broker
+            module = {"PLAIN": PLAIN_LOGIN_MODULE,
+                      OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE}.get(m, SCRAM_LOGIN_MODULE)
             entry = single_entry(found[1], jkey, module)
             if m == "PLAIN":
                 users = plain_users(entry)
                 if not users:
                     raise ConfigError(f'invalid value for {jkey}: no user_<name>="<password>"')
+        oauthbearer = (OAuthBearerValidator.from_settings(settings, listener_name)
+                       if OAUTHBEARER in mechs else None)
         return cls(
             listener_name=listener_name.upper(),
             enabled_mechanisms=tuple(mechs),
             plain_users=users,
+            oauthbearer=oauthbearer,
             max_receive_size=get_setting(settings, "sasl.server.max.receive.size", listener_name),
             connections_max_reauth_ms=get_setting(
                 settings, "connections.max.reauth.ms", listener_name
@@ -349,6 +363,9 @@ class SaslListenerConfig:
     ) -> SaslServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == OAUTHBEARER:
+            assert self.oauthbearer is not None
+            return OAuthBearerServer(self.oauthbearer)
         if credentials is None:
             raise ValueError("SCRAM needs a credential store")
         return ScramServer(mechanism, lambda u: credentials.get(u, mechanism), secret)
@@ -572,6 +589,10 @@ class SaslAuthenticator:
         self._reauth = False
         self._failed_delay.succeeded(self.client_ip)
         lifetime = max(0, self.config.connections_max_reauth_ms)
+        expiry = self._server.credential_expiry_ms
+        if lifetime > 0 and expiry is not None:
+            # KIP-368: a session ends with its credential (an OAUTHBEARER token's exp)
+            lifetime = max(1, min(lifetime, expiry - now_ms))
         self.session_expiry_ms = now_ms + lifetime if lifetime > 0 else None
         return AuthenticateResult(ErrorCode.none, None, out, lifetime, False, 0, True)
 
