@@ -301,6 +301,41 @@ class QueueConsumer(_Client):
             c.close()
 
 
+class _Stuck(Exception):
+    """A client call that did not return long after its own timeout."""
+
+
+def _bounded(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Run a blocking client call in a daemon thread and give up on it after `timeout_s`.
+
+    Why: librdkafka 2.16's `send_offsets_to_transaction` can block far past its timeout
+    when the group coordinator moves (confluentinc/librdkafka #5456, #5511; the 30-minute
+    run's pipeline stayed inside it to the end). An application replaces such a worker;
+    so does the pipeline: the stuck call keeps its (daemon) thread and its producer, which
+    the next incarnation's InitProducerId fences."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"chaos-call-{what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise _Stuck(f"{what} still blocked after {timeout_s:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+# A transactional call's own timeout is 30 s; one still blocked this long is stuck.
+STUCK_AFTER_S = 90.0
+
+
 class Pipeline(_Client):
     """Consume-transform-produce, exactly once: read `input_topic` (read_committed, in a
     group), write each value transformed to `output_topic` in a transaction that also
@@ -417,20 +452,29 @@ class Pipeline(_Client):
             for op in delivered:
                 rec.add(op)
             positions = c.position(c.assignment())
-            p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 30)
+            group = c.consumer_group_metadata()
+            _bounded(lambda: p.send_offsets_to_transaction(positions, group, 30),
+                     STUCK_AFTER_S, "send_offsets_to_transaction")
             if self.rng.random() < self.abort_ratio:
-                p.abort_transaction(30)
+                _bounded(lambda: p.abort_transaction(30), STUCK_AFTER_S, "abort_transaction")
                 self.aborts += 1
                 rec.add({"op": "txn", "process": name, "txn": key, "action": "abort",
                          "status": "ok"})
                 return False
             rec.add({"op": "txn", "process": name, "txn": key, "action": "commit",
                      "status": "info"})
-            p.commit_transaction(30)
+            _bounded(lambda: p.commit_transaction(30), STUCK_AFTER_S, "commit_transaction")
             self.commits += 1
             rec.add({"op": "txn", "process": name, "txn": key, "action": "commit",
                      "status": "ok"})
             return True
+        except _Stuck as e:
+            # Replace the producer (the next incarnation fences this one); the report
+            # names the call, and an unknown commit is decided by what readers saw.
+            self.count_error(e)
+            rec.add({"op": "nemesis", "process": name, "fault": "client", "phase": "info",
+                     "detail": f"pipeline producer replaced: {e} (librdkafka #5456/#5511)"})
+            return None
         except KafkaException as e:
             err = e.args[0]
             self.count_error(err)
