@@ -242,6 +242,7 @@ class _SourceFetcher:
         self.rounds = 0
         self.bytes = 0
         self.wait_s = 0.0
+        self._shut = False
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}-{fetcher_id}")
 
@@ -264,19 +265,24 @@ class _SourceFetcher:
     def shutdown(self) -> None:
         log.info("replica fetcher from broker %d: %d fetches, %d bytes, %.1f s waiting",
                  self.leader_id, self.rounds, self.bytes, self.wait_s)
+        # The flag as well as the cancel: Python 3.11's asyncio.wait_for can swallow a
+        # cancellation that meets its inner call's completion (gh-86296), and a fetcher
+        # whose last partition left would then wait for a change forever.
+        self._shut = True
+        self._changed.set()
         self._task.cancel()
         self._close()
 
-    async def wait_closed(self) -> None:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
+    async def wait_closed(self, timeout_s: float = 5.0) -> None:
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
 
     # ------------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
         backoff = self.cfg.fetch_backoff_ms / 1000
         try:
-            while True:
+            while not self._shut:
                 now = time.monotonic()
                 ready = [pf for pf in self.partitions.values() if pf.delayed_until <= now]
                 if not ready:
