@@ -493,25 +493,43 @@ class Pipeline(_Client):
             return None
 
     def _rewind(self, c: Any) -> None:
-        """After an abort the consumed offsets were not committed: go back to the
-        group's committed positions (Kafka's EOS loop does the same)."""
+        """After an abort, or a producer given up, the consumed offsets were not
+        committed: go back to the group's committed positions (Kafka's EOS loop does the
+        same) before consuming again.
+
+        Why it retries: reading the committed offsets fails while the group's coordinator
+        moves (NOT_COORDINATOR from librdkafka's `committed()`), and consuming on from the
+        current position would skip the inputs of the transaction that did not commit.
+        The 30-minute run of 2026-11-26 did exactly that once (58 inputs without output).
+        A partition answered with an error counts as a failure too: its offset is not the
+        group's."""
         from confluent_kafka import OFFSET_INVALID, TopicPartition
 
-        assignment = c.assignment()
-        if not assignment:
-            return
-        try:
-            committed = c.committed(assignment, 30)
-        except Exception as e:
-            self.count_error(e)
-            return
-        for tp in committed:
-            off = tp.offset if tp.offset != OFFSET_INVALID else 0
-            with contextlib.suppress(Exception):
-                c.seek(TopicPartition(tp.topic, tp.partition, off))
+        while True:
+            assignment = c.assignment()
+            if not assignment:
+                return  # nothing is owned: the next assignment starts at the group's offsets
+            try:
+                committed = c.committed(assignment, 30)
+                failed = [tp.error for tp in committed if tp.error is not None]
+                if failed:
+                    raise RuntimeError(f"committed offsets: {failed[0]}")
+                for tp in committed:
+                    off = tp.offset if tp.offset != OFFSET_INVALID else 0
+                    c.seek(TopicPartition(tp.topic, tp.partition, off))
+                break
+            except Exception as e:
+                self.count_error(e)
+                if self.stop_event.is_set():
+                    return  # stopping: nothing more is consumed from the stale position
+                time.sleep(REWIND_RETRY_S)
         self.rec.add({"op": "reset", "process": self.client_name,
                       "partitions": [partition_name(tp.topic, tp.partition)
                                      for tp in committed]})
+
+
+# Pause between attempts to read the group's committed offsets for a rewind.
+REWIND_RETRY_S = 1.0
 
 
 def final_reads(bootstrap: str, topics: dict[str, int], clock: Callable[[], float], *,
