@@ -38,10 +38,18 @@ def test_appends_reads_maintenance_and_cleaner_together(tmp_path):
     rng = random.Random(1)
     reads = 0
     try:
-        deadline = time.monotonic() + 3
+        # At least 3 s of appends and reads, and on until both the cleaner and retention
+        # have run under them (bounded: a loaded machine may need longer). 500 keys keep the
+        # compacted log above retention.bytes, so retention has something to delete however
+        # fast the cleaner keeps up (with 20 keys a quick cleaner kept it below, and
+        # retention never ran: a CI failure of 2026-11-26).
+        start_at = time.monotonic()
         i = 0
-        while time.monotonic() < deadline:
-            recs = [Record(b"g%d" % rng.randrange(20), b"%d" % (i + j) * 10) for j in range(3)]
+        while True:
+            elapsed = time.monotonic() - start_at
+            if elapsed >= 30 or (elapsed >= 3 and cleaned[0] > 0 and log.log_start_offset > 0):
+                break
+            recs = [Record(b"g%d" % rng.randrange(500), b"%d" % (i + j) * 10) for j in range(3)]
             r = log.append_as_leader(build_batch(recs), 0)
             for j, rec in enumerate(recs):
                 values[r.base_offset + j] = (rec.key, rec.value)
