@@ -57,7 +57,7 @@ def _pipeline(stop: threading.Event | None = None) -> tuple[Pipeline, Recorder]:
 
 @pytest.fixture(autouse=True)
 def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(queue, "REWIND_RETRY_S", 0.01, raising=False)
+    monkeypatch.setattr(queue, "REWIND_RETRY_S", 0.01)
 
 
 def _not_coordinator() -> KafkaException:
