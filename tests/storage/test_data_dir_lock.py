@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -64,7 +65,11 @@ def test_failed_startup_lets_go(tmp_path, monkeypatch):
 
 
 def _consume(bootstrap: str, n: int, timeout: float = 20.0) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lock-check",
+    # A fresh group each time: the first broker is SIGKILLed right after a consumer's
+    # close, and LeaveGroup is answered before the emptied group is written (as in Kafka),
+    # so a reused group could come back with a stale member and hold the successor's
+    # JoinGroup for a whole session timeout (45 s), longer than this read waits.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lock-check-{uuid.uuid4()}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe(["locked"])
     out: list[bytes] = []
