@@ -235,3 +235,29 @@ def test_sigstop_past_session_is_fenced(etcd: LocalEtcd, keys: ClusterKeys,
     finally:
         proc.kill()
         proc.wait(5)
+
+
+def test_a_starved_event_loop_keeps_its_session(etcd: LocalEtcd, keys: ClusterKeys) -> None:
+    """The broker's loop blocked for twice the session timeout (log recovery on a saturated
+    machine, docs/reliability.md finding 9) does not lose the registration: the renewals run
+    on their own thread, as Kafka's broker heartbeats do. A frozen *process* still loses it
+    (test_sigstop_past_session_is_fenced)."""
+    async def body() -> None:
+        async with EtcdClient(etcd.endpoints) as c:
+            states: list[tuple[RegistrationState, int]] = []
+            reg = BrokerRegistration(c, keys, record(6), session_timeout_ms=2000,
+                                     heartbeat_interval_ms=300,
+                                     on_state=lambda s, e: states.append((s, e)))
+            await reg.start()
+            epoch = reg.epoch
+            time.sleep(4.5)  # blocks this loop: nothing else on it runs
+            assert reg.is_registered()  # the local deadline was kept renewed meanwhile
+            await asyncio.sleep(0.5)  # let a lost-lease callback through, had there been one
+            assert states == [(RegistrationState.REGISTERED, epoch)]
+            kv = await c.get(keys.broker(6))
+            assert kv is not None and kv.create_revision == epoch
+            assert await c.lease_ttl(reg.lease.lease_id) > 0  # type: ignore[union-attr]
+            await reg.stop()
+            assert await c.get(keys.broker(6)) is None
+
+    run(body())

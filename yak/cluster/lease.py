@@ -13,6 +13,15 @@ from the first instruction the process runs.
 
 etcd counts TTLs in whole seconds, with a minimum of about 2 s at its default heartbeat
 (1.5 x election timeout, rounded up), so a TTL in ms is rounded up.
+
+Why a thread of its own: renewals ran on the broker's event loop, and a loop starved for
+longer than the TTL (recovering logs, or a saturated machine; docs/reliability.md finding 9)
+lost the broker's session although the process was alive and serving, which moved its
+leaderships and shrank every ISR. Kafka's brokers heartbeat to the controller from their
+own thread for the same reason. The renewals now run on a private event loop in a daemon
+thread, with their own etcd client; the owner's loop is told of a lost lease through
+`call_soon_threadsafe`. A paused process (SIGSTOP, a VM freeze) pauses every thread, so the
+local deadline above protects exactly as before.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import contextlib
 import enum
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -42,9 +52,14 @@ class LeaseState(enum.Enum):
 class LeaseKeeper:
     """Grants a lease and renews it every `interval_ms` until stopped or lost.
 
-    `on_lost(reason)` is called once, from the event loop, when etcd reports the lease gone.
-    While etcd is unreachable the keeper keeps trying; `valid()` turns false at the local
-    deadline, and the lapse is logged once per change of state.
+    `on_lost(reason)` is called once, on the event loop that called `start()`, when etcd
+    reports the lease gone. While etcd is unreachable the keeper keeps trying; `valid()`
+    turns false at the local deadline, and the lapse is logged once per change of state.
+
+    The renewals run in a thread (see the module doc). The thread writes `valid_until`,
+    `_gap`, `_last_attempt` and `_unreachable_logged` (single assignments, read without a
+    lock); `_lock` orders the thread's last write against `stop()`/`suspend()`, after which
+    it writes nothing.
     """
 
     def __init__(self, client: EtcdClient, ttl_ms: int, interval_ms: int, *,
@@ -66,7 +81,11 @@ class LeaseKeeper:
         self.valid_until = 0.0
         self.state = LeaseState.NEW
         self.lost = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._owner_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._halted = False  # stop()/suspend() called: the thread must write nothing more
+        self._cancel_renewals: Callable[[], None] | None = None  # set by the thread
         self._unreachable_logged = False
         self._last_attempt = 0.0  # clock when the latest renewal attempt started
         self._gap = False  # an attempt came late (the process stalled) since the last renewal
@@ -102,19 +121,22 @@ class LeaseKeeper:
         self.valid_until = t0 + self.granted_ttl_s
         self._last_attempt = t0
         self.state = LeaseState.ACTIVE
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"{self.name}-keepalive")
+        self._owner_loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._thread_main, name=f"{self.name}-keepalive",
+                                        daemon=True)
+        self._thread.start()
         return self.lease_id
 
     async def stop(self, revoke: bool = True) -> None:
         """Stop renewing; with `revoke`, also delete the lease (and every key on it) now."""
         was_active = self.state is LeaseState.ACTIVE
         self.state = LeaseState.CLOSED
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        thread = self._halt()
+        if thread is not None:
+            # The renewal in flight is cancelled, so this is quick; bounded all the same.
+            deadline = time.monotonic() + self.client.timeout + 1.0
+            while thread.is_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
         if revoke and was_active and self.lease_id:
             try:
                 await self.client.lease_revoke(self.lease_id)
@@ -124,9 +146,31 @@ class LeaseKeeper:
 
     def suspend(self) -> None:
         """Stop renewing without revoking, as if the process froze (tests and fault drills)."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self._halt()
+
+    def _halt(self) -> threading.Thread | None:
+        """Tell the renewal thread to stop; from here on it changes nothing."""
+        with self._lock:
+            self._halted = True
+            cancel = self._cancel_renewals
+        if cancel is not None:
+            with contextlib.suppress(RuntimeError):  # its loop already closed
+                cancel()
+        thread, self._thread = self._thread, None
+        return thread
+
+    def _report_lost(self, reason: str) -> None:
+        """From the renewal thread: the lease is gone. valid() turns false at once; the
+        owner's loop runs `_mark_lost` (event, callback) as soon as it gets to it."""
+        with self._lock:
+            if self._halted:
+                return
+            self.valid_until = 0.0
+            self._halted = True
+        loop = self._owner_loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the owner's loop is closed: nobody to tell
+                loop.call_soon_threadsafe(self._mark_lost, reason)
 
     def _mark_lost(self, reason: str) -> None:
         if self.state is not LeaseState.ACTIVE:
@@ -137,8 +181,35 @@ class LeaseKeeper:
         if self._on_lost is not None:
             self._on_lost(reason)
 
-    async def _run(self) -> None:
-        while self.state is LeaseState.ACTIVE:
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(self._renew(), name=f"{self.name}-keepalive")
+            with self._lock:
+                self._cancel_renewals = lambda: loop.call_soon_threadsafe(task.cancel)
+                if self._halted:
+                    task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(task)
+        except Exception as e:  # a bug here must not pass silently: the session would lapse
+            log.exception("%s: lease %x renewal thread failed", self.name, self.lease_id)
+            self._report_lost(f"renewal thread failed: {e!r}")
+        finally:
+            with self._lock:
+                self._cancel_renewals = None
+            loop.close()
+
+    async def _renew(self) -> None:
+        # A client of this thread's own: an httpx client belongs to the loop it runs on.
+        client = EtcdClient(self.client.endpoints, timeout=self.client.timeout,
+                            connect_timeout=self.client.connect_timeout)
+        try:
+            await self._run(client)
+        finally:
+            await client.aclose()
+
+    async def _run(self, client: EtcdClient) -> None:
+        while not self._halted:
             await asyncio.sleep(self.interval_s)
             t0 = self._clock()
             if t0 - self._last_attempt > self._attempt_budget_s():
@@ -151,8 +222,8 @@ class LeaseKeeper:
                             self.lease_id, self.granted_ttl_s)
                 self._unreachable_logged = True
             try:
-                ttl = await self.client.lease_keepalive(
-                    self.lease_id, timeout=max(0.5, min(self.client.timeout, self.interval_s)))
+                ttl = await client.lease_keepalive(
+                    self.lease_id, timeout=max(0.5, min(client.timeout, self.interval_s)))
             except LeaseNotFoundError:
                 ttl = 0
             except EtcdUnavailable as e:
@@ -164,14 +235,17 @@ class LeaseKeeper:
             except EtcdError as e:
                 log.warning("%s: lease %x keepalive failed: %s", self.name, self.lease_id, e)
                 continue
-            if self.state is not LeaseState.ACTIVE:
-                return
             if ttl <= 0:
-                self._mark_lost("expired" if self._clock() >= self.valid_until
-                                else "gone (revoked)")
+                self._report_lost("expired" if self._clock() >= self.valid_until
+                                  else "gone (revoked)")
                 return
-            self.valid_until = t0 + ttl
-            self._gap = False
+            with self._lock:
+                if self._halted:
+                    return
+                self.valid_until = t0 + ttl
+                self._gap = False
             if self._unreachable_logged:
                 log.info("%s: lease %x renewed again", self.name, self.lease_id)
                 self._unreachable_logged = False
+
+
