@@ -280,3 +280,47 @@ def test_marker_batch_layout() -> None:
     assert ctl.read_marker_batch(abort) == ctl.EndTxnMarker(False, 12)
     with pytest.raises(InvalidRecordError):
         ctl.read_marker_batch(batches.build_batch([batches.Record(b"k", b"v")]))
+
+
+def _control_batch(key: bytes | None, value: bytes | None, *, codec: int = 0,
+                   headers: list | None = None, timestamp: int | None = None) -> bytes:
+    return batches.build_batch(
+        [batches.Record(key, value, timestamp, headers or [])], producer_id=5,
+        producer_epoch=0, transactional=True, control=True, compression_type=codec,
+        base_timestamp=0 if timestamp is not None else None)
+
+
+def test_read_control_fields_agrees_with_the_full_decode() -> None:
+    """Recovery's in-place read of a marker (control type, coordinator epoch) gives what
+    decoding the record whole gives, on the canonical layout and off it."""
+    def full(batch: bytes) -> tuple[int, int]:
+        (r,) = batches.decode_records(batch)
+        ctype = ctl.decode_control_type(r.key)
+        v = r.value
+        return ctype, (-1 if v is None or len(v) < 6 else struct.unpack_from(">hi", v)[1])
+
+    cases = [
+        ctl.build_marker_batch(77, 3, 12, commit=True),  # canonical
+        ctl.build_marker_batch(77, 3, -7, commit=False),
+        # off the canonical layout: a two-byte timestamp delta, a longer value, headers,
+        # a short value, no value, compressed
+        _control_batch(ctl.encode_control_key(1), ctl.encode_marker_value(4), timestamp=10_000),
+        _control_batch(ctl.encode_control_key(0), ctl.encode_marker_value(9) + b"later"),
+        _control_batch(ctl.encode_control_key(1), ctl.encode_marker_value(2),
+                       headers=[("h", b"x")]),
+        _control_batch(ctl.encode_control_key(0), b"\x00\x00"),
+        _control_batch(ctl.encode_control_key(1), None),
+        _control_batch(ctl.encode_control_key(1), ctl.encode_marker_value(31), codec=1),
+        _control_batch(b"\x00\x01\x00\x01", ctl.encode_marker_value(3)),  # later key version
+    ]
+    for batch in cases:
+        h = batches.parse_header(batch, 0)
+        assert ctl.read_control_fields(batch, h) == full(batch), batch.hex()
+        assert ctl.read_control_fields(memoryview(batch), h) == full(batch)
+    assert ctl.read_control_fields(cases[0], batches.parse_header(cases[0], 0)) == (1, 12)
+    assert ctl.read_control_fields(cases[1], batches.parse_header(cases[1], 0)) == (0, -7)
+
+    for bad_key in (b"\xff\xff\x00\x01", b"\x00\x00\x00", None):  # negative version, short
+        batch = _control_batch(bad_key, ctl.encode_marker_value(1))
+        with pytest.raises(InvalidRecordError):
+            ctl.read_control_fields(batch, batches.parse_header(batch, 0))

@@ -18,8 +18,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from yak.errors import InvalidRecordError
-from yak.protocol import records
+from yak.errors import CorruptRecordError, InvalidRecordError
+from yak.protocol import compression, records
+from yak.protocol.primitives import read_varlong
 
 __all__ = [
     "ABORT",
@@ -31,6 +32,7 @@ __all__ = [
     "decode_marker",
     "build_marker_batch",
     "read_marker_batch",
+    "read_control_fields",
 ]
 
 ABORT = 0
@@ -40,6 +42,8 @@ END_TXN_MARKER_VERSION = 0
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
+_CANONICAL_KEY_LEN = 8  # zigzag varint of 4 (the key's length)
+_CANONICAL_VALUE_LEN = 12  # zigzag varint of 6 (the value's length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +127,55 @@ def read_marker_batch(batch: bytes | bytearray | memoryview) -> EndTxnMarker:
     if len(recs) != 1:
         raise InvalidRecordError(f"a marker batch holds one record, not {len(recs)}")
     return decode_marker(recs[0].key, recs[0].value)
+
+
+def read_control_fields(batch: bytes | bytearray | memoryview,
+                        h: records.BatchHeader) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control batch's first record, read in place.
+
+    Recovery and replication end a transaction for every marker they read back; decoding
+    the batch whole (a Record object, its headers list, every field) cost about a third of
+    a log's recovery (docs/reliability.md, finding 9). This reads the six fields in front of
+    the key and the value and nothing else. A compressed control batch (no client or broker
+    writes one, but the format allows it) takes the full decode. The coordinator epoch is -1
+    when the value is too short to hold one, as `decode_marker` would refuse; the control
+    type raises InvalidRecordError as `decode_control_type` does."""
+    p = records.HEADER_SIZE
+    if (h.compression == compression.NONE and h.record_count >= 1 and h.size >= p + 16
+            and batch[p] < 0x80 and batch[p + 2] < 0x80 and batch[p + 3] < 0x80
+            and batch[p + 4] == _CANONICAL_KEY_LEN and batch[p + 9] == _CANONICAL_VALUE_LEN):
+        # The layout every marker has (one-byte length and deltas, a 4-byte key, a 6-byte
+        # value): unpack in place, no varint calls.
+        version, control_type = _KEY.unpack_from(batch, p + 5)
+        if version < 0:
+            raise InvalidRecordError(f"control record key version {version}")
+        return int(control_type), int(_VALUE.unpack_from(batch, p + 10)[1])
+    if h.compression != compression.NONE:
+        recs = records.decode_records(batch)
+        key = recs[0].key if recs else None
+        value = recs[0].value if recs else None
+    else:
+        if h.record_count < 1:
+            raise InvalidRecordError("control batch without a record")
+        end = h.size
+        pos = p
+        _length, pos = read_varlong(batch, pos, end, CorruptRecordError)
+        pos += 1  # record attributes
+        _ts_delta, pos = read_varlong(batch, pos, end, CorruptRecordError)
+        _offset_delta, pos = read_varlong(batch, pos, end, CorruptRecordError)
+        key, pos = _read_field(batch, pos, end)
+        value, pos = _read_field(batch, pos, end)
+    control_type = decode_control_type(key)
+    if value is None or len(value) < _VALUE.size:
+        return control_type, -1
+    return control_type, int(_VALUE.unpack_from(value, 0)[1])
+
+
+def _read_field(batch: bytes | bytearray | memoryview, pos: int,
+                end: int) -> tuple[bytes | bytearray | memoryview | None, int]:
+    n, pos = read_varlong(batch, pos, end, CorruptRecordError)
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise CorruptRecordError("control record field overruns the batch")
+    return batch[pos:pos + n], pos + n

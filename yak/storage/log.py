@@ -35,7 +35,7 @@ from yak.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from yak.protocol.control_records import ABORT, build_marker_batch, decode_control_type
+from yak.protocol.control_records import ABORT, build_marker_batch, read_control_fields
 from yak.protocol.records import (
     ATTRIBUTES_OFFSET,
     CONTROL_BIT,
@@ -240,14 +240,19 @@ class PartitionLog:
         start_idx = max(bisect_right([s.base_offset for s in segs], recovery_point) - 1, 0)
         keep = segs[:start_idx]
         recovered: list[LogSegment] = []
+        cache = self.leader_epoch_cache
+        last_epoch = [-2]
+
+        def on_batch(h: BatchHeader) -> None:
+            # Epochs of recovered batches: their checkpoint may not have reached the disk.
+            # Only a change of epoch can start one (most batches share their neighbour's).
+            if h.partition_leader_epoch != last_epoch[0]:
+                last_epoch[0] = h.partition_leader_epoch
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+
         for i in range(start_idx, len(segs)):
             seg = segs[i]
-            # Epochs of recovered batches: their checkpoint may not have reached the disk.
-            cut = seg.recover(
-                on_batch=lambda h: self.leader_epoch_cache.assign(
-                    h.partition_leader_epoch, h.base_offset
-                )
-            )
+            cut = seg.recover(on_batch=on_batch)
             stats.scanned.append(seg.base_offset)
             stats.bytes_scanned += seg.size + cut
             stats.bytes_truncated += cut
@@ -360,10 +365,8 @@ class PartitionLog:
         """A control batch read back (recovery, replication): end the transaction it
         closes; an ABORT at or after `rebuild` gets its `.txnindex` entry in `seg`."""
         try:
-            recs = decode_records(batch)
-            control_type = decode_control_type(recs[0].key if recs else None)
-            coordinator_epoch = _marker_coordinator_epoch(recs[0].value if recs else None)
-        except (InvalidRecordError, ValueError, IndexError) as e:
+            control_type, coordinator_epoch = read_control_fields(batch, h)
+        except (InvalidRecordError, CorruptRecordError, ValueError, IndexError) as e:
             log.warning("unreadable control batch at %d in %s-%d: %s", h.base_offset,
                         self.topic, self.partition, e)
             return
@@ -1131,10 +1134,3 @@ class PartitionLog:
             segs[i : i + len(old)] = new
             self._view = _View(tuple(segs), tuple(s.base_offset for s in segs))
             return True
-
-
-def _marker_coordinator_epoch(value: bytes | None) -> int:
-    """The coordinator epoch of an EndTxnMarker value (-1 if it is too short to say)."""
-    if value is None or len(value) < 6:
-        return -1
-    return int.from_bytes(value[2:6], "big", signed=True)
