@@ -211,6 +211,13 @@ class LeaseKeeper:
     async def _run(self, client: EtcdClient) -> None:
         while not self._halted:
             await asyncio.sleep(self.interval_s)
+            owner = self._owner_loop
+            if owner is not None and owner.is_closed():
+                # Its owner is gone without stopping it (a test's loop ended): renewing on
+                # would keep the lease, and every key on it, alive for the process's life.
+                with self._lock:
+                    self._halted = True
+                return
             t0 = self._clock()
             if t0 - self._last_attempt > self._attempt_budget_s():
                 self._gap = True  # stalled (paused?) since the last attempt
