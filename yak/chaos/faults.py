@@ -46,7 +46,8 @@ from yak.chaos.env import ChaosCluster
 from yak.chaos.history import Recorder
 from yak.chaos.netns import ETCD, netem_available
 
-__all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults"]
+__all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults",
+           "partition_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,26 @@ def unsupported(name: str, cluster: ChaosCluster) -> str | None:
     if name == "clock" and not spec.faketime:
         return "clock jumps need libfaketime (Debian package libfaketime) and --faketime"
     return None
+
+
+def partition_groups(name: str, nodes: list[str], victim: str | None) -> list[list[str]]:
+    """The sides of a network fault (members in no group keep every link):
+
+    - `partition`: the victim cut from the other brokers only; every broker keeps etcd
+      (Kafka's classic ISR case). etcd is in no group. It once went in the victim's group,
+      which cut the *other* brokers from etcd: a majority of the cluster lost its sessions
+      in what the docs call a one-broker fault (docs/reliability.md, finding 10).
+    - `partition-leader`: the victim cut from the other brokers and etcd.
+    - `partition-halves`: `nodes` (already shuffled) split in two, etcd with the larger.
+    """
+    if name == "partition":
+        assert victim is not None
+        return [[victim], [x for x in nodes if x != victim]]
+    if name == "partition-leader":
+        assert victim is not None
+        return [[victim], [x for x in nodes if x != victim] + [ETCD]]
+    k = len(nodes) // 2
+    return [nodes[:k], nodes[k:] + [ETCD]]
 
 
 @dataclass
@@ -350,23 +371,16 @@ class Nemesis(threading.Thread):
             return {"target": m.name, "hold": hold}
         if name.startswith("partition"):
             nodes = [f"b{n}" for n in c.node_ids]
+            victim = None
             if name == "partition":
                 victim = f"b{self._pick_target('kill', target)}"
-                groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
-                target = victim
             elif name == "partition-leader":
                 victim = f"b{self._pick_target('kill-leader', target)}"
-                groups = [[victim], [x for x in nodes if x != victim] + [ETCD]]
-                target = victim
             else:
-                shuffled = nodes[:]
-                self.rng.shuffle(shuffled)
-                k = len(shuffled) // 2
-                groups = [shuffled[:k], shuffled[k:] + [ETCD]]
-                target = " vs ".join(",".join(g) for g in groups)
-            if name == "partition":
-                # peers only: the victim still reaches etcd (Kafka's classic ISR case)
-                groups = [groups[0] + [ETCD], groups[1][:-1]]
+                nodes = nodes[:]
+                self.rng.shuffle(nodes)
+            groups = partition_groups(name, nodes, victim)
+            target = victim or " vs ".join(",".join(g) for g in groups)
             pairs = c.cut(groups)
             self._set_undo(lambda: (c.heal(), {})[1])
             return {"target": target, "hold": hold, "cut": len(pairs)}
