@@ -11,6 +11,7 @@ import pytest
 from tests.group.test_coordinator import Harness, run
 from yak.errors import ErrorCode
 from yak.group.coordinator import OffsetToCommit
+from yak.group.offsets_log import MemoryOffsetsLog
 
 pytestmark = pytest.mark.timeout(30)
 E = ErrorCode
@@ -95,5 +96,63 @@ def test_static_member_fencing() -> None:
         assert await h.coord.txn_commit_offsets(
             "g", 7, 0, r.generation_id, "other-member", "i-1", [OffsetToCommit("t", 0, 1)]) == [
             E.fenced_instance_id]
+
+    run(body)
+
+
+class _SlowReplicationLog(MemoryOffsetsLog):
+    """The batch lands in the leader's log at once; the wait for the ISR holds until
+    `replicated` is set, then fails if `fail` is set (as a replication timeout would)."""
+
+    def __init__(self) -> None:
+        super().__init__(4)
+        self.replicated = asyncio.Event()
+        self.fail: Exception | None = None
+
+    async def append(self, partition, records, producer=None, on_appended=None):  # type: ignore[no-untyped-def]
+        self._parts[partition].extend(records)
+        if on_appended is not None:
+            on_appended()
+        await self.replicated.wait()
+        if self.fail is not None:
+            raise self.fail
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_marker_during_the_replication_wait_settles_the_offsets(commit: bool) -> None:
+    """The transaction ends (its marker reaches the partition) while its TxnOffsetCommit
+    still waits for the in-sync replicas. The marker must settle those offsets: staged
+    only after the wait, they stayed pending for ever and require_stable fetches answered
+    UNSTABLE_OFFSET_COMMIT for good."""
+    async def body() -> None:
+        wal = _SlowReplicationLog()
+        h = Harness(wal)
+        part = h.coord.partition_for("g")
+        commit_task = asyncio.ensure_future(h.coord.txn_commit_offsets(
+            "g", 7, 0, -1, "", None, [OffsetToCommit("t", 0, 10)]))
+        await asyncio.sleep(0)  # the batch is in the leader's log, the ISR not there yet
+        assert fetch(h, "g", stable=True) == [E.unstable_offset_commit, -1]
+        assert h.coord.complete_txn_offsets(7, commit, [part]) == (1 if commit else 0)
+        wal.replicated.set()
+        assert await commit_task == [E.none]
+        assert fetch(h, "g", stable=True) == [10 if commit else -1, -1]
+        assert not h.coord.has_pending_txn_offsets("g")
+
+    run(body)
+
+
+def test_a_txn_offset_commit_that_fails_after_its_local_append_leaves_nothing_pending() -> None:
+    async def body() -> None:
+        from yak.errors import NotEnoughReplicasAfterAppendError
+
+        wal = _SlowReplicationLog()
+        wal.fail = NotEnoughReplicasAfterAppendError("the ISR shrank")
+        wal.replicated.set()
+        h = Harness(wal)
+        codes = await h.coord.txn_commit_offsets("g", 7, 0, -1, "", None,
+                                                 [OffsetToCommit("t", 0, 10)])
+        assert codes != [E.none]
+        assert fetch(h, "g", stable=True) == [-1, -1]  # the client retries or aborts
+        assert not h.coord.has_pending_txn_offsets("g")
 
     run(body)

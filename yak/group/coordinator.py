@@ -1102,19 +1102,49 @@ class GroupCoordinator:
             records.append((self._offset_key(group_id, o.topic, o.partition),
                             rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now)))
         if records:
+            staged_here = False
+
+            def stage() -> None:
+                # At the local append, before the wait for the ISR: the transaction's
+                # marker may reach this partition during that wait (an abort on timeout,
+                # or the producer giving up), and must find these offsets pending. Staged
+                # only after the wait, they stayed pending for ever once the marker had
+                # gone by: OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT
+                # for good (a chaos run's exactly-once pipeline hung on it).
+                nonlocal staged_here
+                if self.groups.get(group_id) is group:
+                    staged = group.pending_txn_offsets.setdefault(producer_id, {})
+                    for tp, value in accepted:
+                        staged[tp] = value
+                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
+                    staged_here = True
+
             try:
                 await self.log.append(self.partition_for(group_id), records,
-                                      producer=(producer_id, producer_epoch))
+                                      producer=(producer_id, producer_epoch),
+                                      on_appended=stage)
             except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
                 log.warning("transactional offset commit for %r failed: %s", group_id, e)
+                if staged_here:
+                    self._unstage_txn_offsets(group, producer_id, accepted)
                 code = _txn_storage_error_code(e)
                 return [code if c is ErrorCode.none else c for c in codes]
-            if self.groups.get(group_id) is group:
-                staged = group.pending_txn_offsets.setdefault(producer_id, {})
-                for tp, value in accepted:
-                    staged[tp] = value
-                self._txn_groups.setdefault(producer_id, set()).add(group_id)
         return codes
+
+    def _unstage_txn_offsets(self, group: Group, producer_id: int,
+                             accepted: Sequence[tuple[tuple[str, int], CommittedOffset]]) -> None:
+        """A TxnOffsetCommit that failed after its local append (the ISR did not confirm
+        it): its pending offsets go, as Kafka's failPendingTxnOffsetCommit, unless a marker
+        has already settled them or a later commit of the same transaction replaced them.
+        The client retries or aborts."""
+        staged = group.pending_txn_offsets.get(producer_id)
+        if staged is None:
+            return
+        for tp, value in accepted:
+            if staged.get(tp) is value:
+                del staged[tp]
+        if not staged:
+            del group.pending_txn_offsets[producer_id]
 
     def _txn_commit_error(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None

@@ -11,7 +11,7 @@ applies it only once its COMMIT marker follows, and reports those still waiting 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["OffsetsLog", "MemoryOffsetsLog", "Record"]
@@ -25,10 +25,16 @@ class OffsetsLog(Protocol):
     def num_partitions(self) -> int: ...
 
     async def append(
-        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None,
+        on_appended: Callable[[], None] | None = None,
     ) -> None:
         """Durably (as configured) append one batch (transactional, of `producer` = (id,
-        epoch), if given); raises a KafkaError on failure."""
+        epoch), if given); raises a KafkaError on failure.
+
+        `on_appended` is called once the batch is in the leader's log and before the wait
+        for the in-sync replicas: state that a later record of the same log must find (a
+        transaction's pending offsets, which its marker completes) is staged there, as
+        Kafka stages them when the local append is done, not when replication is."""
         ...
 
     def replay(self, partition: int) -> Iterable[Record]:
@@ -54,12 +60,15 @@ class MemoryOffsetsLog:
         return len(self._parts)
 
     async def append(
-        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None,
+        on_appended: Callable[[], None] | None = None,
     ) -> None:
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             raise err
         self._parts[partition].extend(records)
+        if on_appended is not None:
+            on_appended()
 
     def replay(self, partition: int) -> Iterable[Record]:
         return list(self._parts[partition])

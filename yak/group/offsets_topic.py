@@ -79,7 +79,8 @@ class TopicOffsetsLog:
             await self._create_topic(OFFSETS_TOPIC, self._num_partitions, self._configs)
 
     async def append(
-        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None
+        self, partition: int, records: Sequence[Record], producer: tuple[int, int] | None = None,
+        on_appended: Callable[[], None] | None = None,
     ) -> None:
         await self.ensure_topic()
         recs = [batches.Record(k, v) for k, v in records]
@@ -88,12 +89,15 @@ class TopicOffsetsLog:
         else:  # a TxnOffsetCommit: part of the producer's transaction (Kafka: no sequence)
             batch = batches.build_batch(recs, producer_id=producer[0],
                                         producer_epoch=producer[1], transactional=True)
-        (result,) = await self._replicas.append_records(
-            [(OFFSETS_TOPIC, partition, memoryview(batch))],
-            required_acks=-1,
-            origin=AppendOrigin.COORDINATOR,
-            timeout_ms=self._timeout_ms,
-        )
+        # The local append and the wait for the ISR are two steps here (append_records
+        # joins them) so that `on_appended` runs between them: a marker written while this
+        # batch waits for its replicas must find what the caller staged.
+        result = self._replicas.append_local(OFFSETS_TOPIC, partition, memoryview(batch), -1,
+                                             AppendOrigin.COORDINATOR)
+        if not result.error:
+            if on_appended is not None:
+                on_appended()
+            await self._replicas.wait_for_acks([result], self._timeout_ms)
         if result.error:
             raise error_for_code(result.error, result.error_message or "")
 
