@@ -68,6 +68,10 @@ GROUPS = {
 }
 
 
+TARGET_WAIT_S = 30.0
+"""How long a fault aimed at the controller or a leader waits for one to be known."""
+
+
 def parse_faults(spec: str) -> list[str]:
     """`kill,pause-leader`, a group (`all`, `process`, `network`), or `none`."""
     out: list[str] = []
@@ -323,16 +327,23 @@ class Nemesis(threading.Thread):
                 raise ValueError(f"no broker {target!r}")
             return node
         alive = [n for n in c.node_ids if c.alive(n)]
-        if name.endswith("-controller"):
-            ctl = c.controller()
-            if ctl is not None and ctl in alive:
-                return ctl
-            raise RuntimeError("no controller known (DescribeCluster)")
-        if name.endswith("-leader"):
-            leaders = [n for n in c.leaders(self.plan.topic).values() if n in alive]
-            if leaders:
-                return self.rng.choice(leaders)
-            raise RuntimeError(f"no live leader of {self.plan.topic} known (Metadata)")
+        if name.endswith("-controller") or name.endswith("-leader"):
+            # Right after a fault the cluster may be between controllers or leaders (an
+            # election is seconds away): ask again for a while before calling it a failure.
+            deadline = time.monotonic() + TARGET_WAIT_S
+            while True:
+                if name.endswith("-controller"):
+                    ctl = c.controller()
+                    if ctl is not None and ctl in alive:
+                        return ctl
+                    what = "no controller known (DescribeCluster)"
+                else:
+                    leaders = [n for n in c.leaders(self.plan.topic).values() if n in alive]
+                    if leaders:
+                        return self.rng.choice(leaders)
+                    what = f"no live leader of {self.plan.topic} known (Metadata)"
+                if time.monotonic() >= deadline or self.stop_event.wait(1.0):
+                    raise RuntimeError(f"{what} for {TARGET_WAIT_S:g} s")
         return self.rng.choice(alive)
 
     def _start(self, name: str, hold: float, target: Any = None) -> dict[str, Any] | None:
