@@ -254,5 +254,3 @@ class LeaseKeeper:
             if self._unreachable_logged:
                 log.info("%s: lease %x renewed again", self.name, self.lease_id)
                 self._unreachable_logged = False
-
-

@@ -1102,8 +1102,6 @@ class GroupCoordinator:
             records.append((self._offset_key(group_id, o.topic, o.partition),
                             rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now)))
         if records:
-            staged_here = False
-
             def stage() -> None:
                 # At the local append, before the wait for the ISR: the transaction's
                 # marker may reach this partition during that wait (an abort on timeout,
@@ -1111,13 +1109,11 @@ class GroupCoordinator:
                 # only after the wait, they stayed pending for ever once the marker had
                 # gone by: OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT
                 # for good (a chaos run's exactly-once pipeline hung on it).
-                nonlocal staged_here
                 if self.groups.get(group_id) is group:
                     staged = group.pending_txn_offsets.setdefault(producer_id, {})
                     for tp, value in accepted:
                         staged[tp] = value
                     self._txn_groups.setdefault(producer_id, set()).add(group_id)
-                    staged_here = True
 
             try:
                 await self.log.append(self.partition_for(group_id), records,
@@ -1125,8 +1121,7 @@ class GroupCoordinator:
                                       on_appended=stage)
             except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
                 log.warning("transactional offset commit for %r failed: %s", group_id, e)
-                if staged_here:
-                    self._unstage_txn_offsets(group, producer_id, accepted)
+                self._unstage_txn_offsets(group, producer_id, accepted)  # if stage() ran
                 code = _txn_storage_error_code(e)
                 return [code if c is ErrorCode.none else c for c in codes]
         return codes

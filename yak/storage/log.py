@@ -354,13 +354,13 @@ class PartitionLog:
                         self._replay_marker(seg, pos, h, rebuild)
 
     def _follow_marker(self, batch: memoryview, h: BatchHeader) -> None:
-        self._end_txn_from_batch(bytes(batch), h, self._active, h.base_offset)
+        self._end_txn_from_batch(batch, h, self._active, h.base_offset)
 
     def _replay_marker(self, seg: LogSegment, pos: int, h: BatchHeader, rebuild: int) -> None:
         self._end_txn_from_batch(seg.read_batch(pos, h.batch_length + LOG_OVERHEAD), h, seg,
                                  rebuild)
 
-    def _end_txn_from_batch(self, batch: bytes, h: BatchHeader, seg: LogSegment,
+    def _end_txn_from_batch(self, batch: bytes | memoryview, h: BatchHeader, seg: LogSegment,
                             rebuild: int) -> None:
         """A control batch read back (recovery, replication): end the transaction it
         closes; an ABORT at or after `rebuild` gets its `.txnindex` entry in `seg`."""
