@@ -7,7 +7,7 @@ exit 2 (like Kafka's tools and Unix convention), failures talking to the broker 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -57,6 +57,25 @@ app = YakApp(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from yak import __version__
+
+        print(f"yak {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_print_version,
+        help="Print Yak's version and exit.")] = False,
+) -> None:
+    pass
+
+
 app.command("serve")(_serve.serve)
 app.add_typer(_topic.app, name="topic")
 app.command("produce")(_produce.produce)

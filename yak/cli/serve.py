@@ -11,6 +11,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 
 def serve(
@@ -41,8 +42,9 @@ def serve(
     ] = None,
     metadata: Annotated[
         str | None,
-        typer.Option("--metadata", help="Metadata store (metadata.store): local, or"
-                     " etcd://HOST:PORT[,HOST:PORT...][/NAME] to join a cluster."),
+        # Help text is rich markup: "[/NAME]" would read as a closing tag; escape() keeps it.
+        typer.Option("--metadata", help="Metadata store (metadata.store): local, or "
+                     + escape("etcd://HOST:PORT[,HOST:PORT...][/NAME]") + " to join a cluster."),
     ] = None,
     http: Annotated[
         str,

@@ -143,7 +143,7 @@ def abort(
     partition: Annotated[int, typer.Option("--partition", help="Its partition.", min=0)],
     start_offset: Annotated[int | None, typer.Option(
         "--start-offset", help="Offset where the transaction began in the partition "
-        "(from `describe-producers`); not needed if only one is open there.")] = None,
+        "(without it, `yak txn abort` lists them when several are open there).")] = None,
     producer_id: Annotated[int | None, typer.Option(
         "--producer-id", help="Abort this producer's transaction (with --producer-epoch).")]
     = None,
