@@ -80,3 +80,21 @@ def test_serve_with_config_file_and_overrides(tmp_path: Path, fmt: str) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
+
+
+@pytest.mark.parametrize("how", ["--data-dir", "--set", "--config", "under"])
+def test_data_dir_that_is_a_file_is_one_line_exit_2(tmp_path: Path, how: str) -> None:
+    f = tmp_path / "not-a-dir"
+    f.write_text("x\n")
+    target = f / "sub" if how == "under" else f
+    args = {"--data-dir": ["--data-dir", str(target)], "under": ["--data-dir", str(target)],
+            "--set": ["--set", f"log.dirs={target}"],
+            "--config": ["--config", str(tmp_path / "s.properties")]}[how]
+    (tmp_path / "s.properties").write_text(f"log.dirs={target}\n")
+    r = subprocess.run([*YAK, "serve", *args, "--listen", f"127.0.0.1:{free_port()}",
+                        "--http", "none"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("yak: error: ") and f"'{f}' is not a directory" in lines[0]
+    assert "Errno" not in r.stderr and "Traceback" not in r.stderr

@@ -103,6 +103,8 @@ def serve(
     if grpc_auth.lower() == "mtls" and not grpc_tls:
         fail("--grpc-auth mtls needs --grpc-tls (and ssl.client.auth=required)", 2)
     access["http_tls"] = http_tls
+    overrides = (*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ()))
+    _check_data_dir(data_dir, listen, advertised_listener, config, overrides)
     # Left unset, a flag does not override the config file; BrokerConfig has the defaults.
     code = run(
         data_dir=data_dir,
@@ -110,12 +112,34 @@ def serve(
         advertised_listener=advertised_listener,
         config_file=config,
         # --metadata is the setting metadata.store; an explicit --set still wins.
-        overrides=(*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ())),
+        overrides=overrides,
         companions=([_gateway(http_listen, grpc_listen, grpc_tls, access)]
                     if http_listen or grpc_listen else []),
     )
     if code:  # serve() already printed the one-line reason
         raise typer.Exit(code)
+
+
+def _check_data_dir(data_dir: str | None, listen: str | None, advertised: str | None,
+                    config: str | None, overrides: tuple[str, ...]) -> None:
+    """A data directory (log.dirs) that is, or lies under, a file: one line, exit 2.
+
+    Settings that do not load are left to the broker, which names the bad key."""
+    from yak.cli.common import fail
+    from yak.config import BrokerConfig
+
+    try:
+        path = BrokerConfig.load(data_dir=data_dir, listen=listen, advertised_listener=advertised,
+                                 config_file=config, overrides=overrides,
+                                 warn=lambda _message: None).data_dir
+    except Exception:  # noqa: BLE001 - the broker reports it with the key's name
+        return
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "" if p == path else f" (in data directory {str(path)!r})"
+                fail(f"data directory (log.dirs): {str(p)!r} is not a directory{where}", 2)
+            return
 
 
 def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False,
