@@ -144,4 +144,10 @@ def list_quotas(
     if not rows:
         print("no quotas")
     for entity, vals in rows:
-        print(f"{_name(entity)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(vals.items())))
+        print(f"{_name(entity)}: " + ", ".join(f"{k}={_number(v)}" for k, v in sorted(vals.items())))
+
+
+def _number(v: float) -> str:
+    """1048576.0 -> "1048576" (never "1.04858e+06"); fractions as Python writes them."""
+    f = float(v)
+    return str(int(f)) if f.is_integer() else repr(f)
