@@ -58,6 +58,7 @@ __all__ = [
     "UnacceptableCredentialError",
     "ThrottlingQuotaExceededError",
     "TransactionCoordinatorFencedError",
+    "InvalidTxnStateError",
     "error_for_code",
 ]
 
@@ -309,6 +310,13 @@ class TransactionCoordinatorFencedError(KafkaError):
     for that producer (a deposed coordinator's late marker)."""
 
     code = ErrorCode.transaction_coordinator_fenced
+
+
+class InvalidTxnStateError(KafkaError):
+    """A transactional batch whose transaction ended (its marker written) between its
+    KIP-890 verification and its append (the VerificationGuard no longer matches)."""
+
+    code = ErrorCode.invalid_txn_state
 
 
 _BY_CODE: dict[ErrorCode, type[KafkaError]] = {}

@@ -264,6 +264,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_log,
                                       txn_state, txn_coordinator, txn_log,
                                       cluster=node is not None)
+    # KIP-890 part 1: the partition layer asks the transaction coordinator (here or on
+    # another broker) before a transactional batch starts a transaction in a partition.
+    replica_manager.txn_verifier = coordinators.verify_transaction
     inter_broker: InterBrokerClient | None = None
     if node is not None:
         node.hooks.append(coordinators.partition_changed)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from yak.broker import handlers
 from yak.broker.context import RawResponse, RequestContext
 from yak.errors import KafkaError
+from yak.partition.ordering import EffectTurn
 from yak.protocol import guard, kio_compat
 from yak.protocol.framing import (
     MIN_FRAME_SIZE,
@@ -108,6 +109,9 @@ class KafkaConnection(asyncio.Protocol):
         self._inflight: collections.deque[asyncio.Task[int]] = collections.deque()
         self._inflight_bytes = 0
         self._inflight_fetches = 0
+        # The order of effects of pipelined requests (yak/partition/ordering.py): each
+        # gets a turn chained to the one before it.
+        self._last_turn: EffectTurn | None = None
         self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
         self.extras: dict[str, Any] = {}
 
@@ -231,7 +235,9 @@ class KafkaConnection(asyncio.Protocol):
                     # together are taken in one go, before any of their tasks has run.
                     self._inflight_bytes += len(frame)
                     self._inflight_fetches += api == FETCH_KEY
-                    self._inflight.append(loop.create_task(self._pipelined(frame, prev, api)))
+                    turn = self._last_turn = EffectTurn(self._last_turn)
+                    self._inflight.append(
+                        loop.create_task(self._pipelined(frame, prev, api, turn)))
                 else:
                     while self._inflight:
                         await self._wait_oldest()
@@ -278,13 +284,15 @@ class KafkaConnection(asyncio.Protocol):
             self._muted_until = max(self._muted_until, until)
 
     async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None,
-                         api: int) -> int:
-        """One pipelined request: handled at once, answered after `prev` answered. The
-        caller counted it in flight (bytes, Fetches); this takes it back when it is done."""
+                         api: int, turn: EffectTurn) -> int:
+        """One pipelined request: handled at once, its effects after those of the requests
+        before it (`turn`), answered after `prev` answered. The caller counted it in
+        flight (bytes, Fetches); this takes it back when it is done, and releases its turn
+        however it ends, so a failed request never holds the ones behind it."""
         size = len(frame)
         fetch = api == FETCH_KEY
         try:
-            throttle_ms = await self._handle_frame(frame, prev)
+            throttle_ms = await self._handle_frame(frame, prev, turn)
         except ProtocolViolation as e:
             log.info("closing connection from %s: %s", self.peer, e)
             self.close()
@@ -294,6 +302,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return 0
         finally:
+            turn.release()
             self._inflight_bytes -= size
             self._inflight_fetches -= fetch
         self._mute(throttle_ms)
@@ -306,9 +315,11 @@ class KafkaConnection(asyncio.Protocol):
             await _finished(prev)
 
     async def _handle_frame(self, frame: memoryview,
-                            prev: asyncio.Task[int] | None = None) -> int:
+                            prev: asyncio.Task[int] | None = None,
+                            turn: EffectTurn | None = None) -> int:
         """Handle one request; returns how long to hold the connection back (quotas).
-        `prev`: the pipelined request before this one, whose response goes out first."""
+        `prev`: the pipelined request before this one, whose response goes out first;
+        `turn`: its place in the connection's order of effects (None: handled alone)."""
         session = self.session
         authenticator = session.authenticator if session is not None else None
         if authenticator is not None and authenticator.awaiting_raw_token:
@@ -355,6 +366,7 @@ class KafkaConnection(asyncio.Protocol):
             request_size=len(frame),
             extras=self.extras,
             session=session,
+            turn=turn,
         )
         started = time.perf_counter()
         try:

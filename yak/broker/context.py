@@ -15,6 +15,7 @@ from yak.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
+    from yak.partition.ordering import EffectTurn
     from yak.security.channel import Session
 
 CLUSTER_NAME = "kafka-cluster"
@@ -55,6 +56,11 @@ class RequestContext:
     throttle_time_ms: int = 0
     """Set by a handler that applied a quota itself (Produce, Fetch): the throttle it put in
     its response; the connection then holds the connection back that long (KIP-219)."""
+    turn: EffectTurn | None = None
+    """A pipelined request's place in its connection's order of effects (None: a request
+    handled alone, after everything before it answered). A handler that awaits before its
+    effects hands it to the partition layer, which waits on it just before them; the
+    connection releases it when the request ends. See yak/partition/ordering.py."""
 
     @property
     def principal(self) -> KafkaPrincipal:

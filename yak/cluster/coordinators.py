@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from yak.cluster.inter_broker import InterBrokerClient, remote_verify
 from yak.errors import ErrorCode, KafkaError
 from yak.group.offsets_topic import OFFSETS_TOPIC
 from yak.partition.state import NO_LEADER, PartitionState
+from yak.txn.coordinator import produce_verification_error
 from yak.txn.records import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
@@ -136,11 +138,35 @@ class CoordinatorLocator:
 
     async def verify_remote(self, coordinator: int, transactional_id: str, producer_id: int,
                             producer_epoch: int, topic: str, partition: int) -> ErrorCode:
-        """KIP-890 verification by the coordinator on broker `coordinator`."""
+        """KIP-890 verification of one partition by the coordinator on broker
+        `coordinator` (TxnOffsetCommit's check of the group's offsets partition)."""
         if self.inter_broker is None:
             return ErrorCode.not_coordinator
-        return await remote_verify(self.inter_broker, coordinator, transactional_id,
-                                   producer_id, producer_epoch, topic, partition)
+        codes = await remote_verify(self.inter_broker, coordinator, transactional_id,
+                                    producer_id, producer_epoch, [(topic, partition)])
+        return codes[(topic, partition)]
+
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int,
+                                 partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The partition layer's `TxnVerifier` (KIP-890 part 1): is each partition in the
+        producer's ongoing transaction? Asks the local coordinator (no await), or the
+        coordinator on another broker in one AddPartitionsToTxn v4 verify_only; answers
+        Produce's error code per partition (0: verified)."""
+        remote = self.remote_transaction_coordinator(transactional_id)
+        codes: Mapping[tuple[str, int], ErrorCode]
+        if remote is not None:
+            if self.inter_broker is None:
+                codes = dict.fromkeys(partitions, ErrorCode.not_coordinator)
+            else:
+                codes = await remote_verify(self.inter_broker, remote, transactional_id,
+                                            producer_id, producer_epoch, partitions)
+        elif self.txn_coordinator is None:
+            codes = dict.fromkeys(partitions, ErrorCode.invalid_txn_state)
+        else:
+            codes = self.txn_coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions)
+        return {tp: int(produce_verification_error(code)) for tp, code in codes.items()}
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self._leader(topic, partition)

@@ -195,27 +195,34 @@ class RemoteMarkerSender:
 
 
 async def remote_verify(client: InterBrokerClient, coordinator: int, transactional_id: str,
-                        producer_id: int, producer_epoch: int, topic: str,
-                        partition: int) -> ErrorCode:
+                        producer_id: int, producer_epoch: int,
+                        partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
     """KIP-890 part 1 against a coordinator on another broker: AddPartitionsToTxn v4 with
-    verify_only. The partition's error code (a transport failure is
-    NOT_COORDINATOR: the producer retries and finds the coordinator again)."""
+    verify_only, one request for all `partitions`. Each partition's error code (a
+    transport failure is NOT_COORDINATOR for all: the producer retries and finds the
+    coordinator again; a partition missing from the answer is UNKNOWN_SERVER_ERROR)."""
     mod = kio_compat.schema_module("add_partitions_to_txn", 4, "request")
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
     req = kio_compat.build(mod.AddPartitionsToTxnRequest, transactions=(kio_compat.build(
         mod.AddPartitionsToTxnTransaction, transactional_id=transactional_id,
         producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
-        topics=(kio_compat.build(mod.AddPartitionsToTxnTopic, name=topic,
-                                 partitions=(partition,)),)),))
+        topics=tuple(kio_compat.build(mod.AddPartitionsToTxnTopic, name=topic,
+                                      partitions=tuple(ps))
+                     for topic, ps in by_topic.items())),))
     try:
         resp = await client.request(coordinator, req)
     except InterBrokerError as e:
         log.info("KIP-890 verification with broker %d failed: %s", coordinator, e)
-        return ErrorCode.not_coordinator
+        return dict.fromkeys(partitions, ErrorCode.not_coordinator)
     if int(resp.error_code):
-        return ErrorCode(int(resp.error_code))
+        return dict.fromkeys(partitions, ErrorCode(int(resp.error_code)))
+    codes = dict.fromkeys(partitions, ErrorCode.unknown_server_error)
     for result in resp.results_by_transaction:
         for t in result.topic_results:
             for p in t.results_by_partition:
-                if t.name == topic and int(p.partition_index) == partition:
-                    return ErrorCode(int(p.partition_error_code))
-    return ErrorCode.unknown_server_error
+                key = (t.name, int(p.partition_index))
+                if key in codes:
+                    codes[key] = ErrorCode(int(p.partition_error_code))
+    return codes

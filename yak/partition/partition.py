@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from yak.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
+    InvalidTxnStateError,
     KafkaError,
     KafkaStorageError,
     NotEnoughReplicasError,
@@ -60,6 +61,7 @@ from yak.errors import (
 )
 from yak.partition.isr import IsrChange
 from yak.partition.state import NO_LEADER, PartitionState
+from yak.partition.verification import VerificationGuard
 from yak.protocol.records import HEADER_SIZE, read_header
 
 if TYPE_CHECKING:
@@ -200,6 +202,10 @@ class Partition:
         # Idempotent producers whose batch was refused here with a retriable error since
         # their last batch was written: producer id -> (epoch, error class, message).
         self._refused_producers: dict[int, tuple[int, type[KafkaError], str]] = {}
+        # KIP-890 verifications in progress or answered, by producer id (see
+        # yak/partition/verification.py): dropped when the transaction starts here, when a
+        # marker for the producer is written, and on any leadership change.
+        self._verification_guards: dict[int, VerificationGuard] = {}
         # Counted for metrics: ISR changes this leader committed.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -228,6 +234,7 @@ class Partition:
         self._pending_isr = None
         self._maximal_isr = state.isr
         if new_epoch:
+            self._verification_guards.clear()
             self._followers = {
                 r: FollowerState(now if r in state.isr else 0)
                 for r in state.replicas if r != self.node_id
@@ -254,6 +261,7 @@ class Partition:
         self._followers = {}
         self._pending_isr = None
         self._maximal_isr = state.isr
+        self._verification_guards.clear()
         if was_leader:
             self._produce_purgatory.fail(self.topic, self.index)
         self._fetch_purgatory.notify(self.topic, self.index)
@@ -523,18 +531,24 @@ class Partition:
     # ------------------------------------------------------------------ append
 
     def append_as_leader(
-        self, records: memoryview, required_acks: int, header: BatchHeader | None = None
+        self, records: memoryview, required_acks: int, header: BatchHeader | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate and write one produce's records; raise a KafkaError to refuse them.
 
         Kafka refuses acks=all before writing when the ISR is below min.insync.replicas,
         so a write that could not be acknowledged never reaches the log.
+        `verification_guard`: the guard a transactional batch was verified with (KIP-890);
+        unless its transaction is already open here, the guard must still be this
+        partition's, checked with no await before the write (Kafka's VerificationGuard).
         """
         log_ = self.log
         try:
             if not self.is_leader:
                 raise NotLeaderOrFollowerError(
                     f"this broker does not lead {self.topic}-{self.index}")
+            if verification_guard is not None:
+                self._check_verification(verification_guard)
             if required_acks == -1 and len(self.state.isr) < log_.config.min_insync_replicas:
                 raise NotEnoughReplicasError(
                     f"{self.topic}-{self.index}: the ISR has {len(self.state.isr)} replica(s),"
@@ -548,6 +562,11 @@ class Partition:
             raise
         if self._refused_producers:
             self._refused_producers.pop(_producer_of(records, header)[0], None)
+        if verification_guard is not None:
+            # The transaction is open here now: later batches need no guard.
+            guards = self._verification_guards
+            if guards.get(verification_guard.producer_id) is verification_guard:
+                del guards[verification_guard.producer_id]
         info = LogAppendInfo(result.base_offset, result.last_offset, result.log_append_time,
                              result.log_start_offset,
                              result.last_offset - result.base_offset + 1, len(records))
@@ -555,6 +574,26 @@ class Partition:
             # The high watermark waits for followers; new data is still news to them.
             self._fetch_purgatory.notify(self.topic, self.index)
         return info
+
+    def _check_verification(self, guard: VerificationGuard) -> None:
+        pid, epoch = guard.producer_id, guard.producer_epoch
+        if self.log.producer_state.has_ongoing_txn(pid, epoch):
+            return
+        if self._verification_guards.get(pid) is not guard:
+            raise InvalidTxnStateError(
+                f"{self.topic}-{self.index}: the transaction of producer {pid} (epoch"
+                f" {epoch}) ended after this batch was verified")
+
+    def maybe_start_verification(self, producer_id: int,
+                                 producer_epoch: int) -> VerificationGuard:
+        """The guard a transactional batch of this producer is verified with: the one in
+        place if it is for the same epoch (concurrent requests share it), else a new one
+        (Kafka's maybeStartTransactionVerification)."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None or guard.producer_epoch != producer_epoch:
+            guard = self._verification_guards[producer_id] = VerificationGuard(
+                producer_id, producer_epoch)
+        return guard
 
     def note_refused_producer(self, records: memoryview, header: BatchHeader | None,
                               error: KafkaError) -> None:
@@ -631,6 +670,8 @@ class Partition:
             )
         result = log_.append_txn_marker(producer_id, producer_epoch, coordinator_epoch,
                                         commit, self.leader_epoch)
+        # The transaction ended: a batch verified for it and not yet appended must fail.
+        self._verification_guards.pop(producer_id, None)
         info = LogAppendInfo(result.base_offset, result.last_offset, -1,
                              result.log_start_offset, 1, 0)
         if not self.maybe_increment_high_watermark():

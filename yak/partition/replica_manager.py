@@ -58,11 +58,20 @@ from yak.partition.isr import AlterPartitionManager, IsrChange
 from yak.partition.partition import FetchIsolation, LogAppendInfo, Partition
 from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
 from yak.partition.state import INTERNAL_TOPICS, PartitionState
+from yak.partition.verification import TxnVerifier, VerificationGuard
+from yak.protocol.records import (
+    CONTROL_BIT,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
+    read_header,
+)
 
 if TYPE_CHECKING:
     import uuid
     from collections.abc import Callable
 
+    from yak.partition.ordering import EffectTurn
     from yak.protocol.records import BatchHeader
     from yak.storage import LogConfig, LogManager
 
@@ -214,6 +223,12 @@ class ReplicaManager:
         # The broker's no-I/O session check (the lease's local deadline), set by the
         # composition in a cluster: False means "not known to be registered", ack nothing.
         self.session_valid: Callable[[], bool] | None = None
+        # KIP-890 part 1: asks the transaction coordinator (here or on another broker)
+        # whether partitions are in a producer's ongoing transaction; set by the
+        # composition. None: no coordinator, transactional batches that would start a
+        # transaction are refused (INVALID_TXN_STATE).
+        self.txn_verifier: TxnVerifier | None = None
+        self._verifications: set[asyncio.Task[None]] = set()
         self._isr_tasks: set[asyncio.Task[None]] = set()
         # write.caching=false: per partition, the fsync job in flight and who waits on it.
         self._syncs: dict[Partition, _SyncState] = {}
@@ -243,7 +258,8 @@ class ReplicaManager:
                                                 name="isr-expiration")
 
     async def stop(self) -> None:
-        for task in (self._maintenance, self._isr_expiration, *self._isr_tasks):
+        for task in (self._maintenance, self._isr_expiration, *self._isr_tasks,
+                     *self._verifications):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -432,6 +448,7 @@ class ReplicaManager:
     def append_local(
         self, topic: str, partition: int, records: memoryview, required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT, header: BatchHeader | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> PartitionAppendResult:
         """Write one partition's records on the leader; never raises (the error is in the
         result, so one bad partition never fails the others of a request). `header`: the
@@ -451,7 +468,8 @@ class ReplicaManager:
                         f" ({self._fenced_reason if self._fenced else 'session not valid'})")
                     p.note_refused_producer(records, header, fenced)
                     raise fenced
-                info = p.append_as_leader(records, required_acks, header)
+                info = p.append_as_leader(records, required_acks, header,
+                                          verification_guard)
         except DuplicateSequenceError as e:
             # A retry of a batch already in the log: success with the original offsets;
             # nothing was appended, so nothing is counted.
@@ -467,6 +485,136 @@ class ReplicaManager:
             log.exception("append to %s-%d failed", topic, partition)
             return PartitionAppendResult(topic, partition, _STORAGE)
         return PartitionAppendResult(topic, partition, _NONE, None, info)
+
+    async def handle_produce_append(
+        self,
+        entries: Sequence[tuple[str, int, memoryview]],
+        required_acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+        turn: EffectTurn | None = None,
+    ) -> list[PartitionAppendResult]:
+        """A client's Produce (Kafka's `handleProduceAppend`): one result per entry, in
+        order. The order of work, and why:
+
+        1. checks that need no state: acks, one batch per partition, no control batch,
+           transactional records only with a transactional id (the batch header is
+           parsed once here and handed to storage);
+        2. KIP-890: the first transactional batch of a transaction in a partition is
+           verified with the transaction coordinator, under a `VerificationGuard`;
+           concurrent requests of the producer share the question;
+        3. `turn.wait()`: every earlier request of the client's connection has had its
+           effects (see yak/partition/ordering.py); this is the only await before the
+           appends, so a batch that waited on verification cannot be overtaken by a later
+           one of the same producer (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka);
+        4. the appends, with no await in between (each checks its guard under the same
+           turn: a marker written during verification fails the batch), then
+           `turn.release()`;
+        5. acks=all: wait for the high watermark (and the fsync), which holds no one back.
+        """
+        try:
+            if required_acks not in (0, 1, -1):
+                code = int(InvalidRequiredAcksError.code)
+                return [PartitionAppendResult(t, i, code) for t, i, _ in entries]
+            results: list[PartitionAppendResult | None] = [None] * len(entries)
+            headers: list[BatchHeader | None] = [None] * len(entries)
+            # (entry index, partition, header) of batches that need KIP-890 verification.
+            unverified: list[tuple[int, Partition, BatchHeader]] = []
+            for i, (topic, index, data) in enumerate(entries):
+                try:
+                    h = headers[i] = _client_batch_header(data)
+                except KafkaError as e:
+                    results[i] = PartitionAppendResult(topic, index, int(e.code), e.message)
+                    continue
+                if h is None or not h.attributes & TRANSACTIONAL_BIT:
+                    continue
+                if transactional_id is None:  # Kafka refuses these: they could never end
+                    results[i] = PartitionAppendResult(
+                        topic, index, int(ErrorCode.transactional_id_authorization_failed),
+                        "transactional records without a transactional id")
+                    continue
+                p = self._partitions.get((topic, index))
+                if p is not None and p.is_leader and not p.has_ongoing_txn(
+                        h.producer_id, h.producer_epoch):
+                    unverified.append((i, p, h))
+            guards: dict[int, VerificationGuard] = {}
+            if unverified:
+                assert transactional_id is not None
+                guards = await self._verify(transactional_id, unverified, entries, results)
+            if turn is not None and not turn.ready:
+                await turn.wait()
+            for i, (topic, index, data) in enumerate(entries):
+                if results[i] is None:
+                    results[i] = self.append_local(topic, index, data, required_acks,
+                                                   AppendOrigin.CLIENT, headers[i],
+                                                   guards.get(i))
+        finally:
+            if turn is not None:
+                turn.release()
+        done: list[PartitionAppendResult] = results  # type: ignore[assignment]
+        if required_acks == -1:
+            await self.wait_for_acks(done, timeout_ms)
+        return done
+
+    async def _verify(
+        self, transactional_id: str, unverified: list[tuple[int, Partition, BatchHeader]],
+        entries: Sequence[tuple[str, int, memoryview]],
+        results: list[PartitionAppendResult | None],
+    ) -> dict[int, VerificationGuard]:
+        """Step 2 of `handle_produce_append`: verify each (entry, partition, header), one
+        question to the coordinator per producer for the partitions no concurrent request
+        is asking about already. Failures go into `results`; returns the guards of the
+        entries that passed."""
+        asking: dict[tuple[int, int], list[tuple[tuple[str, int], VerificationGuard]]] = {}
+        waits: list[tuple[int, VerificationGuard, asyncio.Future[int]]] = []
+        loop = asyncio.get_running_loop()
+        for i, p, h in unverified:
+            guard = p.maybe_start_verification(h.producer_id, h.producer_epoch)
+            if guard.pending is None or guard.pending.done():
+                guard.pending = loop.create_future()
+                asking.setdefault((h.producer_id, h.producer_epoch), []).append(
+                    ((p.topic, p.index), guard))
+            waits.append((i, guard, guard.pending))
+        for (pid, epoch), asked in asking.items():
+            # A task of its own: the answer is shared, so no request's cancellation (its
+            # connection closing) may cancel it.
+            task = loop.create_task(self._ask_coordinator(transactional_id, pid, epoch, asked))
+            self._verifications.add(task)
+            task.add_done_callback(self._verifications.discard)
+        guards: dict[int, VerificationGuard] = {}
+        for i, guard, fut in waits:
+            code = await asyncio.shield(fut)
+            if code:
+                topic, index, _ = entries[i]
+                results[i] = PartitionAppendResult(
+                    topic, index, code,
+                    f"transactional batch refused: {ErrorCode(code).name}")
+            else:
+                guards[i] = guard
+        return guards
+
+    async def _ask_coordinator(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        asked: list[tuple[tuple[str, int], VerificationGuard]],
+    ) -> None:
+        """Ask the transaction coordinator about `asked` and answer each guard's future
+        with a Produce error code; a failure to ask is NOT_ENOUGH_REPLICAS, retriable
+        (Kafka's answer when verification cannot reach the coordinator)."""
+        tps = [tp for tp, _ in asked]
+        codes: dict[tuple[str, int], int] = {}
+        try:
+            if self.txn_verifier is None:
+                codes = {tp: int(ErrorCode.invalid_txn_state) for tp in tps}
+            else:
+                codes = await self.txn_verifier(transactional_id, producer_id,
+                                                producer_epoch, tps)
+        except Exception:
+            log.exception("KIP-890 verification of %s for %s failed", tps, transactional_id)
+        finally:
+            for tp, guard in asked:
+                fut = guard.pending
+                if fut is not None and not fut.done():
+                    fut.set_result(int(codes.get(tp, ErrorCode.not_enough_replicas)))
 
     async def append_records(
         self,
@@ -634,16 +782,27 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     async def fetch_messages(
-        self, params: FetchParams, wanted: Sequence[FetchPartition]
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        turn: EffectTurn | None = None,
     ) -> list[PartitionReadResult]:
         """Read every wanted partition; if together they have fewer than `min_bytes` and
         no error, park in the fetch purgatory until new data or `max_wait_ms`, then read
-        again (Kafka's DelayedFetch). Results are in the order of `wanted`."""
-        resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
-        if params.replica_id >= 0:
-            results, total, errors = self._read_for_follower(params, wanted, resolved)
-        else:
-            results, total, errors = self._read_all(params, wanted, resolved)
+        again (Kafka's DelayedFetch). Results are in the order of `wanted`.
+
+        `turn`: the request's place in its connection's order of effects: the first read
+        (and a follower's fetch state) comes after every earlier request's effects, as if
+        the connection were handled one request at a time; the long poll holds no one."""
+        try:
+            if turn is not None and not turn.ready:
+                await turn.wait()
+            resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
+            if params.replica_id >= 0:
+                results, total, errors = self._read_for_follower(params, wanted, resolved)
+            else:
+                results, total, errors = self._read_all(params, wanted, resolved)
+        finally:
+            if turn is not None:
+                turn.release()
         if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
             return results
         loop = asyncio.get_running_loop()
@@ -853,6 +1012,27 @@ class ReplicaManager:
                 size = 0
             desc.topics.setdefault(p.topic, []).append((p.index, size))
         return desc
+
+
+def _client_batch_header(data: memoryview) -> BatchHeader | None:
+    """The header of a client's batch, after the checks Kafka makes of a Produce v3+
+    partition's records that storage does not: exactly one batch, not a control batch.
+    None if the framing is bad (storage then refuses it with CORRUPT_MESSAGE); size and
+    CRC are storage's checks."""
+    if len(data) < HEADER_SIZE:
+        raise CorruptRecordError("truncated record batch")
+    h = read_header(data, 0)
+    if not h.framing_ok:
+        return None
+    size = h.batch_length + LOG_OVERHEAD
+    if size != len(data):
+        if size > len(data):
+            raise CorruptRecordError("record batch truncated")
+        raise InvalidRecordError(
+            "Produce v3+ requests must carry exactly one record batch per partition")
+    if h.attributes & CONTROL_BIT:
+        raise InvalidRecordError("clients may not write control batches")
+    return h
 
 
 def _now_ms() -> int:

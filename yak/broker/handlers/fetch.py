@@ -106,7 +106,7 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
             ctx.principal, ctx.client_id or "")))
     params = FetchParams(request.max_wait, request.min_bytes,
                          max_bytes, isolation, replica_id, replica_epoch)
-    reads = await broker.replica_manager.fetch_messages(params, wanted)
+    reads = await broker.replica_manager.fetch_messages(params, wanted, ctx.turn)
     throttle = 0  # > 0: answer without data
     if quota_on:
         # consumer_byte_rate (Kafka's): the response size counts; a throttled fetch is
