@@ -4,10 +4,12 @@ Kafka's contract per connection is strict ordering: responses leave in request o
 Kafka mutes a channel while one request is in flight, so a producer's pipelined acks=all
 requests each wait for their own fsync or replication round in turn. Yak pipelines the two
 APIs whose handlers wait on delayed operations, Produce and Fetch (Kafka's purgatory APIs):
-consecutive ones on a connection are started in order, each runs to its first wait (a
-Produce has appended by then: appends keep the request order), and they wait together;
-each response is written only after the one before it, so responses still leave in
-request order. Any other API is a barrier: it starts once everything before it has
+consecutive ones on a connection are started in order and wait together, but each takes
+effect only after the ones before it: every pipelined request gets an `EffectTurn`
+(yak/partition/ordering.py) that the partition layer awaits just before the appends or
+the read, after whatever the request awaited first (KIP-890 verification with a remote
+transaction coordinator), and that this connection releases when the request ends. Each
+response is written only after the one before it, so responses leave in request order. Any other API is a barrier: it starts once everything before it has
 answered, and nothing after it starts until it has (Kafka's muting). At most
 `MAX_INFLIGHT` requests (`MAX_INFLIGHT_BYTES` of frames, `MAX_INFLIGHT_FETCHES` Fetches)
 are in flight per connection.
