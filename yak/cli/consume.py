@@ -1,22 +1,30 @@
 """`yak consume TOPIC`: print messages as text or JSON lines, like kafka-console-consumer.
 
 Partitions are assigned directly (no consumer group, no offset commits), so reading a
-topic never disturbs applications' groups; by default it starts at the end, like Kafka's
-console consumer, and `-n` bounds how many messages to print before exiting.
-With `--group` it subscribes as a member of that consumer group instead, resuming from
-and committing the group's offsets (as kafka-console-consumer's `--group`).
+topic never disturbs applications' groups and needs only READ on the topic; by default it
+starts at the end, like Kafka's console consumer, and `-n` bounds how many messages to
+print before exiting. This path is aiokafka's consumer without a group id: librdkafka's
+consumer needs a group id and then always looks up that group's coordinator (under ACLs:
+GROUP_AUTHORIZATION_FAILED for a group it never uses), where kcat and Kafka's own console
+consumer use none.
+With `--group` it subscribes as a member of that consumer group instead (confluent-kafka),
+resuming from and committing the group's offsets (as kafka-console-consumer's `--group`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
+import logging
 import sys
 import time
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, NamedTuple
 
 import typer
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError
 
 from yak.cli.common import (
     DEFAULT_BOOTSTRAP,
@@ -24,12 +32,27 @@ from yak.cli.common import (
     Bootstrap,
     Timeout,
     client_config,
+    client_security,
     cluster_metadata,
+    connect_admin,
     describe_kafka_error,
     fail,
     require_topic,
     secured,
 )
+
+
+class Record(NamedTuple):
+    """One message, whichever client read it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    timestamp_type: str | None  # CreateTime / LogAppendTime
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
 
 
 def _text(b: bytes | None) -> str | None:
@@ -48,24 +71,37 @@ def _json_bytes(obj: dict[str, Any], name: str, b: bytes | None) -> None:
         obj[f"{name}_base64"] = base64.b64encode(b).decode("ascii")
 
 
-def format_json(msg: Any) -> str:
-    ts_type, ts = msg.timestamp()
+def format_json(rec: Record) -> str:
     obj: dict[str, Any] = {
-        "topic": msg.topic(),
-        "partition": msg.partition(),
-        "offset": msg.offset(),
-        "timestamp": ts if ts_type else None,
-        "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(ts_type),
+        "topic": rec.topic,
+        "partition": rec.partition,
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "timestamp_type": rec.timestamp_type,
     }
-    _json_bytes(obj, "key", msg.key())
-    _json_bytes(obj, "value", msg.value())
+    _json_bytes(obj, "key", rec.key)
+    _json_bytes(obj, "value", rec.value)
     headers = []
-    for k, v in msg.headers() or []:
+    for k, v in rec.headers:
         h: dict[str, Any] = {"key": k}
         _json_bytes(h, "value", v)
         headers.append(h)
     obj["headers"] = headers
     return json.dumps(obj, ensure_ascii=False)
+
+
+def _from_confluent(msg: Any) -> Record:
+    ts_type, ts = msg.timestamp()
+    return Record(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None,
+                  {1: "CreateTime", 2: "LogAppendTime"}.get(ts_type), msg.key(), msg.value(),
+                  list(msg.headers() or []))
+
+
+def _from_aiokafka(r: Any) -> Record:
+    known = r.timestamp is not None and r.timestamp >= 0
+    return Record(r.topic, r.partition, r.offset, r.timestamp if known else None,
+                  {0: "CreateTime", 1: "LogAppendTime"}.get(r.timestamp_type) if known else None,
+                  r.key, r.value, list(r.headers or []))
 
 
 @secured
@@ -113,41 +149,54 @@ def consume(
         fail("--from-beginning and --offset cannot be combined", exit_code=2)
     if group is not None and (offset is not None or partition is not None):
         fail("--group cannot be combined with --offset or --partition", exit_code=2)
-    group_conf = {
+    out = sys.stdout
+
+    def emit(rec: Record) -> None:
+        if fmt == "json":
+            out.write(format_json(rec) + "\n")
+        else:
+            value = _text(rec.value) or ""
+            if print_key:
+                out.write(f"{_text(rec.key) or ''}{key_separator}{value}\n")
+            else:
+                out.write(value + "\n")
+        out.flush()
+
+    try:
+        if group is not None:
+            _consume_in_group(topic, group, from_beginning, max_messages, idle_timeout, emit,
+                              bootstrap, timeout)
+            return
+        _admin, md = connect_admin(bootstrap, timeout)  # metadata; no group involved
+        tmd = require_topic(md, topic)
+        if partition is not None and partition not in tmd.partitions:
+            fail(f"topic {topic!r} has no partition {partition}", exit_code=2)
+        parts = [partition] if partition is not None else sorted(tmd.partitions)
+        start: int | str = "beginning" if from_beginning else "end"
+        if offset is not None:
+            start = offset
+        asyncio.run(_consume_assigned(topic, parts, start, max_messages, idle_timeout, emit,
+                                      bootstrap, timeout))
+    except KeyboardInterrupt:
+        pass
+
+
+def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages: int | None,
+                      idle_timeout: float | None, emit: Callable[[Record], None],
+                      bootstrap: str, timeout: float) -> None:
+    """A member of `group` (confluent-kafka): its partitions, its committed offsets."""
+    consumer = Consumer(client_config(bootstrap, timeout, **{
         "group.id": group,
         "enable.auto.commit": True,  # plus a final commit in close()
         "enable.auto.offset.store": True,
         "auto.offset.reset": "earliest" if from_beginning else "latest",
-    }
-    consumer = Consumer(
-        client_config(
-            bootstrap,
-            timeout,
-            **{
-                # Required by librdkafka; never used: no subscribe, no commits.
-                "group.id": "yak-cli",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                **(group_conf if group is not None else {}),
-            },
-        )
-    )
+        "enable.partition.eof": False,
+    }))
     try:
-        tmd = require_topic(cluster_metadata(consumer, bootstrap, timeout), topic)
-        if partition is not None and partition not in tmd.partitions:
-            fail(f"topic {topic!r} has no partition {partition}", exit_code=2)
-        parts = [partition] if partition is not None else sorted(tmd.partitions)
-        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        if offset is not None:
-            start = offset
-        if group is not None:
-            consumer.subscribe([topic])
-        else:
-            consumer.assign([TopicPartition(topic, p, start) for p in parts])
+        require_topic(cluster_metadata(consumer, bootstrap, timeout), topic)
+        consumer.subscribe([topic])
         count = 0
         last = time.monotonic()
-        out = sys.stdout
         while max_messages is None or count < max_messages:
             msg = consumer.poll(0.2)
             if msg is None:
@@ -163,16 +212,78 @@ def consume(
                 fail(f"consume from {topic!r} failed: {describe_kafka_error(err)}")
             last = time.monotonic()
             count += 1
-            if fmt == "json":
-                out.write(format_json(msg) + "\n")
-            else:
-                value = _text(msg.value()) or ""
-                if print_key:
-                    out.write(f"{_text(msg.key()) or ''}{key_separator}{value}\n")
-                else:
-                    out.write(value + "\n")
-            out.flush()
-    except KeyboardInterrupt:
-        pass
+            emit(_from_confluent(msg))
     finally:
         consumer.close()
+
+
+async def _consume_assigned(topic: str, parts: list[int], start: int | str,
+                            max_messages: int | None, idle_timeout: float | None,
+                            emit: Callable[[Record], None], bootstrap: str,
+                            timeout: float) -> None:
+    """Partitions assigned, no group id (aiokafka): no FindCoordinator, nothing committed.
+
+    `start`: "beginning", "end" or an offset (out of range: the end, as Kafka's tool)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import KafkaError as AioKafkaError
+
+    # aiokafka logs through `logging`; without a handler Python's last resort would print
+    # its warnings on stderr, where the CLI promises one line.
+    log = logging.getLogger("aiokafka")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, client_id="yak-cli",
+        enable_auto_commit=False, isolation_level="read_committed",
+        auto_offset_reset="earliest" if start == "beginning" else "latest",
+        request_timeout_ms=max(1000, int(timeout * 1000)), fetch_max_wait_ms=200,
+        **client_security().aiokafka())
+    try:
+        try:
+            await asyncio.wait_for(consumer.start(), timeout + 2)
+        except (AioKafkaError, OSError, TimeoutError) as e:
+            fail(f"cannot reach broker at {bootstrap}: {_aiokafka_error(e)}")
+        tps = [TopicPartition(topic, p) for p in parts]
+        consumer.assign(tps)
+        if start == "beginning":
+            await consumer.seek_to_beginning(*tps)
+        elif start == "end":
+            await consumer.seek_to_end(*tps)
+        else:
+            for tp in tps:
+                consumer.seek(tp, int(start))
+        count = 0
+        last = time.monotonic()
+        while max_messages is None or count < max_messages:
+            try:
+                batches = await consumer.getmany(
+                    *tps, timeout_ms=200,
+                    max_records=None if max_messages is None else max_messages - count)
+            except AioKafkaError as e:
+                if getattr(e, "retriable", False):
+                    continue  # aiokafka reconnects and refetches by itself
+                fail(f"consume from {topic!r} failed: {_aiokafka_error(e)}")
+            records = sorted((r for rs in batches.values() for r in rs),
+                             key=lambda r: (r.partition, r.offset))
+            if not records:
+                if idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                    break
+                continue
+            last = time.monotonic()
+            for r in records:
+                if max_messages is not None and count >= max_messages:
+                    break
+                count += 1
+                emit(_from_aiokafka(r))
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(consumer.stop(), 5)
+
+
+def _aiokafka_error(e: BaseException) -> str:
+    """TOPIC_AUTHORIZATION_FAILED rather than "[Error 29] TopicAuthorizationFailedError"."""
+    name = getattr(e, "message", None)
+    detail = " ".join(str(a) for a in getattr(e, "args", ()) if a)
+    if isinstance(name, str) and name.isupper():
+        return f"{name}: {detail}" if detail else name
+    return str(e) or type(e).__name__
