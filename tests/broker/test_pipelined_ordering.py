@@ -3,7 +3,7 @@
 A real broker (in-process, on a thread of its own, so the test can inject awaits into it)
 and raw Kafka requests on one socket. The property: a random pipeline of Produce
 (transactional, which waits on KIP-890 verification, and idempotent), Fetch and barrier
-requests, sent all at once with random delays injected into the verification, gives the
+requests (ListOffsets, OffsetCommit, OffsetFetch), sent all at once with random delays injected into the verification, gives the
 same responses and the same logs as the same requests sent one at a time (Kafka's
 one-request-at-a-time handling of a connection).
 """
@@ -34,6 +34,8 @@ TS = 1_700_000_000_000
 PRODUCE = kio_compat.schema_module("produce", 9, "request")
 FETCH = kio_compat.schema_module("fetch", 12, "request")
 LIST_OFFSETS = kio_compat.schema_module("list_offsets", 7, "request")
+OFFSET_COMMIT = kio_compat.schema_module("offset_commit", 8, "request")
+OFFSET_FETCH = kio_compat.schema_module("offset_fetch", 7, "request")
 
 
 class ThreadBroker:
@@ -146,6 +148,24 @@ def _list_latest(topic: str, partition: int) -> Any:
         timeout=datetime.timedelta(seconds=5))
 
 
+def _commit(group: str, topic: str, partition: int, offset: int) -> Any:
+    """A simple consumer's OffsetCommit (no generation): group state, a barrier."""
+    return kio_compat.build(
+        OFFSET_COMMIT.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=-1,
+        member_id="", group_instance_id=None, topics=(kio_compat.build(
+            OFFSET_COMMIT.OffsetCommitRequestTopic, name=topic, partitions=(kio_compat.build(
+                OFFSET_COMMIT.OffsetCommitRequestPartition, partition_index=partition,
+                committed_offset=offset, committed_leader_epoch=-1,
+                committed_metadata=""),)),))
+
+
+def _committed(group: str, topic: str, partition: int) -> Any:
+    return kio_compat.build(
+        OFFSET_FETCH.OffsetFetchRequest, group_id=group, require_stable=False,
+        topics=(kio_compat.build(OFFSET_FETCH.OffsetFetchRequestTopic, name=topic,
+                                 partition_indexes=(partition,)),))
+
+
 def _summary(req: Any, resp: Any) -> tuple[Any, ...]:
     """What a request's answer says about the broker's state, topic names left out."""
     key = int(req.__api_key__)
@@ -155,6 +175,11 @@ def _summary(req: Any, resp: Any) -> tuple[Any, ...]:
     if key == 1:
         p = resp.responses[0].partitions[0]
         return ("fetch", int(p.error_code), int(p.high_watermark), bytes(p.records or b""))
+    if key == 8:
+        return ("commit", int(resp.topics[0].partitions[0].error_code))
+    if key == 9:
+        p = resp.topics[0].partitions[0]
+        return ("committed", int(resp.error_code), int(p.error_code), int(p.committed_offset))
     p = resp.topics[0].partitions[0]
     return ("offsets", int(p.error_code), int(p.offset))
 
@@ -186,6 +211,8 @@ OPS = st.one_of(
               st.sampled_from([1, -1])),
     st.tuples(st.just("fetch"), st.integers(0, 1), st.just(0)),
     st.tuples(st.just("offsets"), st.integers(0, 1), st.just(0)),
+    st.tuples(st.just("commit"), st.integers(0, 1), st.integers(0, 100)),
+    st.tuples(st.just("committed"), st.integers(0, 1), st.just(0)),
 )
 _runs = itertools.count()
 
@@ -194,8 +221,13 @@ def _requests(ops: Sequence[tuple[str, int, int]], topic: str, txn_id: str,
               producers: dict[str, tuple[int, int]]) -> list[Any]:
     seqs: dict[tuple[str, int], int] = {}
     out = []
+    group = f"g-{topic}"
     for kind, partition, acks in ops:
-        if kind == "fetch":
+        if kind == "commit":
+            out.append(_commit(group, topic, partition, acks))
+        elif kind == "committed":
+            out.append(_committed(group, topic, partition))
+        elif kind == "fetch":
             out.append(_fetch(topic, partition))
         elif kind == "offsets":
             out.append(_list_latest(topic, partition))
@@ -233,8 +265,8 @@ def test_a_pipeline_has_the_effects_of_one_request_at_a_time(
         broker.delays = []
         want = _one_at_a_time(client, _requests(ops, alone, txn_id, producers))
     assert got == want
-    # Every produce succeeded: the producers' sequences held.
-    assert all(s[1] == 0 for s in got if s[0] == "produce"), got
+    # Every produce and commit succeeded: the producers' sequences held.
+    assert all(s[1] == 0 for s in got if s[0] in ("produce", "commit")), got
 
 
 def test_a_second_batch_waits_for_the_first_ones_delayed_verification(
