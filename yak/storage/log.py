@@ -39,9 +39,12 @@ from yak.protocol.control_records import ABORT, build_marker_batch, read_control
 from yak.protocol.records import (
     ATTRIBUTES_OFFSET,
     CONTROL_BIT,
+    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
     OFFSET_PREFIX,
     OFFSET_PREFIX_SIZE,
     TIMESTAMP_TYPE_BIT,
@@ -71,6 +74,59 @@ _IOV_MAX = 1000
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _records_max_timestamps(
+    mv: memoryview, headers: list[BatchHeader]
+) -> list[int | None] | None:
+    """Per batch, the maximum of its records' timestamps where the header's MaxTimestamp
+    is not it (None where it is); None if no batch needs a look.
+
+    Kafka's LogValidator rewrites every batch's MaxTimestamp to the maximum of its records'
+    timestamps (NO_TIMESTAMP, -1, if none has one); Yak indexes and keeps the header as it
+    came, so it must not trust a wrong one. librdkafka writes one: records produced with
+    timestamp -1 (librdkafka's test 0053 does, through the C++ API) get base timestamp -1
+    and MaxTimestamp 0, because its writer starts the maximum at 0. Indexed as
+    it came, the segment's max timestamp was 0 (1970): retention deleted it at the next
+    maintenance tick, and an earliest ListOffsets then answered the high watermark, so a
+    consumer at OFFSET_BEGINNING got nothing (issue 21). With -1 the segment falls back to
+    its file's mtime for retention and is not in the time index, as in Kafka.
+
+    Only a header that claims no real time (base timestamp < 0, or MaxTimestamp <= 0) is
+    checked, by decoding its records (the slow path, never taken by a client with a clock);
+    a sane header costs two comparisons.
+    """
+    out: list[int | None] | None = None
+    pos = 0
+    for i, h in enumerate(headers):
+        size = h.batch_length + LOG_OVERHEAD
+        if h.base_timestamp < 0 or h.max_timestamp <= 0:
+            true_max = NO_TIMESTAMP
+            for rec in decode_records(mv[pos : pos + size]):
+                if rec.timestamp is not None and rec.timestamp > true_max:
+                    true_max = rec.timestamp
+            if true_max != h.max_timestamp:
+                if out is None:
+                    out = [None] * len(headers)
+                out[i] = true_max
+        pos += size
+    return out
+
+
+def _max_timestamp_header(
+    mv: memoryview, pos: int, h: BatchHeader, base_offset: int, leader_epoch: int,
+    max_timestamp: int,
+) -> bytearray:
+    """A copy of the batch's 61-byte header with offsets assigned and `max_timestamp` as its
+    MaxTimestamp, the CRC recomputed over it and the records (not copied) after it."""
+    hdr = bytearray(mv[pos : pos + HEADER_SIZE])
+    OFFSET_PREFIX.pack_into(hdr, 0, base_offset, h.batch_length, leader_epoch)
+    hdr[MAX_TIMESTAMP_OFFSET : MAX_TIMESTAMP_OFFSET + 8] = max_timestamp.to_bytes(
+        8, "big", signed=True)
+    body = mv[pos + HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(hdr)[ATTRIBUTES_OFFSET:]))
+    hdr[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    return hdr
 
 
 @dataclass(slots=True)
@@ -524,6 +580,11 @@ class PartitionLog:
             now = now_ms()
         headers = self._validate(mv, True, now, header)
         log_append = self.config.log_append_time
+        # MaxTimestamp as Kafka stores it: the records' maximum (see _records_max_timestamps).
+        fixed_max = None if log_append else _records_max_timestamps(mv, headers)
+        if fixed_max is not None:
+            headers = [h if ts is None else h._replace(max_timestamp=ts)
+                       for h, ts in zip(headers, fixed_max, strict=True)]
         with self.lock:
             ps = self.producer_state
             staged: dict[int, tuple[int, int]] | None = None
@@ -539,7 +600,7 @@ class PartitionLog:
             meta: list[tuple[int, int, int, int]] = []
             off = base
             pos = 0
-            for h in headers:
+            for i, h in enumerate(headers):
                 size = h.batch_length + LOG_OVERHEAD
                 end = pos + size
                 last = off + h.last_offset_delta
@@ -547,6 +608,11 @@ class PartitionLog:
                     iov.append(log_append_time_header(mv, pos, h, off, leader_epoch, now))
                     iov.append(mv[pos + HEADER_SIZE : end])
                     meta.append((off, last, now, size))
+                elif fixed_max is not None and fixed_max[i] is not None:
+                    iov.append(_max_timestamp_header(mv, pos, h, off, leader_epoch,
+                                                     h.max_timestamp))
+                    iov.append(mv[pos + HEADER_SIZE : end])
+                    meta.append((off, last, h.max_timestamp, size))
                 else:
                     # Offsets are assigned by a new 16-byte prefix (outside the CRC) in front
                     # of the untouched rest of the batch.
