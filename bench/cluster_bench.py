@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from yak.bench import runner  # noqa: E402
 from yak.bench.spec import BenchSpec  # noqa: E402
-from yak.cluster.local import LocalEtcd, free_ports  # noqa: E402
+from yak.devcluster.local import LocalEtcd, free_ports  # noqa: E402
 
 SERVE = [sys.executable, "-m", "yak.cli.main", "serve"]
 READY = "Yak broker ready on"

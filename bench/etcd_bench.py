@@ -22,7 +22,7 @@ from pathlib import Path
 from yak.cluster.controller import FencedWriter
 from yak.cluster.etcd import Compare, EtcdClient, Op
 from yak.cluster.lease import LeaseKeeper
-from yak.cluster.local import LocalEtcd, free_ports
+from yak.devcluster.local import LocalEtcd, free_ports
 
 
 def pct(xs: list[float], q: float) -> float:

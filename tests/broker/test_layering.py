@@ -28,8 +28,9 @@ RANK = {
     "security": 7,
     "broker": 8,
     # client/ is the small wire client the Spark connector (and its TLS/SASL) uses: an edge.
+    # devcluster/ (the local-cluster harness, the TCP proxy) starts brokers as processes.
     "gateway": 9, "console": 9, "spark": 9, "cli": 9, "bench": 9, "registry": 9, "chaos": 9,
-    "client": 9,
+    "client": 9, "devcluster": 9,
 }
 EDGE = 9
 

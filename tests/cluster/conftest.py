@@ -24,7 +24,7 @@ import pytest
 from tests.broker.rawclient import RawClient
 from tests.conftest import YakBroker
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.local import LocalEtcd, free_ports
+from yak.devcluster.local import LocalEtcd, free_ports
 from yak.protocol import kio_compat
 
 T = TypeVar("T")

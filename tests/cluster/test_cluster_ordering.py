@@ -24,7 +24,7 @@ from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import FAST_SESSION, YakCluster
 from tests.cluster.test_cluster_metadata import _metadata
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.local import LocalEtcd
+from yak.devcluster.local import LocalEtcd
 from yak.protocol import kio_compat
 
 T = 30

@@ -12,7 +12,7 @@ from yak.cluster.controller import ControllerElection, NotControllerError
 from yak.cluster.etcd import Compare, EtcdClient, Op
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.lease import LeaseKeeper
-from yak.cluster.local import LocalEtcd
+from yak.devcluster.local import LocalEtcd
 
 from .conftest import run
 

@@ -21,7 +21,7 @@ from yak.cluster.etcd import (
     prefix_range_end,
 )
 from yak.cluster.layout import ClusterKeys, parse_metadata_url
-from yak.cluster.local import LocalEtcd, free_ports
+from yak.devcluster.local import LocalEtcd, free_ports
 
 from .conftest import run
 

@@ -15,7 +15,7 @@ from yak.cluster.identity import (
     read_meta_properties,
 )
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.local import LocalEtcd
+from yak.devcluster.local import LocalEtcd
 
 from .conftest import run
 

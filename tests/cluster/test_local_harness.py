@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from yak.cluster.local import (
+from yak.devcluster.local import (
     ClusterStateError,
     EtcdNotInstalledError,
     LocalCluster,
@@ -34,7 +34,7 @@ def _base_port() -> int:
                 PortPlan(base)
             except ClusterStateError:
                 continue
-            from yak.cluster.local import _port_free
+            from yak.devcluster.local import _port_free
             if all(_port_free(base + i) for i in range(20)):
                 return base
     pytest.skip("no free 20-port span")
@@ -58,7 +58,7 @@ def test_missing_etcd_is_one_line_naming_the_package(monkeypatch: pytest.MonkeyP
                                                      tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no etcd on PATH
     monkeypatch.setenv("YAK_ETCD", "")
-    import yak.cluster.local as local
+    import yak.devcluster.local as local
     monkeypatch.setattr(local.os, "access", lambda p, m: False)  # nor /usr/bin/etcd
     with pytest.raises(EtcdNotInstalledError) as e:
         find_etcd()
@@ -129,7 +129,7 @@ def test_processes_outlive_the_command_that_started_them(tmp_path: Path) -> None
     """`yak cluster up` returns while etcd keeps running (its own session)."""
     base = _base_port()
     d = tmp_path / "c"
-    script = ("import sys; from pathlib import Path; from yak.cluster.local import *;"
+    script = ("import sys; from pathlib import Path; from yak.devcluster.local import *;"
               "c = LocalCluster(Path(sys.argv[1]), PortPlan(int(sys.argv[2])));"
               "c.start_etcd(); print(c.etcd.url())")
     out = subprocess.run([sys.executable, "-c", script, str(d), str(base)], capture_output=True,

@@ -17,7 +17,6 @@ import pytest
 
 from yak.cluster.etcd import EtcdClient
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.local import LocalEtcd
 from yak.cluster.membership import (
     BrokerRegistration,
     DuplicateBrokerRegistrationError,
@@ -26,6 +25,7 @@ from yak.cluster.membership import (
     RegistrationState,
 )
 from yak.cluster.records import BrokerEndpoint, RegisterBrokerRecord, decode
+from yak.devcluster.local import LocalEtcd
 
 from .conftest import run
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from yak.cluster.etcd import EtcdClient, EtcdUnavailable
-from yak.cluster.local import LocalEtcd
-from yak.cluster.netproxy import ThreadedNetProxy
+from yak.devcluster.local import LocalEtcd
+from yak.devcluster.netproxy import ThreadedNetProxy
 
 from .conftest import run
 

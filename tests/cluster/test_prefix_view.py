@@ -7,8 +7,8 @@ import asyncio
 
 from yak.cluster.etcd import EtcdClient
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.local import LocalEtcd
 from yak.cluster.prefix_view import PrefixView
+from yak.devcluster.local import LocalEtcd
 
 from .conftest import run
 

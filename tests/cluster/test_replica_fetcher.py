@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from yak.broker.server import RunningBroker, start_broker
-from yak.cluster.netproxy import NetProxy
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from yak.config import BrokerConfig
+from yak.devcluster.netproxy import NetProxy
 from yak.partition import PartitionState
 from yak.partition.isr import IsrChange
 from yak.protocol import kio_compat

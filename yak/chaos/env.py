@@ -1,6 +1,6 @@
 """The cluster a chaos run attacks: etcd and Yak brokers on this machine, with fault hooks.
 
-Built on the cluster harness (yak/cluster/local.py): a `LocalCluster` records every process
+Built on the cluster harness (yak/devcluster/local.py): a `LocalCluster` records every process
 in `<dir>/cluster.json` (so `yak cluster status --dir` sees a running chaos cluster), each
 process is a `ManagedProcess` with kill -9 / SIGTERM / SIGSTOP / SIGCONT hooks.
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from yak.chaos.links import ReplicationLinks
 from yak.chaos.netns import ETCD, NetnsTopology
-from yak.cluster.local import (
+from yak.devcluster.local import (
     PORT_SPAN,
     ClusterStateError,
     LocalCluster,

@@ -10,7 +10,7 @@ own inter-broker listener name does it, with listener settings alone:
 - broker j advertises `REPLICA_FROM_<i>` at the address of the proxy for the link i -> j
   (its own at its real port), and uses `REPLICA_FROM_<j>` as its inter-broker listener;
 - so broker i, following a partition led by j, resolves j's `REPLICA_FROM_<i>` endpoint:
-  the proxy i -> j, which `cut()` and `heal()` act on (yak/cluster/netproxy.py).
+  the proxy i -> j, which `cut()` and `heal()` act on (yak/devcluster/netproxy.py).
 
 Clients bootstrap on PLAINTEXT and Metadata answers with PLAINTEXT endpoints (the listener
 they asked on), so client traffic never crosses a link proxy. Used by the failover tests
@@ -23,8 +23,8 @@ import contextlib
 from collections.abc import Iterable
 from typing import Literal
 
-from yak.cluster.local import free_ports
-from yak.cluster.netproxy import ThreadedNetProxy
+from yak.devcluster.local import free_ports
+from yak.devcluster.netproxy import ThreadedNetProxy
 
 __all__ = ["ReplicationLinks", "listener_name"]
 

@@ -24,7 +24,7 @@ import typer
 from yak.cli.common import fail
 
 if TYPE_CHECKING:
-    from yak.cluster.local import LocalCluster, PortPlan
+    from yak.devcluster.local import LocalCluster, PortPlan
 
 # The cluster harness (and httpx) are imported by the commands that use them: every other
 # `yak` command starts without paying for them.
@@ -50,7 +50,7 @@ def up(
         "--set", help="Broker setting KEY=VALUE for every broker; repeatable.")] = None,
 ) -> None:
     """Start etcd and N brokers in the background; print the bootstrap servers."""
-    from yak.cluster.local import (
+    from yak.devcluster.local import (
         ClusterStateError,
         EtcdNotInstalledError,
         LocalCluster,
@@ -133,7 +133,7 @@ def _wait_http(port: int, deadline: float) -> None:
 
 
 def _load(directory: str) -> LocalCluster:
-    from yak.cluster.local import ClusterStateError, LocalCluster
+    from yak.devcluster.local import ClusterStateError, LocalCluster
 
     try:
         return LocalCluster.load(Path(directory))

@@ -8,7 +8,7 @@ process (pid, command, ports) so a later `status` or `stop` finds them.
 
 Fault hooks for the reliability scenarios: any process by name can be killed (SIGKILL),
 terminated (SIGTERM, waited for), paused (SIGSTOP) and resumed (SIGCONT). Links between
-processes are cut with yak/cluster/netproxy.py.
+processes are cut with yak/devcluster/netproxy.py.
 
 Adding brokers (the integration phase): a broker is one more ManagedProcess, started with
 `yak serve --metadata <LocalEtcd.url()> --listen 127.0.0.1:<PortPlan.kafka[i]> ...` and made
