@@ -24,33 +24,22 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import crc32c
-
 from yak.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
 )
 from yak.protocol.control_records import ABORT, build_marker_batch, read_control_fields
 from yak.protocol.records import (
-    ATTRIBUTES_OFFSET,
     CONTROL_BIT,
-    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC,
-    MAX_TIMESTAMP_OFFSET,
-    NO_TIMESTAMP,
     OFFSET_PREFIX,
     OFFSET_PREFIX_SIZE,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     decode_records,
-    keyless_records,
     log_append_time_header,
     parse_header,
     read_header,
@@ -61,6 +50,7 @@ from yak.storage.epoch_cache import LeaderEpochCache
 from yak.storage.producer_state import ProducerStateManager
 from yak.storage.segment import INT32_MAX, LogSegment
 from yak.storage.txn_index import AbortedTxn
+from yak.storage.validator import max_timestamp_header, records_max_timestamps, validate_batches
 
 log = logging.getLogger(__name__)
 
@@ -74,59 +64,6 @@ _IOV_MAX = 1000
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _records_max_timestamps(
-    mv: memoryview, headers: list[BatchHeader]
-) -> list[int | None] | None:
-    """Per batch, the maximum of its records' timestamps where the header's MaxTimestamp
-    is not it (None where it is); None if no batch needs a look.
-
-    Kafka's LogValidator rewrites every batch's MaxTimestamp to the maximum of its records'
-    timestamps (NO_TIMESTAMP, -1, if none has one); Yak indexes and keeps the header as it
-    came, so it must not trust a wrong one. librdkafka writes one: records produced with
-    timestamp -1 (librdkafka's test 0053 does, through the C++ API) get base timestamp -1
-    and MaxTimestamp 0, because its writer starts the maximum at 0. Indexed as
-    it came, the segment's max timestamp was 0 (1970): retention deleted it at the next
-    maintenance tick, and an earliest ListOffsets then answered the high watermark, so a
-    consumer at OFFSET_BEGINNING got nothing (issue 21). With -1 the segment falls back to
-    its file's mtime for retention and is not in the time index, as in Kafka.
-
-    Only a header that claims no real time (base timestamp < 0, or MaxTimestamp <= 0) is
-    checked, by decoding its records (the slow path, never taken by a client with a clock);
-    a sane header costs two comparisons.
-    """
-    out: list[int | None] | None = None
-    pos = 0
-    for i, h in enumerate(headers):
-        size = h.batch_length + LOG_OVERHEAD
-        if h.base_timestamp < 0 or h.max_timestamp <= 0:
-            true_max = NO_TIMESTAMP
-            for rec in decode_records(mv[pos : pos + size]):
-                if rec.timestamp is not None and rec.timestamp > true_max:
-                    true_max = rec.timestamp
-            if true_max != h.max_timestamp:
-                if out is None:
-                    out = [None] * len(headers)
-                out[i] = true_max
-        pos += size
-    return out
-
-
-def _max_timestamp_header(
-    mv: memoryview, pos: int, h: BatchHeader, base_offset: int, leader_epoch: int,
-    max_timestamp: int,
-) -> bytearray:
-    """A copy of the batch's 61-byte header with offsets assigned and `max_timestamp` as its
-    MaxTimestamp, the CRC recomputed over it and the records (not copied) after it."""
-    hdr = bytearray(mv[pos : pos + HEADER_SIZE])
-    OFFSET_PREFIX.pack_into(hdr, 0, base_offset, h.batch_length, leader_epoch)
-    hdr[MAX_TIMESTAMP_OFFSET : MAX_TIMESTAMP_OFFSET + 8] = max_timestamp.to_bytes(
-        8, "big", signed=True)
-    body = mv[pos + HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
-    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(hdr)[ATTRIBUTES_OFFSET:]))
-    hdr[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-    return hdr
 
 
 @dataclass(slots=True)
@@ -485,84 +422,6 @@ class PartitionLog:
 
     # --- append -----------------------------------------------------------------------------
 
-    def _validate(
-        self, mv: memoryview, leader: bool, now: int, first: BatchHeader | None = None
-    ) -> list[BatchHeader]:
-        """Check every batch before anything is written; returns their headers (the batches
-        are consecutive from position 0). `first` is the header at position 0 if the caller
-        has parsed it already (the Produce handler does), so no batch is parsed twice."""
-        cfg = self.config
-        n = len(mv)
-        if n == 0:
-            raise InvalidRecordError("empty record set")
-        out: list[BatchHeader] = []
-        pos = 0
-        check_ts = leader and not cfg.log_append_time
-        check_keys = leader and self._compact
-        before = cfg.message_timestamp_before_max_ms
-        after = cfg.message_timestamp_after_max_ms
-        while pos < n:
-            if n - pos < HEADER_SIZE:
-                raise CorruptRecordError(f"truncated batch at byte {pos}")
-            h = first if pos == 0 and first is not None else read_header(mv, pos)
-            blen = h.batch_length
-            size = blen + LOG_OVERHEAD
-            if h.magic != MAGIC:
-                raise CorruptRecordError(f"record batch magic {h.magic}, only 2 is supported")
-            if blen < HEADER_SIZE - LOG_OVERHEAD or pos + size > n:
-                raise CorruptRecordError(f"batch length {blen} does not match the data")
-            if size > cfg.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
-                )
-            if crc32c.crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != h.crc:
-                raise CorruptRecordError(f"CRC mismatch in batch at byte {pos}")
-            lod = h.last_offset_delta
-            if leader:
-                count = h.record_count
-                if count <= 0 or lod != count - 1:
-                    raise InvalidRecordError(
-                        f"record count {count} inconsistent with last offset delta {lod}"
-                    )
-                if h.attributes & CONTROL_BIT:
-                    raise InvalidRecordError("clients may not write control batches")
-            elif lod < 0:
-                raise CorruptRecordError("negative last offset delta")
-            if check_ts:
-                for ts in (h.base_timestamp, h.max_timestamp):
-                    if now - ts > before or ts - now > after:
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} out of range (now {now}, before.max.ms {before}, "
-                            f"after.max.ms {after})"
-                        )
-            if check_keys:
-                self._check_keys(mv[pos : pos + size], h)
-            out.append(h)
-            pos += size
-        if n > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(f"{n} bytes exceed segment.bytes={cfg.segment_bytes}")
-        return out
-
-    def _check_keys(self, batch: memoryview, h: BatchHeader) -> None:
-        """A compacted topic refuses records without a key, as Kafka's LogValidator does:
-        INVALID_RECORD with one KIP-467 record error per keyless record (index in its
-        batch), and nothing of the append is written. Costs a walk over the record framing
-        (and the decompression of a compressed batch), only for compacted topics."""
-        missing = keyless_records(batch, h)
-        if not missing:
-            return
-        msg = (
-            "Compacted topic cannot accept message without key in topic partition "
-            f"{self.topic}-{self.partition}."
-        )
-        errors: list[tuple[int, str | None]] = [(i, msg) for i in missing]
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{msg}')" for i in missing[:3])
-        raise InvalidRecordError(
-            f"One or more records have been rejected due to {len(missing)} record errors in "
-            f"total, and only showing the first three errors at most: [{shown}]",
-            record_errors=errors,
-        )
-
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
@@ -573,15 +432,16 @@ class PartitionLog:
     ) -> AppendResult:
         """Validate, assign offsets, write. All batches or none; never re-encodes records.
 
-        `header`: the first batch's header if the caller parsed it (see `_validate`).
+        `header`: the first batch's header if the caller parsed it (see `validate_batches`).
         """
         mv = records if type(records) is memoryview else memoryview(records)
         if now is None:
             now = now_ms()
-        headers = self._validate(mv, True, now, header)
+        headers = validate_batches(mv, self.config, self._compact, True, now, header, self.topic,
+                                   self.partition)
         log_append = self.config.log_append_time
-        # MaxTimestamp as Kafka stores it: the records' maximum (see _records_max_timestamps).
-        fixed_max = None if log_append else _records_max_timestamps(mv, headers)
+        # MaxTimestamp as Kafka stores it: the records' maximum (see validator.records_max_timestamps).
+        fixed_max = None if log_append else records_max_timestamps(mv, headers)
         if fixed_max is not None:
             headers = [h if ts is None else h._replace(max_timestamp=ts)
                        for h, ts in zip(headers, fixed_max, strict=True)]
@@ -609,8 +469,8 @@ class PartitionLog:
                     iov.append(mv[pos + HEADER_SIZE : end])
                     meta.append((off, last, now, size))
                 elif fixed_max is not None and fixed_max[i] is not None:
-                    iov.append(_max_timestamp_header(mv, pos, h, off, leader_epoch,
-                                                     h.max_timestamp))
+                    iov.append(max_timestamp_header(mv, pos, h, off, leader_epoch,
+                                                    h.max_timestamp))
                     iov.append(mv[pos + HEADER_SIZE : end])
                     meta.append((off, last, h.max_timestamp, size))
                 else:
@@ -688,7 +548,8 @@ class PartitionLog:
         """Append batches that already carry offsets and epochs (replication, txn markers)."""
         mv = memoryview(records)
         now = now_ms()
-        headers = self._validate(mv, False, now)
+        headers = validate_batches(mv, self.config, self._compact, False, now, None, self.topic,
+                                   self.partition)
         with self.lock:
             first = headers[0].base_offset
             if first < self.log_end_offset:
