@@ -41,6 +41,7 @@ from yak.errors import ErrorCode, KafkaError
 from yak.group import records as group_records
 from yak.group.timers import Clock, SystemClock, TimerQueue
 from yak.txn import records as rec
+from yak.txn.config import OFFSETS_TOPIC, TxnConfig, TxnStats
 from yak.txn.log import MarkerWriter, ProducerIdSource, TransactionLog
 from yak.txn.state import (
     NO_PRODUCER_EPOCH,
@@ -52,6 +53,7 @@ from yak.txn.state import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
+from yak.txn.state_manager import TransactionStateManager, TxnPartition
 
 __all__ = [
     "TxnConfig",
@@ -68,20 +70,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _S = TransactionState
-
-# Append failures as the client should see them (TransactionStateManager.appendTransactionToLog).
-_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-}
 
 # Marker results (TransactionMarkerRequestCompletionHandler): retry these...
 _MARKER_RETRIABLE = frozenset(
@@ -150,37 +139,6 @@ def produce_verification_error(error: ErrorCode) -> ErrorCode:
 
 
 @dataclass(frozen=True, slots=True)
-class TxnConfig:
-    """Broker settings that shape the coordinator (Kafka's names in the comments)."""
-
-    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
-    # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    abort_timed_out_interval_ms: int = 10_000
-    # transaction.remove.expired.transaction.cleanup.interval.ms
-    remove_expired_interval_ms: int = 3_600_000
-    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
-    # Yak's own: pause before re-sending markers / re-writing a completion that failed.
-    retry_backoff_ms: int = 100
-    # Yak's own: how long AddPartitionsToTxn/AddOffsetsToTxn wait for the id's previous
-    # transaction to complete before answering CONCURRENT_TRANSACTIONS (0: never wait).
-    completion_wait_ms: int = 100
-    log_value_version: int = 0  # TransactionLogValue version written (see records.py)
-
-
-@dataclass(slots=True)
-class TxnStats:
-    """Counters for metrics (monotonic since start-up)."""
-
-    commits: int = 0
-    aborts: int = 0
-    timed_out: int = 0  # aborted by the timeout sweep
-    fenced: int = 0  # Ongoing transactions aborted by a new InitProducerId
-    expired_ids: int = 0
-    marker_retries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
@@ -211,14 +169,6 @@ class ListTransactionsResult:
     error: ErrorCode
     unknown_state_filters: list[str] = field(default_factory=list)
     transactions: list[TransactionListing] = field(default_factory=list)
-
-
-@dataclass(slots=True, eq=False)
-class _Partition:
-    """One `__transaction_state` partition this coordinator leads."""
-
-    coordinator_epoch: int
-    txns: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -259,12 +209,11 @@ class TransactionCoordinator:
         self.partition_exists = partition_exists or (lambda _tp: True)
         self.stats = TxnStats()
         self.active = False
-        self._owned: dict[int, _Partition] = {}
-        self._loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
-        self._jobs: dict[str, _MarkerJob] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer_task: asyncio.Task[None] | None = None
-        self._partition_cache: dict[tuple[str, int], int] = {}
+        self.state = TransactionStateManager(txn_log, self.config, self.clock, self.stats,
+                                             self._spawn)
+        self._jobs: dict[str, _MarkerJob] = {}
 
     # ================================================================ lifecycle
 
@@ -279,7 +228,9 @@ class TransactionCoordinator:
             self.abort_timed_out_transactions,
         )
         self._schedule_sweep(
-            "expire-ids", self.config.remove_expired_interval_ms, self.expire_transactional_ids
+            "expire-ids",
+            self.config.remove_expired_interval_ms,
+            self.state.expire_transactional_ids,
         )
         if self._owns_timers and self._timer_task is None:
             self._timer_task = asyncio.get_running_loop().create_task(
@@ -300,8 +251,7 @@ class TransactionCoordinator:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._owned.clear()
-        self._loading.clear()
+        self.state.clear()
 
     def _schedule_sweep(self, name: str, interval_ms: int, fn: Callable[[], None]) -> None:
         def fire() -> None:
@@ -328,19 +278,11 @@ class TransactionCoordinator:
     # ================================================================ partitions
 
     def partition_for(self, transactional_id: str) -> int:
-        """The id's `__transaction_state` partition (Java's string hash: cached, every
-        request of a transaction asks again)."""
-        n = self.log.num_partitions
-        key = (transactional_id, n)
-        p = self._partition_cache.get(key)
-        if p is None:
-            if len(self._partition_cache) > 100_000:
-                self._partition_cache.clear()
-            p = self._partition_cache[key] = rec.partition_for(transactional_id, n)
-        return p
+        """The id's `__transaction_state` partition."""
+        return self.state.partition_for(transactional_id)
 
     def owns(self, partition: int) -> bool:
-        return partition in self._owned
+        return self.state.owns(partition)
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """FindCoordinator (key type 1): NONE if this coordinator serves the id now, else
@@ -358,27 +300,9 @@ class TransactionCoordinator:
         promises for a transaction open at a crash; otherwise they are left to their
         producer or to the timeout, as in Kafka."""
         self._drop_partition(partition)
-        self._loading[partition] = coordinator_epoch
-        try:
-            records = list(await self.log.replay(partition))
-        except Exception:
-            log.exception("loading %s-%d failed", rec.TRANSACTION_STATE_TOPIC, partition)
-            if self._loading.get(partition) == coordinator_epoch:
-                del self._loading[partition]
-            raise
-        if self._loading.get(partition) != coordinator_epoch:
+        entry = await self.state.load_partition(partition, coordinator_epoch)
+        if entry is None:
             return  # resigned (or re-elected) while reading
-        del self._loading[partition]
-        entry = _Partition(coordinator_epoch, _load(records, partition))
-        self._owned[partition] = entry
-        log.log(
-            logging.INFO if entry.txns else logging.DEBUG,
-            "loaded %d transactional ids from %s-%d at coordinator epoch %d",
-            len(entry.txns),
-            rec.TRANSACTION_STATE_TOPIC,
-            partition,
-            coordinator_epoch,
-        )
         decided = [meta for meta in entry.txns.values()
                    if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)]
         if decided:
@@ -390,7 +314,7 @@ class TransactionCoordinator:
                     log.info("aborting %r: open when this broker stopped uncleanly", txn_id)
                     self._start_fenced_abort(txn_id, entry, meta, self.clock.now_ms())
 
-    async def _complete_loaded(self, partition: int, entry: _Partition,
+    async def _complete_loaded(self, partition: int, entry: TxnPartition,
                                decided: list[TransactionMetadata]) -> None:
         """Send the markers of the transactions loaded in a Prepare state, once the
         partition's high watermark covers the loaded log end.
@@ -404,7 +328,7 @@ class TransactionCoordinator:
         CONCURRENT_TRANSACTIONS, as Kafka does while it completes them."""
         if not await self.log.wait_loaded_committed(partition, entry.coordinator_epoch):
             return  # no longer the leader at this epoch: the next coordinator finishes them
-        if self._owned.get(partition) is not entry:
+        if self.state.entry(partition) is not entry:
             return
         for meta in decided:
             if entry.txns.get(meta.transactional_id) is meta and meta.state in (
@@ -416,15 +340,13 @@ class TransactionCoordinator:
         A resignation older than the election we hold (`coordinator_epoch` below ours)
         arrived out of order and is ignored."""
         if coordinator_epoch is not None:
-            entry = self._owned.get(partition)
-            held = entry.coordinator_epoch if entry is not None else self._loading.get(partition)
+            held = self.state.held_epoch(partition)
             if held is not None and held > coordinator_epoch:
                 return
         self._drop_partition(partition)
 
     def _drop_partition(self, partition: int) -> None:
-        self._loading.pop(partition, None)
-        entry = self._owned.pop(partition, None)
+        entry = self.state.remove_partition(partition)
         if entry is None:
             return
         for txn_id in entry.txns:
@@ -434,59 +356,10 @@ class TransactionCoordinator:
 
     def _lookup(
         self, transactional_id: str
-    ) -> tuple[_Partition, TransactionMetadata | None] | ErrorCode:
+    ) -> tuple[TxnPartition, TransactionMetadata | None] | ErrorCode:
         if not self.active:
             return ErrorCode.coordinator_not_available
-        partition = self.partition_for(transactional_id)
-        if partition in self._loading:
-            return ErrorCode.coordinator_load_in_progress
-        entry = self._owned.get(partition)
-        if entry is None:
-            return ErrorCode.not_coordinator
-        return entry, entry.txns.get(transactional_id)
-
-    def _still_current(self, txn_id: str, entry: _Partition, meta: TransactionMetadata) -> bool:
-        """After an await: same partition leadership, same metadata object."""
-        now = self._owned.get(self.partition_for(txn_id))
-        return now is entry and entry.txns.get(txn_id) is meta
-
-    # ================================================================ log writes
-
-    async def _append(
-        self,
-        txn_id: str,
-        entry: _Partition,
-        meta: TransactionMetadata,
-        target: TxnTransitMetadata,
-        keep_pending_on_error: bool = False,
-    ) -> ErrorCode:
-        """Write `target` (prepared on `meta`) and apply it once it is in the log."""
-        key = rec.encode_key(txn_id)
-        value = (
-            None
-            if target.state is _S.DEAD
-            else rec.encode_value(target, self.config.log_value_version)
-        )
-        error = ErrorCode.none
-        try:
-            await self.log.append(self.partition_for(txn_id), (key, value), entry.coordinator_epoch)
-        except KafkaError as e:
-            error = _APPEND_ERRORS.get(e.code, e.code)
-            log.info("writing %r for %r failed: %s", target.state.label, txn_id, e)
-        except Exception:
-            log.exception("writing %r for %r failed", target.state.label, txn_id)
-            error = ErrorCode.unknown_server_error
-        if not self._still_current(txn_id, entry, meta):
-            return ErrorCode.not_coordinator if error is ErrorCode.none else error
-        if error is not ErrorCode.none:
-            if not keep_pending_on_error:
-                meta.abort_transition()
-            return error
-        if target.state is _S.DEAD:
-            del entry.txns[txn_id]
-        else:
-            meta.complete_transition(target)
-        return ErrorCode.none
+        return self.state.lookup(transactional_id)
 
     # ================================================================ InitProducerId
 
@@ -569,7 +442,7 @@ class TransactionCoordinator:
                     ErrorCode.concurrent_transactions if error is ErrorCode.none else error
                 )
             assert isinstance(decision, TxnTransitMetadata)
-            error = await self._append(txn_id, entry, meta, decision)
+            error = await self.state.append(txn_id, entry, meta, decision)
             if error is not ErrorCode.none:
                 return InitProducerIdResult(error)
             log.info(
@@ -620,7 +493,7 @@ class TransactionCoordinator:
         raise IllegalStateTransition(f"{meta.transactional_id!r} is {state.label}")
 
     async def _fence_and_abort(
-        self, txn_id: str, entry: _Partition, meta: TransactionMetadata
+        self, txn_id: str, entry: TxnPartition, meta: TransactionMetadata
     ) -> ErrorCode:
         """Abort an Ongoing transaction with a bumped epoch, so the producer that owns it
         is fenced (a new instance took over, or it timed out)."""
@@ -699,7 +572,7 @@ class TransactionCoordinator:
         except IllegalStateTransition:
             log.exception("AddPartitionsToTxn for %r", txn_id)
             return ErrorCode.unknown_server_error
-        return await self._append(txn_id, entry, meta, target)
+        return await self.state.append(txn_id, entry, meta, target)
 
     def verify_partitions(
         self,
@@ -778,13 +651,13 @@ class TransactionCoordinator:
     async def _write_prepare(
         self,
         txn_id: str,
-        entry: _Partition,
+        entry: TxnPartition,
         meta: TransactionMetadata,
         target: TxnTransitMetadata,
     ) -> ErrorCode:
         """Write PrepareCommit/PrepareAbort; once it is in the log the outcome is decided
         and the markers go out (the client is answered without waiting for them)."""
-        error = await self._append(txn_id, entry, meta, target)
+        error = await self.state.append(txn_id, entry, meta, target)
         if error is ErrorCode.none:
             if target.state is _S.PREPARE_COMMIT:
                 self.stats.commits += 1
@@ -795,7 +668,7 @@ class TransactionCoordinator:
 
     # ================================================================ markers
 
-    def _start_markers(self, entry: _Partition, partition: int, meta: TransactionMetadata) -> None:
+    def _start_markers(self, entry: TxnPartition, partition: int, meta: TransactionMetadata) -> None:
         target = meta.prepare_complete(self.clock.now_ms())
         job = _MarkerJob(
             meta.transactional_id,
@@ -843,7 +716,7 @@ class TransactionCoordinator:
         return True
 
     def _job_current(self, job: _MarkerJob) -> bool:
-        entry = self._owned.get(job.partition)
+        entry = self.state.entry(job.partition)
         return (
             self._jobs.get(job.transactional_id) is job
             and entry is not None
@@ -927,8 +800,9 @@ class TransactionCoordinator:
     async def _write_completion(self, job: _MarkerJob) -> None:
         if not self._job_current(job):
             return
-        entry = self._owned[job.partition]
-        error = await self._append(
+        entry = self.state.entry(job.partition)
+        assert entry is not None  # _job_current
+        error = await self.state.append(
             job.transactional_id, entry, job.meta, job.target, keep_pending_on_error=True
         )
         if error is ErrorCode.none:
@@ -952,21 +826,15 @@ class TransactionCoordinator:
         producer is fenced); returns how many aborts were started."""
         now = self.clock.now_ms()
         started = 0
-        for entry in list(self._owned.values()):
-            for txn_id, meta in list(entry.txns.items()):
-                if (
-                    meta.state is _S.ONGOING
-                    and not meta.pending
-                    and meta.txn_start_timestamp + meta.txn_timeout_ms < now
-                ):
-                    log.info("aborting %r: open for longer than %d ms", txn_id, meta.txn_timeout_ms)
-                    if self._start_fenced_abort(txn_id, entry, meta, now):
-                        self.stats.timed_out += 1
-                        started += 1
+        for txn_id, entry, meta in self.state.timed_out_transactions(now):
+            log.info("aborting %r: open for longer than %d ms", txn_id, meta.txn_timeout_ms)
+            if self._start_fenced_abort(txn_id, entry, meta, now):
+                self.stats.timed_out += 1
+                started += 1
         return started
 
     def _start_fenced_abort(
-        self, txn_id: str, entry: _Partition, meta: TransactionMetadata, now: int
+        self, txn_id: str, entry: TxnPartition, meta: TransactionMetadata, now: int
     ) -> bool:
         """Abort an Ongoing transaction in the background with a bumped epoch (its
         producer is fenced): the timeout sweep's and a crash recovery's abort."""
@@ -982,32 +850,7 @@ class TransactionCoordinator:
 
     def expire_transactional_ids(self) -> int:
         """Tombstone ids idle for `transactional.id.expiration.ms` with nothing in flight."""
-        now = self.clock.now_ms()
-        horizon = now - self.config.transactional_id_expiration_ms
-        started = 0
-        for entry in list(self._owned.values()):
-            for txn_id, meta in list(entry.txns.items()):
-                if (
-                    not meta.pending
-                    and meta.state.expiration_allowed
-                    and meta.txn_last_update_timestamp <= horizon
-                ):
-                    target = meta.prepare_dead()
-                    started += 1
-                    self._spawn(self._expire(txn_id, entry, meta, target), f"txn-expire-{txn_id}")
-        return started
-
-    async def _expire(
-        self,
-        txn_id: str,
-        entry: _Partition,
-        meta: TransactionMetadata,
-        target: TxnTransitMetadata,
-    ) -> None:
-        error = await self._append(txn_id, entry, meta, target)
-        if error is ErrorCode.none:
-            self.stats.expired_ids += 1
-            log.info("expired transactional id %r", txn_id)
+        return self.state.expire_transactional_ids()
 
     # ================================================================ describe / list
 
@@ -1058,7 +901,7 @@ class TransactionCoordinator:
         KIP-994) and a transactional-id regular expression (v2, matched in full)."""
         if not self.active:
             return ListTransactionsResult(ErrorCode.coordinator_not_available)
-        if self._loading:
+        if self.state.loading:
             return ListTransactionsResult(ErrorCode.coordinator_load_in_progress)
         pattern = None
         if transactional_id_pattern:
@@ -1078,19 +921,18 @@ class TransactionCoordinator:
         pids = set(producer_id_filters)
         now = self.clock.now_ms()
         listed = []
-        for entry in self._owned.values():
-            for txn_id, meta in entry.txns.items():
-                if meta.state is _S.DEAD:
-                    continue
-                if pids and meta.producer_id not in pids:
-                    continue
-                if names and meta.state not in states:
-                    continue
-                if duration_filter_ms >= 0 and now - meta.txn_start_timestamp <= duration_filter_ms:
-                    continue
-                if pattern is not None and pattern.fullmatch(txn_id) is None:
-                    continue
-                listed.append(TransactionListing(txn_id, meta.producer_id, meta.state.label))
+        for txn_id, meta in self.state.items():
+            if meta.state is _S.DEAD:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if names and meta.state not in states:
+                continue
+            if duration_filter_ms >= 0 and now - meta.txn_start_timestamp <= duration_filter_ms:
+                continue
+            if pattern is not None and pattern.fullmatch(txn_id) is None:
+                continue
+            listed.append(TransactionListing(txn_id, meta.producer_id, meta.state.label))
         listed.sort(key=lambda t: t.transactional_id)
         return ListTransactionsResult(ErrorCode.none, unknown, listed)
 
@@ -1098,7 +940,7 @@ class TransactionCoordinator:
 
     def transactions(self) -> list[TransactionMetadata]:
         """Every transactional id this coordinator owns (console, metrics, tests)."""
-        return [m for e in self._owned.values() for m in e.txns.values()]
+        return self.state.transactions()
 
     def open_transactions(self) -> int:
         return sum(1 for m in self.transactions() if m.state.is_open)
@@ -1106,32 +948,3 @@ class TransactionCoordinator:
     def pending_marker_jobs(self) -> int:
         return len(self._jobs)
 
-
-def _load(
-    records: Iterable[tuple[bytes, bytes | None]], partition: int
-) -> dict[str, TransactionMetadata]:
-    """Later records win; a tombstone (or a Dead value, never written by Kafka) deletes.
-    A record Yak cannot read is logged and skipped rather than failing the whole load."""
-    txns: dict[str, TransactionMetadata] = {}
-    for key, value in records:
-        try:
-            txn_id = rec.decode_key(key)
-            if txn_id is None:
-                log.warning("unknown key version in %s-%d", rec.TRANSACTION_STATE_TOPIC, partition)
-                continue
-            if value is None:
-                txns.pop(txn_id, None)
-                continue
-            t = rec.decode_value(value)
-        except (ValueError, UnicodeDecodeError) as e:
-            log.error(
-                "unreadable record in %s-%d skipped: %s", rec.TRANSACTION_STATE_TOPIC, partition, e
-            )
-            continue
-        if t.state is _S.DEAD:
-            txns.pop(txn_id, None)
-        elif t.state is _S.PREPARE_EPOCH_FENCE:
-            log.error("%r: PrepareEpochFence is never written; record skipped", txn_id)
-        else:
-            txns[txn_id] = TransactionMetadata.from_transit(txn_id, t)
-    return txns

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from yak.errors import ErrorCode
 from yak.partition import TxnMarker
-from yak.txn.coordinator import OFFSETS_TOPIC
+from yak.txn.config import OFFSETS_TOPIC
 from yak.txn.state import TopicPartition
 
 if TYPE_CHECKING:
