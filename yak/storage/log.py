@@ -25,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from yak.errors import (
-    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
-from yak.protocol.control_records import ABORT, build_marker_batch, read_control_fields
+from yak.protocol.control_records import build_marker_batch
 from yak.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
@@ -42,11 +41,16 @@ from yak.protocol.records import (
     decode_records,
     log_append_time_header,
     parse_header,
-    read_header,
 )
 from yak.storage import checkpoint
 from yak.storage.config import LogConfig
 from yak.storage.epoch_cache import LeaderEpochCache
+from yak.storage.loader import (
+    RecoveryStats,
+    end_txn_from_batch,
+    load_log,
+    rebuild_producer_state,
+)
 from yak.storage.producer_state import ProducerStateManager
 from yak.storage.segment import INT32_MAX, LogSegment
 from yak.storage.txn_index import AbortedTxn
@@ -88,25 +92,6 @@ class ReadResult:
 
     def to_bytes(self) -> bytes:
         return b"".join(bytes(b) for b in self.buffers)
-
-
-@dataclass(slots=True)
-class RecoveryStats:
-    """What loading a log did: which segments were validated batch by batch.
-
-    After a clean shutdown nothing is scanned. After a crash, Kafka's LogLoader.recoverLog:
-    only the segments from the one holding the recovery point on (`scanned`, base offsets),
-    so the work is bounded by what was written since the last flush (at the latest, the
-    last roll), not by the size of the log.
-    """
-
-    clean: bool
-    recovery_point: int  # from the checkpoint
-    segments: int  # segments found on disk
-    scanned: list[int] = field(default_factory=list)  # base offsets of validated segments
-    bytes_scanned: int = 0
-    bytes_truncated: int = 0
-    segments_deleted: int = 0  # after a cut: everything later is untrusted
 
 
 @dataclass(slots=True)
@@ -178,198 +163,29 @@ class PartitionLog:
         )
 
     def _load(self, recovery_point: int, log_start: int, hw: int, clean: bool) -> None:
-        self._complete_interrupted_swaps()
-        bases = sorted(
-            int(n[:-4])
-            for n in os.listdir(self.directory)
-            if n.endswith(".log") and n[:-4].isdigit()
-        )
-        # Orphan indexes (their .log is gone) would confuse a later segment with that base.
-        for n in os.listdir(self.directory):
-            stem, _, ext = n.partition(".")
-            if ext in ("index", "timeindex", "txnindex") and stem.isdigit() \
-                    and int(stem) not in bases:
-                checkpoint.remove_quietly(os.path.join(self.directory, n))
-        segments = [self._new_segment(b) for b in bases]
-        if not segments:
-            segments = [self._new_segment(max(log_start, 0))]
-        self._view = _View(tuple(segments), tuple(s.base_offset for s in segments))
-        self.recovery_stats = RecoveryStats(clean, recovery_point, len(segments))
-        txn_rebuild_from = None
-        if clean:
-            self.recovery_point = 0
-            self._active.load_tail()
-            self.log_end_offset = self._active.next_offset
-            self.recovery_point = self.log_end_offset
-        else:
-            self._recover(recovery_point)
-            # The scanned segments' aborted-transaction entries are rebuilt by replaying
-            # producer state through them, from a snapshot taken no later than the first
-            # of them (later snapshots are not trusted after a crash, as in Kafka).
-            if self.recovery_stats.scanned:
-                txn_rebuild_from = self.recovery_stats.scanned[0]
-                self.producer_state.delete_snapshots_after(txn_rebuild_from)
-        active = self._active
-        if active.size:
-            # segment.ms counts from the first batch's timestamp, as Kafka's rollingBasedTimestamp
-            for _pos, h in active.iter_headers(0):
-                active.first_append_ms = min(h.max_timestamp, now_ms())
-                break
-        self.log_start_offset = max(log_start, self._view.bases[0])
-        if self.log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset
-        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        """Adopt what the loader found on disk (see `yak.storage.loader`)."""
+        loaded = load_log(self.directory, self.topic, self.partition, self._new_segment,
+                          self.leader_epoch_cache, self.producer_state, recovery_point,
+                          log_start, hw, clean, now_ms())
+        segs = loaded.segments
+        self._view = _View(tuple(segs), tuple(s.base_offset for s in segs))
+        self.recovery_stats: RecoveryStats = loaded.stats
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self.log_start_offset = loaded.log_start_offset
+        self.high_watermark = loaded.high_watermark
         self._durable_end = self.recovery_point
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self._rebuild_producer_state(txn_rebuild_from)
-
-    def _recover(self, recovery_point: int) -> None:
-        """Kafka's LogLoader.recoverLog: scan only the segments that may hold unflushed data
-        (from the one holding the recovery point on), cut the log at the first invalid byte
-        and drop everything after it. Segments below the recovery point were fsynced with
-        their indexes before the point passed them, so they are trusted as they are."""
-        stats = self.recovery_stats
-        segs = list(self._view.segments)
-        start_idx = max(bisect_right([s.base_offset for s in segs], recovery_point) - 1, 0)
-        keep = segs[:start_idx]
-        recovered: list[LogSegment] = []
-        cache = self.leader_epoch_cache
-        last_epoch = [-2]
-
-        def on_batch(h: BatchHeader) -> None:
-            # Epochs of recovered batches: their checkpoint may not have reached the disk.
-            # Only a change of epoch can start one (most batches share their neighbour's).
-            if h.partition_leader_epoch != last_epoch[0]:
-                last_epoch[0] = h.partition_leader_epoch
-                cache.assign(h.partition_leader_epoch, h.base_offset)
-
-        for i in range(start_idx, len(segs)):
-            seg = segs[i]
-            cut = seg.recover(on_batch=on_batch)
-            stats.scanned.append(seg.base_offset)
-            stats.bytes_scanned += seg.size + cut
-            stats.bytes_truncated += cut
-            keep.append(seg)
-            recovered.append(seg)
-            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            # Cut short, or overlapping its successor: nothing after it can be trusted.
-            if nxt is not None and (cut or seg.next_offset > nxt):
-                for later in segs[i + 1 :]:
-                    later.delete_files()
-                    stats.segments_deleted += 1
-                break
-        # Empty trailing segments (a roll just before the crash, or cut to nothing) go,
-        # except the first one, which carries the log's base offset.
-        while len(keep) > 1 and keep[-1].size == 0:
-            keep.pop().delete_files()
-        active = keep[-1]
-        if active not in recovered:
-            active.load_tail()
-        if active.size == 0:
-            active.next_offset = active.base_offset
-        for seg in recovered:
-            if not seg.closed:
-                # Rebuilt indexes reach their files now; the segment counts as unflushed, so
-                # the recovery point passes it only after an fsync of it and its indexes.
-                seg.flush_indexes(sync=False)
-                seg.unflushed = True
-        self._view = _View(tuple(keep), tuple(s.base_offset for s in keep))
-        self.log_end_offset = active.next_offset
-        self.recovery_point = min(recovery_point, self.log_end_offset)
-        log.info(
-            "recovered %s-%d after an unclean shutdown: scanned %d of %d segments from "
-            "recovery point %d (base offsets %s), %d bytes; truncated %d bytes, deleted %d "
-            "later segments; log end offset %d",
-            self.topic,
-            self.partition,
-            len(stats.scanned),
-            stats.segments,
-            recovery_point,
-            f"{stats.scanned[0]}..{stats.scanned[-1]}" if stats.scanned else "none",
-            stats.bytes_scanned,
-            stats.bytes_truncated,
-            stats.segments_deleted,
-            self.log_end_offset,
-        )
-
-    def _complete_interrupted_swaps(self) -> None:
-        """`.cleaned` files are from an unfinished cleaning: drop them. A `.swap` means the
-        cleaner finished writing and began replacing: finish the job (as Kafka does)."""
-        names = os.listdir(self.directory)
-        for n in names:
-            path = os.path.join(self.directory, n)
-            if n.endswith(".cleaned") or n.endswith(".deleted") or n.endswith(".tmp"):
-                checkpoint.remove_quietly(path)
-        swaps = sorted(n for n in names if n.endswith(".log.swap"))
-        for n in swaps:
-            base = int(n.split(".")[0])
-            with open(os.path.join(self.directory, n), "rb") as f:
-                data = f.read()
-            end = base
-            pos = 0
-            while pos + HEADER_SIZE <= len(data):
-                h = read_header(data, pos)
-                end = h.base_offset + h.last_offset_delta + 1
-                pos += h.batch_length + LOG_OVERHEAD
-            for m in os.listdir(self.directory):
-                if m.endswith(".log") and m[:-4].isdigit():
-                    b = int(m[:-4])
-                    if base <= b < end:
-                        for ext in (".log", ".index", ".timeindex", ".txnindex"):
-                            checkpoint.remove_quietly(os.path.join(self.directory, m[:-4] + ext))
-            stem = os.path.join(self.directory, n[: -len(".log.swap")])
-            for ext in (".log", ".index", ".timeindex", ".txnindex"):
-                if os.path.exists(stem + ext + ".swap"):
-                    os.replace(stem + ext + ".swap", stem + ext)
+        self._rebuild_producer_state(loaded.txn_rebuild_from)
 
     def _rebuild_producer_state(self, txn_rebuild_from: int | None = None) -> None:
-        """Latest snapshot, then replay the batch headers after it (markers are read to
-        end their transactions). Aborts whose marker is at or after `txn_rebuild_from` are
-        written to their segment's `.txnindex` again (recovery emptied those)."""
-        ps = self.producer_state
-        ps.delete_snapshots_after(self.log_end_offset)
-        snap = ps.load_snapshot(self.log_end_offset)
-        start = max(snap, self.log_start_offset)
-        if start >= self.log_end_offset:
-            return
-        rebuild = self.log_end_offset if txn_rebuild_from is None else txn_rebuild_from
         view = self._view
-        i = max(bisect_right(view.bases, start) - 1, 0)
-        for seg in view.segments[i:]:
-            found = seg.find_position(start)
-            if found is None:
-                continue
-            for pos, h in seg.iter_headers(found[0]):
-                if h.base_offset + h.last_offset_delta >= start and h.producer_id >= 0:
-                    ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
-                    ps.update(h, h.base_offset, ts)
-                    if h.attributes & CONTROL_BIT:
-                        self._replay_marker(seg, pos, h, rebuild)
+        rebuild_producer_state(self.producer_state, view.segments, view.bases,
+                               self.log_start_offset, self.log_end_offset, txn_rebuild_from,
+                               self.topic, self.partition)
 
     def _follow_marker(self, batch: memoryview, h: BatchHeader) -> None:
-        self._end_txn_from_batch(batch, h, self._active, h.base_offset)
-
-    def _replay_marker(self, seg: LogSegment, pos: int, h: BatchHeader, rebuild: int) -> None:
-        self._end_txn_from_batch(seg.read_batch(pos, h.batch_length + LOG_OVERHEAD), h, seg,
-                                 rebuild)
-
-    def _end_txn_from_batch(self, batch: bytes | memoryview, h: BatchHeader, seg: LogSegment,
-                            rebuild: int) -> None:
-        """A control batch read back (recovery, replication): end the transaction it
-        closes; an ABORT at or after `rebuild` gets its `.txnindex` entry in `seg`."""
-        try:
-            control_type, coordinator_epoch = read_control_fields(batch, h)
-        except (InvalidRecordError, CorruptRecordError, ValueError, IndexError) as e:
-            log.warning("unreadable control batch at %d in %s-%d: %s", h.base_offset,
-                        self.topic, self.partition, e)
-            return
-        if control_type not in (ABORT, 1):
-            return  # other control records (none Yak writes) end nothing
-        done = self.producer_state.end_txn(h.producer_id, h.producer_epoch, coordinator_epoch,
-                                           h.base_offset)
-        if done is not None and control_type == ABORT and h.base_offset >= rebuild:
-            seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset,
-                                            done.last_offset, done.last_stable_offset))
+        end_txn_from_batch(self.producer_state, batch, h, self._active, h.base_offset,
+                           self.topic, self.partition)
 
     # --- properties -------------------------------------------------------------------------
 

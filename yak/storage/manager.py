@@ -2,7 +2,7 @@
 
 Start-up is where durability is decided: with the clean-shutdown marker present nothing is
 scanned (start-up time does not grow with data size); without it, each log recovers from its
-recovery point (see PartitionLog._recover). The marker is removed as soon as the logs are
+recovery point (see yak.storage.loader). The marker is removed as soon as the logs are
 loaded, so a crash at any later moment is detected as unclean.
 
 The recovery point moves when a segment rolls: the log hands the rolled segment to this
