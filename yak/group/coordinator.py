@@ -24,17 +24,27 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from yak.errors import ErrorCode, KafkaError
+from yak.errors import ErrorCode
 from yak.group import records as rec
+from yak.group.api import (
+    FetchedOffset,
+    GroupConfig,
+    GroupDescription,
+    GroupListing,
+    JoinResult,
+    LeaveResult,
+    MemberDescription,
+    OffsetToCommit,
+    SyncResult,
+    storage_error_code,
+)
 from yak.group.consumer_group import ConsumerGroups, HeartbeatResult, TopicResolver
-from yak.group.consumer_protocol import subscribed_topics
+from yak.group.offsets import OffsetMetadataManager
 from yak.group.offsets_log import OffsetsLog, Record
-from yak.group.state import CommittedOffset, Group, GroupState, Member
+from yak.group.state import Group, GroupState, Member
 from yak.group.timers import Clock, SystemClock, TimerQueue
-from yak.settings import BROKER_SETTINGS, ConfigError
 
 __all__ = [
     "GroupConfig",
@@ -50,138 +60,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def _default(name: str) -> int:
-    return int(BROKER_SETTINGS[name].parse_default())
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Broker settings that shape group behaviour (Kafka's names in the comments; the
-    defaults are the settings table's)."""
-
-    initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
-    min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
-    max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
-    max_group_size: int = _default("group.max.size")
-    offsets_retention_ms: int = _default("offsets.retention.minutes") * 60_000
-    offsets_retention_check_interval_ms: int = _default("offsets.retention.check.interval.ms")
-    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
-    consumer_session_timeout_ms: int = _default("group.consumer.session.timeout.ms")
-    consumer_heartbeat_interval_ms: int = _default("group.consumer.heartbeat.interval.ms")
-
-    def validate(self) -> None:
-        """What no single setting can check: the coordinator refuses to start on these
-        (Kafka's GroupCoordinatorConfig requirements), with one line naming the key."""
-        if self.min_session_timeout_ms > self.max_session_timeout_ms:
-            raise ConfigError(
-                f"invalid value {self.min_session_timeout_ms} for group.min.session.timeout.ms:"
-                f" greater than group.max.session.timeout.ms ({self.max_session_timeout_ms})"
-            )
-        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
-            raise ConfigError(
-                f"invalid value {self.consumer_heartbeat_interval_ms} for"
-                " group.consumer.heartbeat.interval.ms: must be less than"
-                f" group.consumer.session.timeout.ms ({self.consumer_session_timeout_ms})"
-            )
-
-
-@dataclass(slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    skip_assignment: bool = False
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(slots=True)
-class LeaveResult:
-    member_id: str
-    group_instance_id: str | None
-    error: ErrorCode
-
-
-@dataclass(slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(slots=True)
-class GroupDescription:
-    group_id: str
-    error: ErrorCode
-    state: str
-    protocol_type: str
-    protocol_name: str
-    members: list[MemberDescription] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str
-    group_type: str = "classic"
-
-
-@dataclass(slots=True)
-class OffsetToCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = None
-
-
-@dataclass(slots=True)
-class FetchedOffset:
-    topic: str
-    partition: int
-    offset: int = -1
-    leader_epoch: int = -1
-    metadata: str | None = ""
-    error: ErrorCode = ErrorCode.none
-
-
-def _txn_storage_error_code(err: BaseException) -> ErrorCode:
-    """A TxnOffsetCommit append failure: as for OffsetCommit, except that the producer's
-    own errors (a fenced epoch, a sequence problem) reach it as they are."""
-    if isinstance(err, KafkaError) and err.code in (
-        ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced,
-        ErrorCode.out_of_order_sequence_number, ErrorCode.invalid_txn_state,
-    ):
-        return ErrorCode.invalid_producer_epoch if err.code is ErrorCode.producer_fenced \
-            else err.code
-    return _storage_error_code(err)
-
-
-def _storage_error_code(err: BaseException) -> ErrorCode:
-    """Kafka's mapping of an append failure for coordinator writes: the client should
-    find the coordinator again and retry, except for records that can never fit."""
-    if isinstance(err, KafkaError):
-        if err.code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-            return ErrorCode.unknown_server_error
-        if err.code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-            return ErrorCode.not_coordinator
-    return ErrorCode.coordinator_not_available
 
 
 class GroupCoordinator:
@@ -206,11 +84,6 @@ class GroupCoordinator:
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
-        self._keys: dict[tuple[str, str, int], bytes] = {}
-        # producer id -> groups with transactional offsets pending for it (a marker visits
-        # only those, not every group)
-        self._txn_groups: dict[int, set[str]] = {}
-        self._topic_resolver = topic_resolver
         self.consumer = ConsumerGroups(
             self.timers,
             self.clock,
@@ -218,6 +91,10 @@ class GroupCoordinator:
             self.config.consumer_session_timeout_ms,
             self.config.consumer_heartbeat_interval_ms,
             topic_lister,
+        )
+        self.offsets = OffsetMetadataManager(
+            self, offsets_log, self.config, self.clock, self.timers, self.partition_for,
+            self._spawn, topic_resolver,
         )
 
     # ================================================================ lifecycle
@@ -295,39 +172,9 @@ class GroupCoordinator:
             if gv is not None:
                 self._load_group(gid, gv, now)
         for k, ov in offset_values.items():
-            if ov is None:
-                continue
-            group = self.groups.get(k.group)
-            if group is None:
-                group = Group(k.group, state_timestamp_ms=now)
-                self.groups[k.group] = group
-            group.offsets[(k.topic, k.partition)] = CommittedOffset(
-                ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
-            )
-        self._load_open_transactions(partition, now)
-
-    def _load_open_transactions(self, partition: int, now: int) -> None:
-        """TxnOffsetCommits whose transaction had no marker yet when the log was replayed
-        stay pending: the transaction coordinator re-sends the marker, which completes them
-        (`complete_txn_offsets`)."""
-        for pid, records in self.log.open_transactions(partition).items():
-            for key, value in records:
-                try:
-                    k = rec.decode_key(key)
-                    if not isinstance(k, rec.OffsetKey) or value is None:
-                        continue
-                    ov = rec.decode_offset_value(value)
-                except (ValueError, UnicodeDecodeError) as e:
-                    log.warning("skipping unreadable __consumer_offsets record: %s", e)
-                    continue
-                group = self.groups.get(k.group)
-                if group is None:
-                    group = Group(k.group, state_timestamp_ms=now)
-                    self.groups[k.group] = group
-                group.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = (
-                    CommittedOffset(ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp)
-                )
-                self._txn_groups.setdefault(pid, set()).add(k.group)
+            if ov is not None:
+                self.offsets.replay_offset(k, ov, now)
+        self.offsets.load_open_transactions(partition, now)
 
     def _load_group(self, group_id: str, gv: rec.GroupValue, now: int) -> None:
         group = Group(
@@ -361,12 +208,12 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members), None)
         self.groups[group_id] = group
         for member in group.members.values():
-            self._schedule_session_timeout(group, member)
+            self.schedule_session_timeout(group, member)
 
     async def start(self) -> None:
         if not self.loaded:
             self.load()
-        self._schedule_offset_expiration()
+        self.offsets.schedule_expiration()
         self._timer_task = asyncio.create_task(self.timers.run_forever(), name="group-timers")
 
     async def stop(self) -> None:
@@ -381,16 +228,6 @@ class GroupCoordinator:
                 self._resolve_sync(m, SyncResult(ErrorCode.not_coordinator))
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-    def _offset_key(self, group_id: str, topic: str, partition: int) -> bytes:
-        """Encoded OffsetCommitKey, cached: the same keys are committed over and over."""
-        k = (group_id, topic, partition)
-        key = self._keys.get(k)
-        if key is None:
-            if len(self._keys) > 100_000:
-                self._keys.clear()
-            key = self._keys[k] = rec.encode_offset_key(group_id, topic, partition)
-        return key
 
     def partition_for(self, group_id: str) -> int:
         p = self._partitions.get(group_id)
@@ -415,18 +252,6 @@ class GroupCoordinator:
                 return ErrorCode.coordinator_load_in_progress
             if partition not in self._owned:
                 return ErrorCode.not_coordinator
-        return None
-
-    @staticmethod
-    def _member_error(group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is None:
-                return ErrorCode.unknown_member_id
-            if known != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
         return None
 
     # ================================================================ JoinGroup
@@ -504,7 +329,7 @@ class GroupCoordinator:
             group.pending_members.discard(member_id)
             self.timers.cancel(("pending", group_id, member_id))
             return self._add_member_and_rebalance(group, member_id, instance_id, protocols, *args)
-        err = self._member_error(group, member_id, instance_id)
+        err = group.member_error(member_id, instance_id)
         if err is not None:
             return JoinResult(err, member_id)
         member = group.members[member_id]
@@ -637,7 +462,7 @@ class GroupCoordinator:
             # Like Kafka, only a change of the selected protocol forces a rebalance: the
             # restarted consumer's subscription bytes differ (it owns nothing yet).
             if group.select_protocol() == group.protocol_name:
-                self._schedule_session_timeout(group, member)
+                self.schedule_session_timeout(group, member)
                 self._spawn(self._store_group_quietly(group))
                 result = self._current_join_result(group, member)
                 result.skip_assignment = member.member_id == group.leader_id
@@ -652,7 +477,7 @@ class GroupCoordinator:
         return fut
 
     def _current_join_result(self, group: Group, member: Member) -> JoinResult:
-        self._schedule_session_timeout(group, member)
+        self.schedule_session_timeout(group, member)
         return JoinResult(
             ErrorCode.none,
             member_id=member.member_id,
@@ -761,7 +586,7 @@ class GroupCoordinator:
                 ),
             )
             m.is_new = False
-            self._schedule_session_timeout(group, m)
+            self.schedule_session_timeout(group, m)
 
     # ================================================================ SyncGroup
 
@@ -804,7 +629,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD, GroupState.EMPTY):
             return SyncResult(ErrorCode.unknown_member_id)
-        err = self._member_error(group, member_id, instance_id)
+        err = group.member_error(member_id, instance_id)
         if err is not None:
             return SyncResult(err)
         if generation_id != group.generation_id:
@@ -817,7 +642,7 @@ class GroupCoordinator:
         if group.is_(GroupState.PREPARING_REBALANCE):
             return SyncResult(ErrorCode.rebalance_in_progress)
         if group.is_(GroupState.STABLE):
-            self._schedule_session_timeout(group, member)
+            self.schedule_session_timeout(group, member)
             return SyncResult(
                 ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment
             )
@@ -839,7 +664,7 @@ class GroupCoordinator:
             error = ErrorCode.none
         except Exception as e:  # noqa: BLE001 - any write failure means a new rebalance
             log.warning("storing group %r failed: %s", group.group_id, e)
-            error = _storage_error_code(e)
+            error = storage_error_code(e)
         if group.generation_id != generation or not group.is_(GroupState.STABLE):
             return  # a newer rebalance already answered the waiters
         for m in group.members.values():
@@ -863,12 +688,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD, GroupState.EMPTY):
             return ErrorCode.unknown_member_id
-        err = self._member_error(group, member_id, group_instance_id)
+        err = group.member_error(member_id, group_instance_id)
         if err is not None:
             return err
         if generation_id != group.generation_id:
             return ErrorCode.illegal_generation
-        self._schedule_session_timeout(group, group.members[member_id])
+        self.schedule_session_timeout(group, group.members[member_id])
         if group.is_(GroupState.PREPARING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
@@ -910,7 +735,7 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- expiry
 
-    def _schedule_session_timeout(self, group: Group, member: Member) -> None:
+    def schedule_session_timeout(self, group: Group, member: Member) -> None:
         gid, mid = group.group_id, member.member_id
         self.timers.schedule(
             ("hb", gid, mid),
@@ -926,7 +751,7 @@ class GroupCoordinator:
         if member.awaiting_join or member.awaiting_sync:
             # A member blocked in JoinGroup/SyncGroup cannot heartbeat: the barrier's own
             # timeout decides its fate, not the session timer.
-            self._schedule_session_timeout(group, member)
+            self.schedule_session_timeout(group, member)
             return
         log.info("group %r: member %s session timed out", group_id, member_id)
         self._remove_member_and_update(group, member)
@@ -1013,54 +838,11 @@ class GroupCoordinator:
     ) -> list[ErrorCode]:
         """One error per offset, in order. Valid ones are written as one batch."""
         err = self._group_id_error(group_id)
-        if err is None:
-            err = self._commit_error(group_id, generation_id, member_id, group_instance_id)
         if err is not None:
             return [err] * len(offsets)
-        group = self.groups.get(group_id)
-        if group is None:  # a "simple" consumer (or an admin) storing offsets only
-            group = Group(group_id, state_timestamp_ms=self.clock.now_ms())
-            self.groups[group_id] = group
-        else:
-            member = group.members.get(member_id)
-            if member is not None:
-                self._schedule_session_timeout(group, member)  # a commit is a sign of life
-        now = self.clock.now_ms()
-        codes: list[ErrorCode] = []
-        records: list[Record] = []
-        accepted: list[tuple[tuple[str, int], CommittedOffset]] = []
-        max_meta = self.config.offset_metadata_max_bytes
-        for o in offsets:
-            metadata = o.metadata or ""
-            if len(metadata.encode()) > max_meta:
-                codes.append(ErrorCode.offset_metadata_too_large)
-                continue
-            codes.append(ErrorCode.none)
-            value = CommittedOffset(o.offset, o.leader_epoch, metadata, now)
-            accepted.append(((o.topic, o.partition), value))
-            records.append(
-                (
-                    self._offset_key(group_id, o.topic, o.partition),
-                    rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now),
-                )
-            )
-        if records:
-            try:
-                await self.log.append(self.partition_for(group_id), records)
-            except Exception as e:  # noqa: BLE001 - mapped to a retriable coordinator error
-                log.warning("offset commit for %r failed: %s", group_id, e)
-                code = _storage_error_code(e)
-                return [code if c is ErrorCode.none else c for c in codes]
-            if self.groups.get(group_id) is group:
-                pending = group.pending_txn_offsets
-                for tp, value in accepted:
-                    group.offsets[tp] = value
-                    if pending:  # a later plain commit wins over an earlier transaction's
-                        for staged in pending.values():
-                            staged.pop(tp, None)
-        return codes
-
-    # ================================================================ transactional offsets
+        return await self.offsets.commit_offsets(
+            group_id, generation_id, member_id, group_instance_id, offsets
+        )
 
     async def txn_commit_offsets(
         self,
@@ -1072,197 +854,34 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: Sequence[OffsetToCommit],
     ) -> list[ErrorCode]:
-        """TxnOffsetCommit: the offsets are written as part of the producer's transaction
-        and stay pending (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT with
-        require_stable) until its marker reaches the group's partition. KIP-447 fencing:
-        a member id or generation that is not the group's current one is refused, so a
-        zombie consumer-producer from an old generation cannot commit."""
+        """TxnOffsetCommit: pending until the transaction's marker (see the offsets manager)."""
         err = self._group_id_error(group_id)
-        if err is None:
-            err = self._txn_commit_error(group_id, generation_id, member_id, group_instance_id)
         if err is not None:
             return [err] * len(offsets)
-        group = self.groups.get(group_id)
-        if group is None:
-            group = Group(group_id, state_timestamp_ms=self.clock.now_ms())
-            self.groups[group_id] = group
-        now = self.clock.now_ms()
-        codes: list[ErrorCode] = []
-        records: list[Record] = []
-        accepted: list[tuple[tuple[str, int], CommittedOffset]] = []
-        max_meta = self.config.offset_metadata_max_bytes
-        for o in offsets:
-            metadata = o.metadata or ""
-            if len(metadata.encode()) > max_meta:
-                codes.append(ErrorCode.offset_metadata_too_large)
-                continue
-            codes.append(ErrorCode.none)
-            accepted.append(((o.topic, o.partition),
-                             CommittedOffset(o.offset, o.leader_epoch, metadata, now)))
-            records.append((self._offset_key(group_id, o.topic, o.partition),
-                            rec.pack_offset_value(o.offset, o.leader_epoch, metadata, now)))
-        if records:
-            def stage() -> None:
-                # At the local append, before the wait for the ISR: the transaction's
-                # marker may reach this partition during that wait (an abort on timeout,
-                # or the producer giving up), and must find these offsets pending. Staged
-                # only after the wait, they stayed pending for ever once the marker had
-                # gone by: OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT
-                # for good (a chaos run's exactly-once pipeline hung on it).
-                if self.groups.get(group_id) is group:
-                    staged = group.pending_txn_offsets.setdefault(producer_id, {})
-                    for tp, value in accepted:
-                        staged[tp] = value
-                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
-
-            try:
-                await self.log.append(self.partition_for(group_id), records,
-                                      producer=(producer_id, producer_epoch),
-                                      on_appended=stage)
-            except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
-                log.warning("transactional offset commit for %r failed: %s", group_id, e)
-                self._unstage_txn_offsets(group, producer_id, accepted)  # if stage() ran
-                code = _txn_storage_error_code(e)
-                return [code if c is ErrorCode.none else c for c in codes]
-        return codes
-
-    def _unstage_txn_offsets(self, group: Group, producer_id: int,
-                             accepted: Sequence[tuple[tuple[str, int], CommittedOffset]]) -> None:
-        """A TxnOffsetCommit that failed after its local append (the ISR did not confirm
-        it): its pending offsets go, as Kafka's failPendingTxnOffsetCommit, unless a marker
-        has already settled them or a later commit of the same transaction replaced them.
-        The client retries or aborts."""
-        staged = group.pending_txn_offsets.get(producer_id)
-        if staged is None:
-            return
-        for tp, value in accepted:
-            if staged.get(tp) is value:
-                del staged[tp]
-        if not staged:
-            del group.pending_txn_offsets[producer_id]
-
-    def _txn_commit_error(
-        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        """Kafka's doTxnCommitOffsets checks (and the KIP-848 member epoch for consumer
-        groups): only a known member id and the current generation are checked, and only
-        when given (a producer without group metadata sends -1 and an empty id)."""
-        if self.consumer.has_members(group_id):
-            if not member_id:
-                return None if generation_id < 0 else ErrorCode.illegal_generation
-            epoch = self.consumer.member_epoch(group_id, member_id)
-            if epoch is None:
-                return ErrorCode.unknown_member_id
-            if generation_id >= 0 and generation_id != epoch:
-                return ErrorCode.illegal_generation
-            return None
-        group = self.groups.get(group_id)
-        if group is None:
-            return None if generation_id < 0 else ErrorCode.illegal_generation
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is not None and known != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id and member_id not in group.members:
-            return ErrorCode.unknown_member_id
-        if generation_id >= 0 and generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        return None
+        return await self.offsets.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, generation_id, member_id,
+            group_instance_id, offsets,
+        )
 
     def complete_txn_offsets(
         self, producer_id: int, commit: bool, partitions: Iterable[int]
     ) -> int:
         """A COMMIT/ABORT marker of `producer_id` reached these `__consumer_offsets`
-        partitions (Kafka's onTransactionCompleted): its pending offsets of the groups
-        there become the committed ones, or are dropped. Returns how many were applied."""
-        wanted = set(partitions)
-        applied = 0
-        waiting = self._txn_groups.get(producer_id, set())
-        for group_id in list(waiting):
-            group = self.groups.get(group_id)
-            staged = None if group is None else group.pending_txn_offsets.get(producer_id)
-            if staged is None:
-                waiting.discard(group_id)
-                continue
-            if self.partition_for(group_id) not in wanted:
-                continue
-            assert group is not None
-            del group.pending_txn_offsets[producer_id]
-            waiting.discard(group_id)
-            if commit:
-                group.offsets.update(staged)
-                applied += len(staged)
-        if not waiting:
-            self._txn_groups.pop(producer_id, None)
-        return applied
+        partitions: returns how many pending offsets were applied."""
+        return self.offsets.complete_txn_offsets(producer_id, commit, partitions)
 
     def has_pending_txn_offsets(self, group_id: str) -> bool:
-        group = self.groups.get(group_id)
-        return group is not None and any(group.pending_txn_offsets.values())
-
-    def _commit_error(
-        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        if self.consumer.has_members(group_id):
-            epoch = self.consumer.member_epoch(group_id, member_id)
-            if epoch is None:
-                return ErrorCode.unknown_member_id
-            return None if generation_id == epoch else ErrorCode.stale_member_epoch
-        group = self.groups.get(group_id)
-        if group is None:
-            return None if generation_id < 0 else ErrorCode.illegal_generation
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return None  # not using group management (admin tools, assign())
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        err = self._member_error(group, member_id, instance_id)
-        if err is not None:
-            return err
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        return None
+        return self.offsets.has_pending_txn_offsets(group_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, Sequence[int]]] | None,
         require_stable: bool = False,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """Committed offsets (-1 where none); `partitions=None` means all of the group's.
-        With `require_stable` (OffsetFetch v7+, KIP-447), a partition with a transactional
-        commit still pending answers UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
+        """Committed offsets (-1 where none); `partitions=None` means all of the group's."""
         err = self._group_id_error(group_id)
         if err is not None:
             return err, []
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        unstable: set[tuple[str, int]] = set()
-        if require_stable and group is not None and group.pending_txn_offsets:
-            for staged in group.pending_txn_offsets.values():
-                unstable.update(staged)
-        if partitions is None:
-            out = [
-                FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata)
-                if (t, p) not in unstable
-                else FetchedOffset(t, p, error=ErrorCode.unstable_offset_commit)
-                for (t, p), c in sorted(offsets.items())
-            ]
-            out += [FetchedOffset(t, p, error=ErrorCode.unstable_offset_commit)
-                    for t, p in sorted(unstable - offsets.keys())]
-            return ErrorCode.none, out
-        out = []
-        for topic, parts in partitions:
-            for p in parts:
-                c = offsets.get((topic, p))
-                if (topic, p) in unstable:
-                    out.append(FetchedOffset(topic, p, error=ErrorCode.unstable_offset_commit))
-                elif c is None:
-                    out.append(FetchedOffset(topic, p))
-                else:
-                    out.append(FetchedOffset(topic, p, c.offset, c.leader_epoch, c.metadata))
-        return ErrorCode.none, out
+        return self.offsets.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -1271,37 +890,12 @@ class GroupCoordinator:
         err = self._group_id_error(group_id)
         if err is not None:
             return err, []
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.group_id_not_found, []
-        subscribed: set[str] = set()
-        cg = self.consumer.groups.get(group_id)
-        if cg is not None:
-            for cm in cg.members.values():
-                subscribed |= set(cm.subscribed)
-        if not group.is_(GroupState.EMPTY):
-            if group.protocol_type != "consumer":
-                return ErrorCode.non_empty_group, []
-            for m in group.members.values():
-                subscribed |= subscribed_topics(m.metadata_for(group.protocol_name))
-        codes: list[ErrorCode] = []
-        tombstones: list[Record] = []
-        for topic, p in partitions:
-            if topic in subscribed:
-                codes.append(ErrorCode.group_subscribed_to_topic)
-                continue
-            codes.append(ErrorCode.none)
-            if (topic, p) in group.offsets:
-                tombstones.append((rec.encode_offset_key(group_id, topic, p), None))
-        if tombstones:
-            try:
-                await self.log.append(self.partition_for(group_id), tombstones)
-            except Exception as e:  # noqa: BLE001
-                return _storage_error_code(e), []
-            for (topic, p), code in zip(partitions, codes, strict=True):
-                if code is ErrorCode.none:
-                    group.offsets.pop((topic, p), None)
-        return ErrorCode.none, codes
+        return await self.offsets.delete_offsets(group_id, partitions)
+
+    def expire_offsets(self) -> int:
+        """KIP-211 expiry, now (the timer also runs it every
+        `offsets.retention.check.interval.ms`); returns how many offsets went."""
+        return self.offsets.expire_offsets()
 
     # ================================================================ admin views
 
@@ -1381,83 +975,23 @@ class GroupCoordinator:
                 try:
                     await self.log.append(self.partition_for(gid), self._tombstones(group))
                 except Exception as e:  # noqa: BLE001
-                    codes.append(_storage_error_code(e))
+                    codes.append(storage_error_code(e))
                     continue
-                self._kill(group)
+                self.kill(group)
                 codes.append(ErrorCode.none)
         return codes
 
     def _tombstones(self, group: Group) -> list[Record]:
-        gid = group.group_id
-        out: list[Record] = [(rec.encode_offset_key(gid, t, p), None) for (t, p) in group.offsets]
-        out.append((rec.encode_group_key(gid), None))
+        out = self.offsets.tombstones(group)
+        out.append((rec.encode_group_key(group.group_id), None))
         return out
 
-    def _kill(self, group: Group) -> None:
+    def kill(self, group: Group) -> None:
         self.consumer.groups.pop(group.group_id, None)
         group.transition(GroupState.DEAD, self.clock.now_ms())
         self.timers.cancel(("join", group.group_id))
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-
-    # ---------------------------------------------------------------- offset expiry
-
-    def _schedule_offset_expiration(self) -> None:
-        self.timers.schedule(
-            ("expire-offsets",),
-            self.clock.now_ms() + self.config.offsets_retention_check_interval_ms,
-            self._on_offset_expiration,
-        )
-
-    def _on_offset_expiration(self) -> None:
-        self._schedule_offset_expiration()
-        self.expire_offsets()
-
-    def expire_offsets(self) -> int:
-        """KIP-211: a group's offsets expire `offsets.retention.minutes` after it became
-        Empty; offsets of groups that never used group management expire one by one,
-        counted from their commit. Offsets of topics that no longer exist are dropped in
-        any state (Kafka drops them when the topic is deleted; Yak notices here, so a
-        re-created topic is not read from a stale position after the next check).
-        A group left with nothing is removed (Dead). Returns how many offsets went;
-        the tombstones are written in the background."""
-        now = self.clock.now_ms()
-        retention = self.config.offsets_retention_ms
-        expired_total = 0
-        exists: dict[str, bool] = {}
-
-        def topic_exists(topic: str) -> bool:
-            if topic not in exists:
-                exists[topic] = self._topic_resolver(topic) is not None
-            return exists[topic]
-
-        for group in list(self.groups.values()):
-            expired: set[tuple[str, int]] = set()
-            if self._topic_resolver is not None:
-                expired = {tp for tp in group.offsets if not topic_exists(tp[0])}
-            empty = group.is_(GroupState.EMPTY) and not self.consumer.has_members(group.group_id)
-            if empty and group.protocol_type is not None:
-                if group.state_timestamp_ms + retention <= now:
-                    expired |= set(group.offsets)
-            elif empty:
-                expired |= {
-                    tp
-                    for tp, c in group.offsets.items()
-                    if c.commit_timestamp_ms + retention <= now
-                }
-            tombstones: list[Record] = [
-                (rec.encode_offset_key(group.group_id, t, p), None) for t, p in sorted(expired)
-            ]
-            for tp in expired:
-                del group.offsets[tp]
-            expired_total += len(expired)
-            if (empty and not group.offsets and not group.pending_members
-                    and not group.pending_txn_offsets):
-                tombstones.append((rec.encode_group_key(group.group_id), None))
-                self._kill(group)
-            if tombstones:
-                self._spawn(self._append_quietly(self.partition_for(group.group_id), tombstones))
-        return expired_total
 
     # ================================================================ helpers
 
@@ -1492,12 +1026,6 @@ class GroupCoordinator:
             await self._store_group(group)
         except Exception as e:  # noqa: BLE001 - the next generation will be stored again
             log.warning("storing group %r failed: %s", group.group_id, e)
-
-    async def _append_quietly(self, partition: int, records: list[Record]) -> None:
-        try:
-            await self.log.append(partition, records)
-        except Exception as e:  # noqa: BLE001 - expiry is retried at the next check
-            log.warning("writing offset tombstones failed: %s", e)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -18,7 +18,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from yak.errors import KafkaError
+from yak.errors import ErrorCode, KafkaError
 
 __all__ = ["GroupState", "Member", "Group", "CommittedOffset", "IllegalStateTransition"]
 
@@ -145,6 +145,19 @@ class Group:
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """Who may act as `member_id` (with `instance_id`, when static): None, or the
+        error that refuses it (an unknown member, or a fenced static incarnation)."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.unknown_member_id
+            if known != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return None
 
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)
