@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ from yak.group.timers import Clock, SystemClock, TimerQueue
 from yak.txn import records as rec
 from yak.txn.config import OFFSETS_TOPIC, TxnConfig, TxnStats
 from yak.txn.log import MarkerWriter, ProducerIdSource, TransactionLog
+from yak.txn.marker_channel import TransactionMarkerChannelManager
 from yak.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -71,34 +72,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _S = TransactionState
-
-# Marker results (TransactionMarkerRequestCompletionHandler): retry these...
-_MARKER_RETRIABLE = frozenset(
-    {
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-        ErrorCode.kafka_storage_error,
-        ErrorCode.leader_not_available,
-        ErrorCode.network_exception,
-        ErrorCode.coordinator_load_in_progress,
-    }
-)
-# ...give up on the whole transaction for these (a newer producer epoch or coordinator
-# owns it now: the other coordinator finishes it)...
-_MARKER_FENCED = frozenset(
-    {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
-)
-# ...and skip the partition for these: it no longer exists (deleted topic), or it
-# cannot hold transactional data, so the producer could not have written to it.
-_MARKER_SKIP = frozenset(
-    {
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.unsupported_for_message_format,
-        ErrorCode.unsupported_version,
-    }
-)
 
 # Versions below which clients only know INVALID_PRODUCER_EPOCH (KafkaApis).
 _FENCED_AS_EPOCH_BELOW = {22: 4, 24: 2, 25: 2, 26: 2}
@@ -171,23 +144,6 @@ class ListTransactionsResult:
     transactions: list[TransactionListing] = field(default_factory=list)
 
 
-@dataclass(slots=True, eq=False)
-class _MarkerJob:
-    """A transaction whose markers are being written (Kafka's PendingCompleteTxn)."""
-
-    transactional_id: str
-    partition: int
-    coordinator_epoch: int
-    meta: TransactionMetadata
-    target: TxnTransitMetadata  # the CompleteCommit/CompleteAbort to write at the end
-    commit: bool
-    producer_id: int
-    producer_epoch: int
-    # Resolved when the job ends (completed, fenced, dropped): requests for the id that
-    # arrived while it ran wait on it instead of answering CONCURRENT_TRANSACTIONS.
-    finished: asyncio.Future[None] | None = None
-
-
 class TransactionCoordinator:
     def __init__(
         self,
@@ -213,7 +169,9 @@ class TransactionCoordinator:
         self._timer_task: asyncio.Task[None] | None = None
         self.state = TransactionStateManager(txn_log, self.config, self.clock, self.stats,
                                              self._spawn)
-        self._jobs: dict[str, _MarkerJob] = {}
+        self.channel = TransactionMarkerChannelManager(
+            markers, self.state, self.config, self.clock, self.timers, self.stats, self._spawn
+        )
 
     # ================================================================ lifecycle
 
@@ -241,8 +199,7 @@ class TransactionCoordinator:
         self.active = False
         for key in ("abort-timed-out", "expire-ids"):
             self.timers.cancel(("txn", key))
-        for job in list(self._jobs.values()):
-            self._end_job(job)
+        self.channel.stop()
         tasks = list(self._tasks)
         if self._timer_task is not None:
             tasks.append(self._timer_task)
@@ -333,7 +290,7 @@ class TransactionCoordinator:
         for meta in decided:
             if entry.txns.get(meta.transactional_id) is meta and meta.state in (
                     _S.PREPARE_COMMIT, _S.PREPARE_ABORT):
-                self._start_markers(entry, partition, meta)
+                self.channel.start(entry, partition, meta)
 
     def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """Another broker leads `partition` now: forget its ids (it finishes their work).
@@ -349,10 +306,7 @@ class TransactionCoordinator:
         entry = self.state.remove_partition(partition)
         if entry is None:
             return
-        for txn_id in entry.txns:
-            job = self._jobs.get(txn_id)
-            if job is not None:
-                self._end_job(job)
+        self.channel.remove_for(entry.txns)
 
     def _lookup(
         self, transactional_id: str
@@ -562,7 +516,7 @@ class TransactionCoordinator:
             if not (meta.pending or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)):
                 break
             # The previous transaction is still completing: wait for it once.
-            if waited or not await self._wait_for_completion(txn_id, meta):
+            if waited or not await self.channel.wait_for_completion(txn_id, meta):
                 return ErrorCode.concurrent_transactions
             waited = True
         if meta.state is _S.ONGOING and tps <= meta.partitions:
@@ -663,161 +617,8 @@ class TransactionCoordinator:
                 self.stats.commits += 1
             else:
                 self.stats.aborts += 1
-            self._start_markers(entry, self.partition_for(txn_id), meta)
+            self.channel.start(entry, self.partition_for(txn_id), meta)
         return error
-
-    # ================================================================ markers
-
-    def _start_markers(self, entry: TxnPartition, partition: int, meta: TransactionMetadata) -> None:
-        target = meta.prepare_complete(self.clock.now_ms())
-        job = _MarkerJob(
-            meta.transactional_id,
-            partition,
-            entry.coordinator_epoch,
-            meta,
-            target,
-            meta.state is _S.PREPARE_COMMIT,
-            meta.producer_id,
-            meta.producer_epoch,
-        )
-        old = self._jobs.get(meta.transactional_id)
-        if old is not None:
-            self._end_job(old)
-        self._jobs[meta.transactional_id] = job
-        self._send_markers(job, set(meta.partitions))
-
-    def _end_job(self, job: _MarkerJob) -> None:
-        """The job is over (completed, fenced, or its partition dropped): forget it, and
-        wake the requests waiting for it (they look the id up again)."""
-        if self._jobs.get(job.transactional_id) is job:
-            del self._jobs[job.transactional_id]
-            self.timers.cancel(("txn-markers", job.transactional_id))
-        if job.finished is not None and not job.finished.done():
-            job.finished.set_result(None)
-
-    async def _wait_for_completion(self, txn_id: str, meta: TransactionMetadata) -> bool:
-        """Wait, at most `completion_wait_ms`, for the id's running completion (markers,
-        then CompleteCommit/CompleteAbort) to end. True if there was one to wait for.
-
-        Kafka answers CONCURRENT_TRANSACTIONS to a request that meets a completion in
-        flight, and clients back off before retrying (librdkafka and the Java client 20 ms
-        for AddPartitionsToTxn), while a local completion takes about a millisecond: a
-        producer that starts its next transaction right after EndTxn lost ~20 ms per
-        transaction. Waiting here is the client's retry done on the broker, without the
-        backoff: the request is looked at again from scratch once the job is over, so it
-        gets exactly the answer a retry would have got."""
-        job = self._jobs.get(txn_id)
-        if job is None or job.meta is not meta or self.config.completion_wait_ms <= 0:
-            return False
-        if job.finished is None:
-            job.finished = asyncio.get_running_loop().create_future()
-        # (asyncio.wait leaves the shared future alone when it times out)
-        await asyncio.wait([job.finished], timeout=self.config.completion_wait_ms / 1000)
-        return True
-
-    def _job_current(self, job: _MarkerJob) -> bool:
-        entry = self.state.entry(job.partition)
-        return (
-            self._jobs.get(job.transactional_id) is job
-            and entry is not None
-            and entry.coordinator_epoch == job.coordinator_epoch
-            and entry.txns.get(job.transactional_id) is job.meta
-        )
-
-    def _send_markers(self, job: _MarkerJob, tps: set[TopicPartition]) -> None:
-        if not self._job_current(job):
-            return
-        if not tps:
-            self._spawn(self._write_completion(job), f"txn-complete-{job.transactional_id}")
-            return
-        self._spawn(self._markers_attempt(job, tps), f"txn-markers-{job.transactional_id}")
-
-    async def _markers_attempt(self, job: _MarkerJob, tps: set[TopicPartition]) -> None:
-        try:
-            results: Mapping[TopicPartition, ErrorCode] = await self.markers.write_markers(
-                job.producer_id,
-                job.producer_epoch,
-                job.coordinator_epoch,
-                job.commit,
-                frozenset(tps),
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # unreachable brokers etc.: retry them all
-            log.info("writing markers for %r failed: %s", job.transactional_id, e)
-            results = {}
-        self._on_markers(job, tps, results)
-
-    def _on_markers(
-        self,
-        job: _MarkerJob,
-        tps: Collection[TopicPartition],
-        results: Mapping[TopicPartition, ErrorCode],
-    ) -> None:
-        if not self._job_current(job):
-            return  # resigned, reloaded or stopped: the current coordinator finishes it
-        retry: set[TopicPartition] = set()
-        for tp in tps:
-            error = results.get(tp, ErrorCode.request_timed_out)
-            if error is ErrorCode.none or error in _MARKER_SKIP:
-                if error is not ErrorCode.none:
-                    log.info(
-                        "skipping marker of %r for %s-%d: %s",
-                        job.transactional_id,
-                        tp[0],
-                        tp[1],
-                        error.name,
-                    )
-                job.meta.remove_partition(tp)
-            elif error in _MARKER_FENCED:
-                log.info(
-                    "markers of %r are fenced (%s); another coordinator owns them",
-                    job.transactional_id,
-                    error.name,
-                )
-                self._end_job(job)
-                return
-            else:
-                if error not in _MARKER_RETRIABLE:
-                    log.error(
-                        "unexpected %s writing a marker of %r to %s-%d; retrying",
-                        error.name,
-                        job.transactional_id,
-                        tp[0],
-                        tp[1],
-                    )
-                retry.add(tp)
-        if retry:
-            self.stats.marker_retries += 1
-            self.timers.schedule(
-                ("txn-markers", job.transactional_id),
-                self.clock.now_ms() + self.config.retry_backoff_ms,
-                lambda: self._send_markers(job, retry),
-            )
-        elif not job.meta.partitions:
-            self._spawn(self._write_completion(job), f"txn-complete-{job.transactional_id}")
-
-    async def _write_completion(self, job: _MarkerJob) -> None:
-        if not self._job_current(job):
-            return
-        entry = self.state.entry(job.partition)
-        assert entry is not None  # _job_current
-        error = await self.state.append(
-            job.transactional_id, entry, job.meta, job.target, keep_pending_on_error=True
-        )
-        if error is ErrorCode.none:
-            self._end_job(job)
-            return
-        if not self._job_current(job):
-            return  # no longer ours: the new leader reloads and finishes it
-        # Still the leader at the same epoch (a local or transient failure): try again,
-        # the pending state keeps every client request at CONCURRENT_TRANSACTIONS.
-        log.info("completing %r failed (%s); retrying", job.transactional_id, error.name)
-        self.timers.schedule(
-            ("txn-markers", job.transactional_id),
-            self.clock.now_ms() + self.config.retry_backoff_ms,
-            lambda: self._send_markers(job, set()),
-        )
 
     # ================================================================ sweeps
 
@@ -946,5 +747,5 @@ class TransactionCoordinator:
         return sum(1 for m in self.transactions() if m.state.is_open)
 
     def pending_marker_jobs(self) -> int:
-        return len(self._jobs)
+        return len(self.channel)
 
