@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from yak.gateway import console_api, console_security, errors, rest, ws
 from yak.gateway.cluster import ClusterClient
 from yak.gateway.core import GatewayCore
+from yak.gateway.core.registry_formats import register_formats
 from yak.gateway.http_auth import HttpAuth
 from yak.gateway.metrics import HTTP_REQUESTS, HTTP_SECONDS, MetricsService
 from yak.gateway.settings import GatewaySettings
@@ -142,6 +143,8 @@ def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> Fa
     # Confluent's Schema Registry API at the root: /subjects, /schemas, /config, /mode, ...
     gateway.registry = registry_api.install(app, settings.bootstrap, settings.request_timeout_s,
                                             security=settings.security)
+    # ... and its avro/jsonschema/protobuf formats on the core's one encoding point.
+    register_formats(gateway.core, gateway.registry)
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Any) -> Response:

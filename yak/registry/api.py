@@ -44,16 +44,13 @@ class SRResponse(JSONResponse):
 def install(app: FastAPI, bootstrap: str, timeout_s: float = 10.0,
             security: Any = None) -> SchemaRegistry:
     """Mount the registry on `app` and return it (its `stop()` belongs to the app's shutdown).
-    `security`: the gateway's ClientSecurity, which the registry's Kafka clients use too."""
+    `security`: the gateway's ClientSecurity, which the registry's Kafka clients use too.
+    The gateway plugs the registry's record formats into its core itself
+    (`yak.gateway.core.registry_formats`): the registry knows nothing of the gateway."""
     registry = SchemaRegistry(bootstrap, timeout_s=timeout_s, security=security)
     app.state.registry = registry
     app.include_router(router)
     app.add_middleware(_LearnAddress, registry=registry)
-    gateway = getattr(app.state, "gateway", None)
-    if gateway is not None and getattr(gateway, "core", None) is not None:
-        from yak.registry.formats import register_formats
-
-        register_formats(gateway.core, registry)
 
     @app.exception_handler(RegistryError)
     async def _registry_error(_: Request, e: RegistryError) -> JSONResponse:

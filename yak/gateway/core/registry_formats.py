@@ -1,6 +1,15 @@
 """The REST proxy's `avro`, `jsonschema` and `protobuf` embedded formats, plugged into the
 gateway core's one encoding point (`yak.gateway.core.formats`).
 
+Why here and not in `yak.registry`: a format is the gateway's view of the registry. It
+speaks the gateway core's vocabulary (`Encoded`, `SchemaSpec`, `GatewayError` with a
+`Reason`) and uses only the registry's public service (`SchemaRegistry`, `serde`,
+`RegistryError`). So the gateway, the edge that composes the two (`yak.gateway.app`),
+imports the registry, and the registry imports nothing of the gateway: the schema
+registry stays a service of its own (issue 22; `tests/test_house.py` keeps it so).
+Moving the gateway's error vocabulary down into a package both import would have made
+the registry depend on the gateway's vocabulary all the same.
+
 Produce: `value_schema` (registered under the topic's subject, `<topic>-value` or
 `<topic>-key`, as Confluent's REST proxy does) or `value_schema_id`; values in the schema
 type's JSON form (Avro's JSON encoding for Avro). The schema is looked up once per batch;
@@ -91,5 +100,6 @@ class RegistryFormat:
 
 
 def register_formats(core: Any, registry: SchemaRegistry) -> None:
+    """Register the three formats on `core` (a GatewayCore); `create_app` calls this."""
     for name, kind in (("avro", "AVRO"), ("jsonschema", "JSON"), ("protobuf", "PROTOBUF")):
         core.formats.register(RegistryFormat(registry, name, kind))
