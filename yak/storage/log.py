@@ -52,6 +52,7 @@ from yak.storage.loader import (
     rebuild_producer_state,
 )
 from yak.storage.producer_state import ProducerStateManager
+from yak.storage.retention import segments_to_delete
 from yak.storage.segment import INT32_MAX, LogSegment
 from yak.storage.txn_index import AbortedTxn
 from yak.storage.validator import max_timestamp_header, records_max_timestamps, validate_batches
@@ -752,44 +753,19 @@ class PartitionLog:
 
     def apply_retention(self, now: int | None = None) -> int:
         """Delete whole segments past `retention.ms` / over `retention.bytes` (only those
-        entirely below the high watermark). Returns how many went."""
+        entirely below the high watermark; see `yak.storage.retention`). Returns how many
+        went."""
         cfg = self.config
         if not cfg.delete:
             return 0
         now = now_ms() if now is None else now
         with self.lock:
-            segs = list(self._view.segments)
-            hw = self.high_watermark
-            n_drop = 0
-            # By time: an expired active segment is rolled so it can go too (Kafka 2.x+).
-            if cfg.retention_ms >= 0:
-                while n_drop < len(segs):
-                    seg = segs[n_drop]
-                    upper = (
-                        segs[n_drop + 1].base_offset
-                        if n_drop + 1 < len(segs)
-                        else self.log_end_offset
-                    )
-                    if upper > hw or seg.size == 0:
-                        break
-                    if now - seg.largest_timestamp <= cfg.retention_ms:
-                        break
-                    if n_drop + 1 == len(segs):
-                        self._roll(self.log_end_offset, now)
-                        segs = list(self._view.segments)
-                    n_drop += 1
-            if cfg.retention_bytes >= 0:
-                total = sum(s.size for s in segs[n_drop:])
-                while n_drop < len(segs) - 1:
-                    seg = segs[n_drop]
-                    if total - seg.size < cfg.retention_bytes:
-                        break
-                    if segs[n_drop + 1].base_offset > hw:
-                        break
-                    total -= seg.size
-                    n_drop += 1
-            if not n_drop:
-                return 0
+            segs = self._view.segments
+            n_drop = segments_to_delete(segs, self.log_end_offset, self.high_watermark, cfg, now)
+            if n_drop == len(segs):
+                # The active segment expired: rolled, so it can go too (Kafka 2.x+).
+                self._roll(self.log_end_offset, now)
+                segs = self._view.segments
             n_drop = min(n_drop, len(segs) - 1)
             if not n_drop:
                 return 0
