@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from yak.clock import ManualClock
 from yak.errors import ErrorCode, NotLeaderOrFollowerError, error_for_code
 from yak.partition import (
     AppendOrigin,
@@ -57,6 +58,9 @@ class Controller:
         self.requests: list[IsrChange] = []
         self.hold: asyncio.Event | None = None  # set: answer; None: answer at once
         self.fail_with: Exception | None = None
+        # The brokers' clock for durations (follower silence, ISR retry pause): tests
+        # move it instead of sleeping.
+        self.clock = ManualClock()
 
     def publish(self, state: PartitionState) -> None:
         self.state = state
@@ -95,7 +99,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Controller, dict[int, ReplicaManag
         lm.startup()
         logs.append(lm)
         managers[node] = ReplicaManager(node, lm, replica_lag_time_max_ms=300,
-                                        alter_partition=ctl)
+                                        alter_partition=ctl, clock=ctl.clock)
     ctl.brokers = managers
     yield ctl, managers
     for rm in managers.values():
@@ -106,6 +110,22 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Controller, dict[int, ReplicaManag
 
 def run(coro):  # noqa: ANN001, ANN201
     return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+async def until(cond, what: str = "the condition", rounds: int = 1000) -> None:  # noqa: ANN001
+    """Let the event loop run (ISR changes and produces are tasks) until `cond()` holds:
+    synchronisation on the condition itself, never on a wall-clock sleep."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def settle(rounds: int = 50) -> None:
+    """Let every runnable task run, to check that something did NOT happen."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
 
 
 async def replicate_once(leader: ReplicaManager, follower: ReplicaManager,
@@ -153,7 +173,7 @@ async def produce_bg(rm: ReplicaManager, acks: int, data: memoryview | None = No
                      timeout_ms: int = 5000) -> asyncio.Future:
     """Start a produce and let it reach the purgatory (appended, waiting)."""
     task = asyncio.ensure_future(produce(rm, acks, data, timeout_ms))
-    await asyncio.sleep(0.01)
+    await until(lambda: task.done() or rm.produce_purgatory.waiting() > 0, "produce parked")
     return task
 
 
@@ -163,8 +183,8 @@ def test_acks_all_completes_when_the_isr_has_the_records(cluster) -> None:  # no
 
     async def body() -> None:
         task = asyncio.ensure_future(produce(rms[1], -1, batch(3)))
-        await asyncio.sleep(0.02)
-        assert not task.done() and rms[1].produce_purgatory.waiting() == 1
+        await until(lambda: rms[1].produce_purgatory.waiting() == 1, "produce parked")
+        assert not task.done()
         # Follower 2 copies the batch; the leader learns it only from 2's next fetch.
         await replicate_once(rms[1], rms[2])
         await replicate_once(rms[1], rms[2])
@@ -199,10 +219,7 @@ def test_high_watermark_never_moves_below_min_insync(cluster) -> None:  # noqa: 
         # Follower 2 catches up and is added to the ISR: then the HW moves.
         await replicate_once(rms[1], rms[2])
         await replicate_once(rms[1], rms[2])
-        for _ in range(50):
-            if 2 in rms[1].get_partition(T, 0).state.isr:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: 2 in rms[1].get_partition(T, 0).state.isr, "2 joins the ISR")
         p = rms[1].get_partition(T, 0)
         assert p.state.isr == (1, 2) and p.state.partition_epoch == 1
         assert p.high_watermark == 1
@@ -219,10 +236,12 @@ def test_lagging_follower_leaves_the_isr_and_acks_continue(cluster) -> None:  # 
         await rms[1].start()
         try:
             task = asyncio.ensure_future(produce(rms[1], -1, timeout_ms=10_000))
-            # Only follower 2 fetches; 3 is silent for more than replica.lag.time.max.ms.
+            # Only follower 2 fetches; 3 is silent for more than replica.lag.time.max.ms
+            # (the clock moves 50 ms a round; the expiration task ticks on its own).
             deadline = time.monotonic() + 5
             while not task.done() and time.monotonic() < deadline:
                 await replicate_once(rms[1], rms[2])
+                ctl.clock.advance(50)
                 await asyncio.sleep(0.02)
             r = await task
             assert r.error == 0
@@ -237,8 +256,8 @@ def test_lagging_follower_leaves_the_isr_and_acks_continue(cluster) -> None:  # 
             # 3 comes back, catches up to the HW and joins again.
             for _ in range(3):
                 await replicate_once(rms[1], rms[3])
-                await asyncio.sleep(0.01)
-            assert p.state.isr == (1, 2, 3) and rms[1].isr_expands == 1
+            await until(lambda: p.state.isr == (1, 2, 3), "3 joins the ISR again")
+            assert rms[1].isr_expands == 1
             assert ctl.requests[-1].broker_epochs == ((2, 102), (3, 103))
         finally:
             await rms[1].stop()
@@ -256,32 +275,32 @@ def test_isr_change_in_flight_keeps_the_maximal_isr(cluster) -> None:  # noqa: A
         ctl.hold = asyncio.Event()
         p = rms[1].get_partition(T, 0)
         assert (await produce(rms[1], 1)).error == 0
-        await asyncio.sleep(0.35)
+        ctl.clock.advance(350)
         await replicate_once(rms[1], rms[2])
         await replicate_once(rms[1], rms[2])
         assert p.maybe_shrink_isr()  # 3 has been silent for > 300 ms
         assert not p.maybe_shrink_isr()  # one change at a time
-        await asyncio.sleep(0.01)
+        await until(lambda: len(ctl.requests) == 1, "the shrink is asked for")
+        await settle()
         assert len(ctl.requests) == 1 and p.high_watermark == 0  # still waits for 3
         ctl.hold.set()
-        for _ in range(50):
-            if p.state.isr == (1, 2):
-                break
-            await asyncio.sleep(0.01)
-        assert p.state.isr == (1, 2) and p.high_watermark == 1
+        await until(lambda: p.state.isr == (1, 2), "the shrink is stored")
+        assert p.high_watermark == 1
         # A refused change (the store moved on: stale partition epoch) changes nothing.
         ctl.hold = None
         ctl.publish(PartitionState((1, 2, 3), (1, 2), 1, 0, 5))
         ctl.state = PartitionState((1, 2, 3), (1, 2), 1, 0, 6)  # a write this leader missed
         await replicate_once(rms[1], rms[3])
         await replicate_once(rms[1], rms[3])
-        await asyncio.sleep(0.02)
+        await until(lambda: len(ctl.requests) == 2, "the expansion is asked for")
+        await settle()
         assert p.state.isr == (1, 2) and p.state.partition_epoch == 5
         # An unreachable store (etcd down) also leaves the ISR as it is.
         ctl.fail_with = ConnectionError("etcd unreachable")
-        await asyncio.sleep(0.6)  # past the retry pause
+        ctl.clock.advance(600)  # past the retry pause
         await replicate_once(rms[1], rms[3])
-        await asyncio.sleep(0.02)
+        await until(lambda: len(ctl.requests) == 3, "the expansion is asked again")
+        await settle()
         assert p.state.isr == (1, 2) and len(ctl.requests) == 3
 
     run(body())
@@ -293,7 +312,7 @@ def test_timeout_after_the_isr_fell_below_min_insync(cluster) -> None:  # noqa: 
 
     async def body() -> None:
         task = asyncio.ensure_future(produce(rms[1], -1, timeout_ms=300))
-        await asyncio.sleep(0.02)
+        await until(lambda: rms[1].produce_purgatory.waiting() == 1, "produce parked")
         ctl.publish(PartitionState((1, 2, 3), (1,), 1, 0, 1))  # 2 removed meanwhile
         r = await task
         assert r.error == ErrorCode.not_enough_replicas_after_append
@@ -393,13 +412,13 @@ def test_fenced_broker_acknowledges_nothing(cluster) -> None:  # noqa: ANN001
 
     async def body() -> None:
         task = asyncio.ensure_future(produce(leader, -1))
-        await asyncio.sleep(0.01)
+        await until(lambda: leader.produce_purgatory.waiting() == 1, "produce parked")
         leader.fence("test: registration lost")
         r = await task
         assert r.error == ErrorCode.not_leader_or_follower
         assert (await produce(leader, 1)).error == ErrorCode.not_leader_or_follower
         p = leader.get_partition(T, 0)
-        assert not p.maybe_shrink_isr(time.monotonic_ns() // 1_000_000 + 10_000)
+        assert not p.maybe_shrink_isr(ctl.clock.now_ms() + 10_000)
         leader.unfence()
         # A session that is not known to be valid (paused past it) also stops acks, even
         # when the records did reach the ISR.

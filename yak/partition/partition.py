@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from yak.clock import Clock, MonotonicClock
 from yak.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
@@ -176,6 +176,7 @@ class Partition:
         produce_purgatory: ProducePurgatory,
         submit_isr: Callable[[Partition, IsrChange], bool] | None = None,
         replica_lag_time_max_ms: int = 30_000,
+        clock: Clock | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -186,6 +187,8 @@ class Partition:
         self._produce_purgatory = produce_purgatory
         self._submit_isr = submit_isr
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Durations (follower silence, ISR retry pauses): the ReplicaManager's clock.
+        self._clock: Clock = clock or MonotonicClock()
         self.state = PartitionState((), (), NO_LEADER, NO_EPOCH, NO_EPOCH)
         self.leader_epoch = NO_EPOCH
         self.is_leader = False
@@ -226,7 +229,7 @@ class Partition:
         """
         if not self._is_newer(state):
             return False
-        now = _now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else now_ms
         new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
         self.state = state
         self.leader_epoch = state.leader_epoch
@@ -377,7 +380,7 @@ class Partition:
         f = self._followers.get(replica_id)
         if f is None:
             return False
-        now = _now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else now_ms
         leader_leo = self.log.log_end_offset
         leo = min(log_end_offset, leader_leo)
         # Kafka's ReplicaState.updateFetchState: caught up now if it has all the leader
@@ -419,7 +422,7 @@ class Partition:
         `replica.lag.time.max.ms`."""
         if not self.is_leader:
             return []
-        now = _now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else now_ms
         leo = self.log.log_end_offset
         lag = self.replica_lag_time_max_ms
         out = []
@@ -435,7 +438,7 @@ class Partition:
         """Drop the ISR members that fell behind (Kafka's `maybeShrinkIsr`, run every
         half `replica.lag.time.max.ms`). The high watermark keeps waiting for them until
         the store has accepted the smaller ISR. Returns True if a change was submitted."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else now_ms
         if not self.is_leader or self._pending_isr is not None or now < self._isr_retry_at_ms:
             return False
         lagging = self.out_of_sync_replicas(now)
@@ -474,7 +477,7 @@ class Partition:
         if state is None or not self.is_leader or state.leader != self.node_id \
                 or state.leader_epoch != self.leader_epoch or not self._is_newer(state):
             self._maximal_isr = self.state.isr
-            self._isr_retry_at_ms = (_now_ms() if now_ms is None else now_ms) + ISR_RETRY_MS
+            self._isr_retry_at_ms = (self._clock.now_ms() if now_ms is None else now_ms) + ISR_RETRY_MS
             return
         before = set(self.state.isr)
         self.state = state
@@ -819,5 +822,3 @@ def _producer_of(records: memoryview, header: BatchHeader | None) -> tuple[int, 
     return header.producer_id, header.producer_epoch
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from yak.clock import Clock, MonotonicClock
 from yak.errors import (
     CorruptRecordError,
     DuplicateSequenceError,
@@ -211,8 +212,12 @@ class _SyncState:
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4,
                  replica_lag_time_max_ms: int = 30_000,
-                 alter_partition: AlterPartitionManager | None = None) -> None:
+                 alter_partition: AlterPartitionManager | None = None,
+                 clock: Clock | None = None) -> None:
         self.node_id = node_id
+        # Durations of the replication protocol (follower silence, ISR expiration, retry
+        # pauses), read by every Partition; a test passes a ManualClock (yak/clock.py).
+        self.clock: Clock = clock or MonotonicClock()
         self.logs = logs
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         # Where ISR changes go (None: nowhere, the ISR never changes: one broker alone).
@@ -294,7 +299,7 @@ class ReplicaManager:
             await asyncio.sleep(min(max(self.replica_lag_time_max_ms / 2000, 0.05), 1.0))
             if self._fenced:
                 continue
-            now = _now_ms()
+            now = self.clock.now_ms()
             for p in list(self._partitions.values()):
                 if p.is_leader:
                     try:
@@ -408,7 +413,8 @@ class ReplicaManager:
             p = Partition(topic, partition, topic_id, self.node_id, plog,
                           self.fetch_purgatory, self.produce_purgatory,
                           submit_isr=self._submit_isr,
-                          replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+                          replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                          clock=self.clock)
             self._partitions[key] = p
         elif p.log.config != config:
             p.log.update_config(config)
@@ -826,7 +832,7 @@ class ReplicaManager:
         epochs, answer a diverging epoch where its log stops matching ours, record its log
         end offset (moving the high watermark, maybe adding it to the ISR), then read up to
         the log end. A later pass after a long-poll wake-up is a plain read."""
-        now = _now_ms()
+        now = self.clock.now_ms()
         replica = params.replica_id
         epoch = params.replica_epoch
         early = False  # an error or a diverging epoch: answer at once, never long-poll
@@ -1035,8 +1041,6 @@ def _client_batch_header(data: memoryview) -> BatchHeader | None:
     return h
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _whole_batches(records: memoryview) -> int:
