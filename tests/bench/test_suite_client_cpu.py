@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "suite" / "report.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "suite" / "report.py"
 _spec = importlib.util.spec_from_file_location("yak_suite_report_cpu", _PATH)
 assert _spec is not None and _spec.loader is not None
 report = importlib.util.module_from_spec(_spec)

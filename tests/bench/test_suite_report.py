@@ -10,9 +10,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-# `bench/` is a top-level folder, not an installed package, and `bench` here would be this
-# test package: load the report module from its file.
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "suite" / "report.py"
+# `benchmarks/` is a top-level folder of scripts, not an installed package:
+# load the report module from its file.
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "suite" / "report.py"
 _spec = importlib.util.spec_from_file_location("yak_suite_report", _PATH)
 assert _spec is not None and _spec.loader is not None
 report = importlib.util.module_from_spec(_spec)
@@ -64,7 +64,7 @@ def test_targets_use_ratios_of_medians() -> None:
 
 
 def test_write_produces_markdown_json_and_plots(tmp_path: Path) -> None:
-    meta = {"date": "d", "command": "python -m bench.suite", "cpu": "c", "cores": 2,
+    meta = {"date": "d", "command": "python -m benchmarks.suite", "cpu": "c", "cores": 2,
             "memory_gib": 1, "kernel": "k", "python": "3", "work_dir_fs": "ext4", "rounds": 3,
             "versions": {"x": "1"}, "durability": {"yak": "page cache"}, "problems": ["p"]}
     paths = report.write(RUNS, [{"ceiling": "disk", "MB_per_s": 500.0}], meta, tmp_path)
@@ -89,7 +89,7 @@ def test_suite_runs_end_to_end_against_yak(tmp_path: Path) -> None:
     repo = _PATH.parents[2]
     out = tmp_path / "out"
     p = subprocess.run(
-        [sys.executable, "-m", "bench.suite", "--brokers", "yak", "--sizes", "100",
+        [sys.executable, "-m", "benchmarks.suite", "--brokers", "yak", "--sizes", "100",
          "--rounds", "2", "--scale", "0.01", "--lat-secs", "1", "--rate", "2000",
          "--no-install", "--skip-ceilings", "--work", str(tmp_path / "work"), "--out", str(out)],
         cwd=repo, capture_output=True, text=True, timeout=240,

@@ -1,14 +1,14 @@
 """The broker's cost per request, measured in ways that remove most of the machine's noise.
 
-The end-to-end broker benchmark (bench/broker_bench.py) reports CPU per message, which is
+The end-to-end broker benchmark (benchmarks/broker_bench.py) reports CPU per message, which is
 per-request work divided by the producer's batch size; on a loaded machine both move. These
 measurements isolate the per-request part. Each runs against the tree on PYTHONPATH, so two
 trees can be compared by alternating them (see docs/benchmarks/broker.md):
 
-    PYTHONPATH=. python bench/request_path_bench.py hook        # metrics hook, CPU per call
-    PYTHONPATH=. python bench/request_path_bench.py handler     # Produce/Fetch handler, in-process
-    PYTHONPATH=. python bench/request_path_bench.py stubbed     # Produce path, storage write stubbed
-    PYTHONPATH=. python bench/request_path_bench.py requests    # real producer: requests and CPU
+    PYTHONPATH=. python benchmarks/request_path_bench.py hook        # metrics hook, CPU per call
+    PYTHONPATH=. python benchmarks/request_path_bench.py handler     # Produce/Fetch handler, in-process
+    PYTHONPATH=. python benchmarks/request_path_bench.py stubbed     # Produce path, storage write stubbed
+    PYTHONPATH=. python benchmarks/request_path_bench.py requests    # real producer: requests and CPU
 
 The first three call the broker's own functions in-process (no sockets, CPU time of this
 process); `requests` starts `yak serve --http` and reads its request counter from /metrics.

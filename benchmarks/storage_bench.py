@@ -1,6 +1,6 @@
 """Storage-layer micro-benchmarks (no sockets): append, random read, recovery scan, compaction.
 
-Run: .venv/bin/python bench/storage_bench.py [--dir DIR] [--scale 1.0]
+Run: .venv/bin/python benchmarks/storage_bench.py [--dir DIR] [--scale 1.0]
 Reports wall time and CPU time (time.process_time) of this process; throughput is computed
 from CPU time ("per core") and from wall time. Results go to docs/benchmarks/storage.md by hand.
 """

@@ -7,7 +7,7 @@ user + system time (psutil) around each phase, so client CPU is excluded. Listen
 measured round-robin within a round, so the machine's noise hits all of them alike; compare
 ratios within a round.
 
-    .venv/bin/python bench/security_bench.py --messages 300000 --sizes 100,1024 --rounds 2
+    .venv/bin/python benchmarks/security_bench.py --messages 300000 --sizes 100,1024 --rounds 2
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A/B of the produce path's cost of the order of effects (issue 21), between two commits,
 # rounds alternating, one single broker at a time:
-#   bench/ordering_ab.sh BEFORE_COMMIT AFTER_COMMIT [ROUNDS] [MESSAGES]
+#   benchmarks/ordering_ab.sh BEFORE_COMMIT AFTER_COMMIT [ROUNDS] [MESSAGES]
 # Workloads (the AFTER tree's `yak bench produce`, librdkafka):
 #   two:  --producers 2, 4 partitions, acks=all (linger 5 ms, batch 1 MiB)
 #   idem: one idempotent producer, max.in.flight=5, linger.ms=0, 4 partitions, acks=all

@@ -18,7 +18,7 @@ Consume, the same N records read back (written beforehand with confluent-kafka):
 Rates are records / wall second from the first record answered to the last; CPU per
 record is the gateway's CPU over the same phase divided by N.
 
-    .venv/bin/python bench/gateway_bench.py [--records 20000] [--sizes 100,1024] [--rounds 3]
+    .venv/bin/python benchmarks/gateway_bench.py [--records 20000] [--sizes 100,1024] [--rounds 3]
 
 Prints a markdown table (medians over rounds) and JSON with every round.
 """

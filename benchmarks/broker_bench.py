@@ -9,7 +9,7 @@ machine where wall clock is noisy:
 - consume: the same messages read back from offset 0 with a plain assign() consumer;
 - RSS: idle with T topics x P partitions, then after each further round of N messages.
 
-    .venv/bin/python bench/broker_bench.py [--messages 1000000] [--size 100] [--rounds 3]
+    .venv/bin/python benchmarks/broker_bench.py [--messages 1000000] [--size 100] [--rounds 3]
 
 Results go to stdout as JSON and a markdown table (paste into docs/benchmarks/broker.md).
 """

@@ -1,7 +1,7 @@
 """Replication benchmark: a 3-broker cluster on this machine against the same cluster's
 RF=1 topics, and the failover stall.
 
-    .venv/bin/python bench/cluster_bench.py [--rounds 3] [--messages 300000] [--only ...]
+    .venv/bin/python benchmarks/cluster_bench.py [--rounds 3] [--messages 300000] [--only ...]
 
 Starts its own etcd and three `yak serve --metadata etcd://...` brokers (temporary dirs),
 then measures, with the same confluent-kafka client settings (`yak bench`'s workers:
@@ -20,7 +20,7 @@ Every figure comes with the CPU the rest of the machine used meanwhile (`other_c
 % of one core): on a shared 2-core machine that is what most often limits a number.
 Results: JSON on stdout (and --out), a markdown summary on stderr.
 
-Profiling: YAK_BENCH_PROFILE=DIR YAK_BENCH_PROFILE_SCRIPT=bench/profile_serve.py runs each
+Profiling: YAK_BENCH_PROFILE=DIR YAK_BENCH_PROFILE_SCRIPT=benchmarks/profile_serve.py runs each
 broker's event loop under cProfile (CPU time) and keeps the profiles in DIR.
 """
 

@@ -1,9 +1,9 @@
 """`yak serve` under cProfile, timing the event-loop thread by its CPU (time.thread_time),
 so a loaded machine's waits do not show up as hot spots. The profile goes to $PROF_OUT
-when the broker exits (SIGTERM). Used by bench/cluster_bench.py with
-YAK_BENCH_PROFILE=<dir to keep the profiles> YAK_BENCH_PROFILE_SCRIPT=bench/profile_serve.py.
+when the broker exits (SIGTERM). Used by benchmarks/cluster_bench.py with
+YAK_BENCH_PROFILE=<dir to keep the profiles> YAK_BENCH_PROFILE_SCRIPT=benchmarks/profile_serve.py.
 
-    PROF_OUT=b1.prof python bench/profile_serve.py serve --data-dir d --listen 127.0.0.1:9092
+    PROF_OUT=b1.prof python benchmarks/profile_serve.py serve --data-dir d --listen 127.0.0.1:9092
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ broker process), which is what matters on a shared, noisy machine.
 2. commits: C OffsetCommit requests (P partitions each) pipelined on K connections
    by a "simple" consumer (generation -1); reported per broker CPU second.
 
-    .venv/bin/python bench/group_bench.py [--groups 1000] [--members 3] [--commits 100000]
+    .venv/bin/python benchmarks/group_bench.py [--groups 1000] [--members 3] [--commits 100000]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Run:
     git archive 0a2f7f8 yak | tar -x -C /tmp/yak-base      # the tree before the change
-    .venv/bin/python bench/protocol_ab.py --baseline /tmp/yak-base [--rounds 9]
+    .venv/bin/python benchmarks/protocol_ab.py --baseline /tmp/yak-base [--rounds 9]
 
 Separate processes on this shared 2-core machine differ by 10-30% from run to run
 (load from other work, allocator and address-space layout), more than the changes being

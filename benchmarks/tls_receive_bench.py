@@ -18,7 +18,7 @@ as CPU time of the receiving process (the sender is another process), per MiB re
                     `recv_into` a large buffer until it would block (OpenSSL reads the
                     socket itself: no memory BIO copies).
 
-    .venv/bin/python bench/tls_receive_bench.py --mib 200 --record 1800 --frame 16384
+    .venv/bin/python benchmarks/tls_receive_bench.py --mib 200 --record 1800 --frame 16384
 
 Compare the rows of one run; the machine is shared and noisy, so this reports CPU time,
 not wall-clock rates.

@@ -1,6 +1,6 @@
 """CPU cost of one StandardAuthorizer.authorize() call (the per-request ACL check).
 
-    .venv/bin/python bench/authorizer_bench.py [--calls N]
+    .venv/bin/python benchmarks/authorizer_bench.py [--calls N]
 
 1,000 LITERAL + 100 PREFIXED topic ACLs for 50 users; times an allowed literal match, an
 allowed prefix match and a topic with no ACL (denied), in process CPU time per call.

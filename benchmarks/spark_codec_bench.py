@@ -1,6 +1,6 @@
 """The Spark connector's record codecs alone, this tree against a git revision, in one process.
 
-    .venv/bin/python bench/spark_codec_bench.py --baseline HEAD~1 --rounds 6
+    .venv/bin/python benchmarks/spark_codec_bench.py --baseline HEAD~1 --rounds 6
 
 Loads `yak/spark/record_encoder.py` and `record_decoder.py` as they are at `--baseline`
 (`git show`) next to the working tree's, then encodes and decodes the same rows with each,

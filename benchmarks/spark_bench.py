@@ -1,7 +1,7 @@
 """Spark connector throughput: batch write, batch read, streaming read, 100-byte values.
 
-    .venv/bin/python bench/spark_bench.py --rows 2000000            # starts its own broker
-    .venv/bin/python bench/spark_bench.py --bootstrap 127.0.0.1:9092
+    .venv/bin/python benchmarks/spark_bench.py --rows 2000000            # starts its own broker
+    .venv/bin/python benchmarks/spark_bench.py --bootstrap 127.0.0.1:9092
 
 Reports rows/s on the wall clock and the CPU seconds spent by Spark (driver JVM + Python
 workers) and by the broker, because the machine is shared and wall time alone lies.

@@ -1,11 +1,11 @@
 """REST through the gateway with uvicorn's httptools parser (A) against h11's (B), one run.
 
-    .venv/bin/python bench/gateway_http_parser_ab.py [--records 20000] [--rounds 4]
+    .venv/bin/python benchmarks/gateway_http_parser_ab.py [--records 20000] [--rounds 4]
 
 One broker and two standalone gateways (`yak gateway`) in front of it, identical but for
 the HTTP parser: B maps uvicorn's "httptools" protocol to its h11 one before starting (the
 gateway asks for httptools by name). Each round runs every case on both gateways, the order
-alternating, using bench/gateway_bench.py's clients and meter: REST produce with 100 records
+alternating, using benchmarks/gateway_bench.py's clients and meter: REST produce with 100 records
 per request (as gateway_bench) and with 1 (where the per-request cost shows), and REST
 consume. Reports gateway CPU us per record (its own pid, user + system) and records/s,
 median over rounds.

@@ -6,7 +6,7 @@ connection, an idempotent producer, `--inflight` requests in flight (librdkafka'
 max.in.flight), each with one batch of `--records` records to each of 4 partitions,
 acks=all, and reads the broker's CPU time (user + system, from /proc) per request.
 
-    python bench/produce_pipeline_ab.py BEFORE_TREE AFTER_TREE [--rounds 4] [--requests 20000]
+    python benchmarks/produce_pipeline_ab.py BEFORE_TREE AFTER_TREE [--rounds 4] [--requests 20000]
 
 Each tree is a directory holding a `yak` package (e.g. `git archive COMMIT | tar -x`).
 """

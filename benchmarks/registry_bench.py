@@ -1,7 +1,7 @@
 """Schema registry benchmark: Spark reading Avro through the registry vs raw bytes, the
 valueFormat decoder alone, and registry lookups of a cached id over HTTP.
 
-    .venv/bin/python bench/registry_bench.py --rows 1000000 --json results.json
+    .venv/bin/python benchmarks/registry_bench.py --rows 1000000 --json results.json
 
 Starts its own `yak serve --http` (broker + gateway + registry). Reports wall-clock rates
 and CPU seconds (psutil, user+system) because the machine is shared: compare ratios from

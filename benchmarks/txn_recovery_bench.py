@@ -12,7 +12,7 @@ A/B two trees in one run (the machine is shared: compare ratios, alternate the r
 
     for t in old new; do git archive <commit> | tar -x -C /tmp/rb-$t; done
     for i in 1 2 3 4 5; do for t in old new; do
-        PYTHONPATH=/tmp/rb-$t .venv/bin/python bench/txn_recovery_bench.py --label $t --runs 1
+        PYTHONPATH=/tmp/rb-$t .venv/bin/python benchmarks/txn_recovery_bench.py --label $t --runs 1
     done; done
 """
 

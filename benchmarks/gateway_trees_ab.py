@@ -1,12 +1,12 @@
 """Gateways built from different source trees, against one broker, in one run, alternating.
 
     git archive HEAD yak | tar -x -C /tmp/head     # a tree to compare, e.g. a commit
-    .venv/bin/python bench/gateway_trees_ab.py --tree before=/tmp/head --tree after=. \\
+    .venv/bin/python benchmarks/gateway_trees_ab.py --tree before=/tmp/head --tree after=. \\
         --case ws --records 10000 --rounds 8
 
 Each `--tree NAME=DIR` starts `yak gateway` with DIR as its working directory and first on
 `sys.path` (so it runs DIR/yak with this venv's libraries); the broker is this tree's. Every
-round runs the case once on each gateway, the order rotating, with bench/gateway_bench.py's
+round runs the case once on each gateway, the order rotating, with benchmarks/gateway_bench.py's
 clients and meter (the gateway's own CPU, user + system, over the phase / records). The
 machine is shared: compare the gateways' medians within one run, and their ranges.
 

@@ -5,7 +5,7 @@ times, one at a time and then `--concurrency` at once: range, put, a fenced cont
 (nested txn), a partition compare-and-set, and a lease keepalive. Prints p50/p99 in ms and
 the client's CPU per operation, which is what limits a broker's metadata path.
 
-    .venv/bin/python bench/etcd_bench.py --ops 2000 --concurrency 16
+    .venv/bin/python benchmarks/etcd_bench.py --ops 2000 --concurrency 16
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Yak's scale figures: 1,000 partitions, 1,000 idle connections, memory over a long run.
 
-    .venv/bin/python -m bench.suite.scale [--minutes 5] [--partitions 1000] [--connections 1000]
+    .venv/bin/python -m benchmarks.suite.scale [--minutes 5] [--partitions 1000] [--connections 1000]
 
 - producers across many partitions: two producer processes round-robin over 1,000
   partitions (1,000 concurrent batches in flight), then two consumers read them back;
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.suite import report, servers
+from benchmarks.suite import report, servers
 from yak.bench.runner import ensure_topic, run
 from yak.bench.spec import BenchResult, BenchSpec
 
@@ -209,7 +209,7 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.suite.scale", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.suite.scale", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=5.0)
     ap.add_argument("--partitions", type=int, default=1000)
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     yak.settings = {"log.segment.bytes": str(64 * 2**20),
                     "log.retention.bytes": str(512 * 2**20),
                     "log.retention.check.interval.ms": "5000"}
-    command = "python -m bench.suite.scale " + " ".join(
+    command = "python -m benchmarks.suite.scale " + " ".join(
         argv if argv is not None else __import__("sys").argv[1:])
     doc: dict[str, Any] = {"meta": {**report.machine_info(a.work), "command": command}}
     yak.start()

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A/B of a single broker's e2e latency at 10k msg/s with write.caching=false (acks=all waits
 # for fdatasync), between two commits, rounds alternating, one broker at a time.
-#   bench/pipelining_ab.sh BEFORE_COMMIT AFTER_COMMIT [ROUNDS] [SECONDS]
+#   benchmarks/pipelining_ab.sh BEFORE_COMMIT AFTER_COMMIT [ROUNDS] [SECONDS]
 # Each commit is exported clean (git archive) into a temporary directory; the benchmark
 # client is the AFTER tree's `yak bench e2e`. Prints p50/p99, msg/s reached, broker CPU per
 # message and the other processes' CPU (% of one core) per run.

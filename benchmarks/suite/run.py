@@ -1,6 +1,6 @@
 """Run Yak and its peers side by side, in one invocation, on this machine.
 
-    .venv/bin/python -m bench.suite [--rounds 3] [--brokers yak,tansu,...] [--scale 1.0]
+    .venv/bin/python -m benchmarks.suite [--rounds 3] [--brokers yak,tansu,...] [--scale 1.0]
 
 All brokers run at once (idle ones cost next to nothing, and it lets runs alternate):
 for every workload and message size, round r runs broker A, then B, then C... before
@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.suite import ceilings, drivers, install, report, servers
+from benchmarks.suite import ceilings, drivers, install, report, servers
 from yak.bench.meter import Window
 
 ALL = ("yak", "yak-fsync", "tansu", "nafka", "redis", "nats", "rabbit")
@@ -101,7 +101,7 @@ def measure(server: servers.Server, workload: str, size: int, n: int, cap: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.suite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--brokers", default=",".join(ALL))
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-ceilings", action="store_true")
     a = ap.parse_args(argv)
     a.work.mkdir(parents=True, exist_ok=True)
-    command = "python -m bench.suite " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.suite " + " ".join(argv if argv is not None else sys.argv[1:])
     problems: list[str] = []
     nafka_py = None
     if not a.no_install:

@@ -1,6 +1,6 @@
 """Protocol hot-path micro-benchmarks (no sockets, no broker): CPU time per call.
 
-Run: .venv/bin/python bench/protocol_bench.py [--repeat 7] [--min-time 0.2]
+Run: .venv/bin/python benchmarks/protocol_bench.py [--repeat 7] [--min-time 0.2]
 
 Each case runs in a loop for about `--min-time` CPU seconds, `--repeat` times; the
 reported figure is the lowest CPU microseconds per call (time.process_time; the least

@@ -1,14 +1,14 @@
 """Transactions benchmark (issue 12): what transactions cost, measured against one broker.
 
-    .venv/bin/python bench/txn_bench.py txn [--messages 200000] [--size 100]
+    .venv/bin/python benchmarks/txn_bench.py txn [--messages 200000] [--size 100]
         transactional produce (confluent-kafka) at several transaction sizes vs the
         idempotent producer: msg/s and broker CPU us/msg; commits/s with one producer and
         one message per transaction; end-to-end latency of a committed transaction to a
         read_committed consumer (p50/p99)
-    .venv/bin/python bench/txn_bench.py plain-cpu --before TREE [--after TREE] [--runs 3]
+    .venv/bin/python benchmarks/txn_bench.py plain-cpu --before TREE [--after TREE] [--runs 3]
         plain (non-transactional) produce, broker CPU us/msg, two copies of the source tree
-        (default after: this one), runs alternating (bench/broker_bench.py of each)
-    .venv/bin/python bench/txn_bench.py spark [--rows 200000]
+        (default after: this one), runs alternating (benchmarks/broker_bench.py of each)
+    .venv/bin/python benchmarks/txn_bench.py spark [--rows 200000]
         the Spark exactly-once streaming sink, transactions vs the state-topic markers
 
 Each subcommand starts its own broker(s) on free ports and prints JSON plus a markdown

@@ -1,1 +1,0 @@
-"""Yak and its peers side by side: `python -m bench.suite` (see docs/benchmarks/README.md)."""
