@@ -17,7 +17,7 @@ ROOT = Path(yak.__file__).resolve().parent
 # Lower rank = lower layer. A package may import its own modules and lower ranks only;
 # the edges (rank 9) reach the cluster over the wire and may use each other.
 RANK = {
-    "errors": 0, "settings": 0,
+    "errors": 0, "settings": 0, "clock": 0,
     "protocol": 1,
     "storage": 3,
     "config": 4, "partition": 4,
