@@ -12,8 +12,8 @@ coordinator hands it three small interfaces:
 - `MarkerWriter`: writes one transaction's COMMIT/ABORT control batches to a set of
   data partitions, wherever their leaders are (locally or by WriteTxnMarkers to
   another broker). One call is one attempt; it reports a Kafka error code per
-  partition and the coordinator decides what to retry (Kafka's
-  TransactionMarkerRequestCompletionHandler policy lives in the coordinator, so it is
+  partition and the coordinator's marker channel (`marker_channel.py`) decides what to
+  retry (Kafka's TransactionMarkerRequestCompletionHandler policy lives there, so it is
   unit tested against fakes).
 - `ProducerIdSource`: allocates producer ids that are never reused (the broker's
   persisted id blocks today, the controller in a cluster).

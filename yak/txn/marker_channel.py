@@ -127,6 +127,27 @@ class TransactionMarkerChannelManager:
         self._jobs[meta.transactional_id] = job
         self._send_markers(job, set(meta.partitions))
 
+    async def complete_loaded(self, partition: int, entry: TxnPartition,
+                              decided: list[TransactionMetadata]) -> None:
+        """Send the markers of the transactions loaded in a Prepare state, once the
+        partition's high watermark covers the loaded log end.
+
+        Why wait: loading reads to the log end (see `TransactionLog.replay`), so a
+        PrepareCommit the previous leader wrote but never got acknowledged may be loaded
+        from above the high watermark. Sending its markers at once and dying before a
+        follower copied it would let a third coordinator, whose log lacks the record, abort
+        what this one had committed in some partitions: a torn transaction. Meanwhile the
+        transactions stay in their Prepare state, which answers the producer
+        CONCURRENT_TRANSACTIONS, as Kafka does while it completes them."""
+        if not await self.state.log.wait_loaded_committed(partition, entry.coordinator_epoch):
+            return  # no longer the leader at this epoch: the next coordinator finishes them
+        if self.state.entry(partition) is not entry:
+            return
+        for meta in decided:
+            if entry.txns.get(meta.transactional_id) is meta and meta.state in (
+                    _S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                self.start(entry, partition, meta)
+
     def remove_for(self, transactional_ids: Iterable[str]) -> None:
         """The ids' partition was unloaded: stop their jobs (the next coordinator
         re-sends their markers)."""

@@ -20,6 +20,7 @@ each await `still_current` tells whether a result may still be applied.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,13 @@ from yak.txn.config import TxnConfig, TxnStats
 from yak.txn.log import TransactionLog
 from yak.txn.state import TransactionMetadata, TransactionState, TxnTransitMetadata
 
-__all__ = ["TransactionStateManager", "TxnPartition", "Spawn"]
+__all__ = [
+    "TransactionStateManager",
+    "TxnPartition",
+    "Spawn",
+    "TransactionListing",
+    "ListTransactionsResult",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,20 @@ _APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.message_too_large: ErrorCode.unknown_server_error,
     ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListTransactionsResult:
+    error: ErrorCode
+    unknown_state_filters: list[str] = field(default_factory=list)
+    transactions: list[TransactionListing] = field(default_factory=list)
 
 
 @dataclass(slots=True, eq=False)
@@ -249,6 +270,53 @@ class TransactionStateManager:
         if error is ErrorCode.none:
             self.stats.expired_ids += 1
             log.info("expired transactional id %r", txn_id)
+
+    # ================================================================ listing
+
+    def list_transactions(
+        self,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
+    ) -> ListTransactionsResult:
+        """ListTransactions v0-2 over the cache (Kafka's listTransactionStates): filters by
+        state name, producer id, minimum age (v1, KIP-994) and a transactional-id regular
+        expression (v2, matched in full)."""
+        if self._loading:
+            return ListTransactionsResult(ErrorCode.coordinator_load_in_progress)
+        pattern = None
+        if transactional_id_pattern:
+            try:
+                pattern = re.compile(transactional_id_pattern)
+            except re.error:
+                return ListTransactionsResult(ErrorCode.invalid_regular_expression)
+        states: set[TransactionState] = set()
+        unknown: list[str] = []
+        names = list(state_filters)
+        for name in names:
+            s = TransactionState.from_label(name)
+            if s is None:
+                unknown.append(name)
+            else:
+                states.add(s)
+        pids = set(producer_id_filters)
+        now = self.clock.now_ms()
+        listed = []
+        for txn_id, meta in self.items():
+            if meta.state is _S.DEAD:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if names and meta.state not in states:
+                continue
+            if duration_filter_ms >= 0 and now - meta.txn_start_timestamp <= duration_filter_ms:
+                continue
+            if pattern is not None and pattern.fullmatch(txn_id) is None:
+                continue
+            listed.append(TransactionListing(txn_id, meta.producer_id, meta.state.label))
+        listed.sort(key=lambda t: t.transactional_id)
+        return ListTransactionsResult(ErrorCode.none, unknown, listed)
 
     # ================================================================ introspection
 
