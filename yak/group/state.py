@@ -19,8 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yak.errors import ErrorCode, KafkaError
+from yak.group import records as rec
 
-__all__ = ["GroupState", "Member", "Group", "CommittedOffset", "IllegalStateTransition"]
+__all__ = [
+    "GroupState",
+    "Member",
+    "Group",
+    "CommittedOffset",
+    "IllegalStateTransition",
+    "group_value",
+    "group_from_value",
+]
 
 
 class GroupState(enum.Enum):
@@ -201,3 +210,63 @@ class Group:
         if not order:
             raise IllegalStateTransition(f"group {self.group_id!r} has no common protocol")
         return max(order, key=lambda n: votes[n])
+
+
+def group_from_value(group_id: str, gv: rec.GroupValue, now: int) -> Group:
+    """A classic group as its last GroupMetadataValue left it: Stable with its members
+    (Empty without), the leader kept if it is still a member."""
+    group = Group(
+        group_id,
+        generation_id=gv.generation,
+        protocol_type=gv.protocol_type or None,
+        protocol_name=gv.protocol,
+        leader_id=gv.leader,
+        state_timestamp_ms=gv.current_state_timestamp
+        if gv.current_state_timestamp >= 0
+        else now,
+    )
+    for mv in gv.members:
+        member = Member(
+            member_id=mv.member_id,
+            group_instance_id=mv.group_instance_id,
+            client_id=mv.client_id,
+            client_host=mv.client_host,
+            session_timeout_ms=mv.session_timeout,
+            rebalance_timeout_ms=mv.rebalance_timeout,
+            protocol_type=gv.protocol_type,
+            protocols=[(gv.protocol or "", mv.subscription)],
+            assignment=mv.assignment,
+            is_new=False,
+        )
+        group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    if group.leader_id not in group.members:
+        group.leader_id = next(iter(group.members), None)
+    return group
+
+
+def group_value(group: Group) -> rec.GroupValue:
+    """What a GroupMetadataValue records of `group`: its generation and its members with
+    their subscriptions and assignments."""
+    return rec.GroupValue(
+        protocol_type=group.protocol_type or "",
+        generation=group.generation_id,
+        protocol=group.protocol_name,
+        leader=group.leader_id,
+        current_state_timestamp=group.state_timestamp_ms,
+        members=tuple(
+            rec.MemberValue(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata_for(group.protocol_name),
+                m.assignment,
+            )
+            for m in group.members.values()
+        ),
+    )
