@@ -239,6 +239,7 @@ class BrokerConfig:
     # replication (issue 11)
     replica_lag_time_max_ms: int = _d("replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: int = _d("replica.fetch.wait.max.ms")
+    replica_fetch_dead_ms: int = _d("replica.fetch.dead.ms")
     replica_fetch_min_bytes: int = _d("replica.fetch.min.bytes")
     replica_fetch_max_bytes: int = _d("replica.fetch.max.bytes")
     replica_fetch_response_max_bytes: int = _d("replica.fetch.response.max.bytes")

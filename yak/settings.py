@@ -555,6 +555,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
         # --- replication (issue 11): the followers' fetchers and the leader's ISR
         _b("replica.lag.time.max.ms", "long", "30000", "cluster", "replica_lag_time_max_ms",
            lo=1, doc="a follower that has not caught up for this long leaves the ISR"),
+        _b("replica.fetch.dead.ms", "long", "1200", "cluster", "replica_fetch_dead_ms",
+           lo=0, doc="a follower that fetched and then stopped (its connection closed, or"
+           " frozen) for this long leaves the ISR without waiting for"
+           " replica.lag.time.max.ms (Yak's, issue 27); 0: the lag bound alone"),
         _b("replica.fetch.wait.max.ms", "int", "500", "cluster", "replica_fetch_wait_max_ms",
            lo=0, doc="how long a follower's fetch waits at the leader for new data"),
         _b("replica.fetch.min.bytes", "int", "1", "cluster", "replica_fetch_min_bytes", lo=1),

@@ -153,6 +153,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         # compare-and-set on the local store
         replica_manager = _construct("replica manager", lambda: ReplicaManager(
             config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            replica_fetch_dead_ms=config.replica_fetch_dead_ms,
             alter_partition=LocalAlterPartitionManager(metadata)))
         # topics and leadership: on one broker, this broker is the controller
         topics = _construct("topic manager",
@@ -164,7 +165,8 @@ def build_broker(config: BrokerConfig) -> Broker:
         # etcd cluster (metadata image, registration, controller, publisher), then the
         # topic manager writing topic changes to etcd.
         replica_manager = _construct("replica manager", lambda: ReplicaManager(
-            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms))
+            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            replica_fetch_dead_ms=config.replica_fetch_dead_ms))
         node = _construct("cluster membership", lambda: _cluster_node(config, replica_manager))
         # ISR changes: compare-and-set on the partition key in etcd, fenced by this
         # broker's registration; a broker whose session is not known valid acks nothing.

@@ -244,10 +244,18 @@ class _ReplicationCollector:
         led = [] if zero else [p for p in rm.partitions() if p.is_leader]
         yield CounterMetricFamily(
             "yak_isr_shrinks", "ISR shrinks this broker made as a leader (followers that "
-            "fell behind for replica.lag.time.max.ms).", value=0 if zero else rm.isr_shrinks)
+            "fell behind for replica.lag.time.max.ms or stopped fetching).", value=0 if zero else rm.isr_shrinks)
         yield CounterMetricFamily(
             "yak_isr_expands", "ISR expansions this broker made as a leader (followers that "
             "caught up).", value=0 if zero else rm.isr_expands)
+        yield CounterMetricFamily(
+            "yak_isr_dead_follower_shrinks", "ISR shrinks of followers that had stopped "
+            "fetching for replica.fetch.dead.ms (killed or frozen).",
+            value=0 if zero else rm.dead_follower_shrinks)
+        yield CounterMetricFamily(
+            "yak_isr_expansions_held", "ISR expansions the flapping guard held back (a "
+            "follower shrunk 3 times in 60 s waits before rejoining).",
+            value=0 if zero else rm.isr_expansions_held)
         yield GaugeMetricFamily(
             "yak_under_replicated_partitions", "Partitions led here whose ISR is smaller "
             "than their replica set.", value=sum(1 for p in led if p.is_under_replicated))

@@ -145,23 +145,45 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's `ReplicaState`), from its fetches."""
 
     __slots__ = ("log_end_offset", "log_start_offset", "last_caught_up_ms",
-                 "last_fetch_leader_leo", "last_fetch_ms", "broker_epoch")
+                 "last_fetch_leader_leo", "last_fetch_ms", "broker_epoch", "fetching",
+                 "silent_since_ms")
 
     def __init__(self, last_caught_up_ms: int) -> None:
         self.log_end_offset = -1
         self.log_start_offset = -1
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_leo = -1
-        self.last_fetch_ms = 0
+        self.last_fetch_ms = 0  # 0: it has not fetched from this leader epoch yet
         self.broker_epoch = -1
+        # Its fetches this leader is serving now (a long poll counts), and since when it
+        # has had none (the leader answered its last one, or its connection closed).
+        self.fetching = 0
+        self.silent_since_ms = 0
 
     def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
         return self.log_end_offset == leader_leo or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+    def is_dead(self, now_ms: int, dead_ms: int) -> bool:
+        """It fetched from this leader epoch, and has not fetched for `dead_ms` since the
+        leader answered (or dropped) its last fetch: killed (its socket closed and the
+        fetch ended at once) or frozen (its long poll was answered and nothing followed).
+        A follower that never fetched is judged by lag alone (it may still be finding
+        the new leader)."""
+        return (dead_ms > 0 and self.fetching == 0 and self.last_fetch_ms > 0
+                and now_ms - self.silent_since_ms > dead_ms)
 
 
 # After a refused or failed ISR change, the same partition waits this long before asking
 # again (the metadata usually brings the newer state meanwhile).
 ISR_RETRY_MS = 500
+# The flapping guard (issue 27): a follower shrunk out of the ISR FLAP_SHRINKS times within
+# FLAP_WINDOW_MS is expanded again only once FLAP_HOLD_MS (times each shrink past the
+# limit, at most FLAP_HOLD_MAX_MS) have passed since its last shrink, so a follower that
+# stops and starts every second does not move the ISR every second.
+FLAP_SHRINKS = 3
+FLAP_WINDOW_MS = 60_000
+FLAP_HOLD_MS = 5_000
+FLAP_HOLD_MAX_MS = 30_000
 
 
 class Partition:
@@ -177,6 +199,7 @@ class Partition:
         submit_isr: Callable[[Partition, IsrChange], bool] | None = None,
         replica_lag_time_max_ms: int = 30_000,
         clock: Clock | None = None,
+        replica_fetch_dead_ms: int = 0,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -187,6 +210,9 @@ class Partition:
         self._produce_purgatory = produce_purgatory
         self._submit_isr = submit_isr
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # A follower silent this long leaves the ISR without waiting for the lag bound
+        # (`replica.fetch.dead.ms`, issue 27; 0: off).
+        self.replica_fetch_dead_ms = replica_fetch_dead_ms
         # Durations (follower silence, ISR retry pauses): the ReplicaManager's clock.
         self._clock: Clock = clock or MonotonicClock()
         self.state = PartitionState((), (), NO_LEADER, NO_EPOCH, NO_EPOCH)
@@ -209,9 +235,15 @@ class Partition:
         # yak/partition/verification.py): dropped when the transaction starts here, when a
         # marker for the producer is written, and on any leadership change.
         self._verification_guards: dict[int, VerificationGuard] = {}
-        # Counted for metrics: ISR changes this leader committed.
+        # Counted for metrics: ISR changes this leader committed; shrinks of silent
+        # (dead or frozen) followers; expansions the flapping guard held back.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.dead_follower_shrinks = 0
+        self.isr_expansions_held = 0
+        # When each replica was last shrunk out of the ISR here (the flapping guard).
+        self._shrunk_at: dict[int, list[int]] = {}
+        self._held_logged: tuple[int, int] | None = None  # (replica, shrink) logged
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.state.leader}, "
@@ -403,15 +435,41 @@ class Partition:
             return self.maybe_increment_high_watermark()
         return False
 
+    def follower_fetch_started(self, replica_id: int) -> None:
+        """The leader is serving a fetch of `replica_id` (which fetched just now)."""
+        f = self._followers.get(replica_id)
+        if f is not None and self.is_leader:
+            f.fetching += 1
+
+    def follower_fetch_ended(self, replica_id: int, now_ms: int | None = None) -> None:
+        """That fetch was answered, or dropped with its connection: from now on the
+        follower is silent until it fetches again."""
+        f = self._followers.get(replica_id)
+        if f is not None and f.fetching > 0:
+            f.fetching -= 1
+            if f.fetching == 0:
+                f.silent_since_ms = self._clock.now_ms() if now_ms is None else now_ms
+
     # ------------------------------------------------------------------ ISR changes
 
     def _maybe_expand_isr(self, replica_id: int, f: FollowerState, now: int) -> None:
         """Kafka's `isFollowerInSync`: it has everything below the high watermark and
-        everything of earlier epochs this leader has."""
+        everything of earlier epochs this leader has; and the flapping guard does not
+        hold it back."""
         if self._pending_isr is not None or now < self._isr_retry_at_ms:
             return
         if f.log_end_offset < self.log.high_watermark \
                 or f.log_end_offset < self._leader_epoch_start_offset:
+            return
+        hold = self._flap_hold_ms(replica_id, now)
+        if hold and now - self._shrunk_at[replica_id][-1] < hold:
+            if self._held_logged != (replica_id, self._shrunk_at[replica_id][-1]):
+                self._held_logged = (replica_id, self._shrunk_at[replica_id][-1])
+                self.isr_expansions_held += 1
+                log.warning("%s-%d: follower %d shrunk out of the ISR %d times in %d s:"
+                            " it rejoins no sooner than %d ms after its last shrink",
+                            self.topic, self.index, replica_id,
+                            len(self._shrunk_at[replica_id]), FLAP_WINDOW_MS // 1000, hold)
             return
         isr = self.state.isr
         new_isr = tuple(r for r in self.state.replicas if r in isr or r == replica_id)
@@ -430,9 +488,22 @@ class Partition:
             if r == self.node_id:
                 continue
             f = self._followers.get(r)
-            if f is None or not f.is_caught_up(leo, now, lag):
+            if f is None or not f.is_caught_up(leo, now, lag) \
+                    or f.is_dead(now, self.replica_fetch_dead_ms):
                 out.append(r)
         return out
+
+    def _flap_hold_ms(self, replica_id: int, now: int) -> int:
+        """How long after its last shrink `replica_id` must wait to rejoin the ISR (0:
+        not flapping)."""
+        shrunk = self._shrunk_at.get(replica_id)
+        if not shrunk:
+            return 0
+        recent = [t for t in shrunk if now - t <= FLAP_WINDOW_MS]
+        self._shrunk_at[replica_id] = recent
+        if len(recent) < FLAP_SHRINKS:
+            return 0
+        return min(FLAP_HOLD_MS * (len(recent) - FLAP_SHRINKS + 1), FLAP_HOLD_MAX_MS)
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
         """Drop the ISR members that fell behind (Kafka's `maybeShrinkIsr`, run every
@@ -445,9 +516,12 @@ class Partition:
         if not lagging:
             return False
         new_isr = tuple(r for r in self.state.isr if r not in lagging)
-        log.info("%s-%d: shrinking the ISR from %s to %s (no catch-up for %d ms)",
-                 self.topic, self.index, list(self.state.isr), list(new_isr),
-                 self.replica_lag_time_max_ms)
+        dead = [r for r in lagging if (f := self._followers.get(r)) is not None
+                and f.is_dead(now, self.replica_fetch_dead_ms)]
+        log.info("%s-%d: shrinking the ISR from %s to %s (%s)", self.topic, self.index,
+                 list(self.state.isr), list(new_isr),
+                 f"no fetch from {dead} for {self.replica_fetch_dead_ms} ms" if dead
+                 else f"no catch-up for {self.replica_lag_time_max_ms} ms")
         return self._request_isr_change(new_isr, maximal=self.state.isr)
 
     def _request_isr_change(self, new_isr: tuple[int, ...], maximal: tuple[int, ...]) -> bool:
@@ -488,6 +562,12 @@ class Partition:
             log.info("%s-%d: ISR expanded to %s", self.topic, self.index, list(state.isr))
         if before - after:
             self.isr_shrinks += 1
+            now = self._clock.now_ms() if now_ms is None else now_ms
+            for r in before - after:
+                self._shrunk_at.setdefault(r, []).append(now)
+                f = self._followers.get(r)
+                if f is not None and f.is_dead(now, self.replica_fetch_dead_ms):
+                    self.dead_follower_shrinks += 1
             log.info("%s-%d: ISR shrunk to %s", self.topic, self.index, list(state.isr))
         self.maybe_increment_high_watermark()
 

@@ -213,13 +213,16 @@ class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, io_threads: int = 4,
                  replica_lag_time_max_ms: int = 30_000,
                  alter_partition: AlterPartitionManager | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, replica_fetch_dead_ms: int = 0) -> None:
         self.node_id = node_id
         # Durations of the replication protocol (follower silence, ISR expiration, retry
         # pauses), read by every Partition; a test passes a ManualClock (yak/clock.py).
         self.clock: Clock = clock or MonotonicClock()
         self.logs = logs
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # `replica.fetch.dead.ms` (issue 27): a follower that stopped fetching leaves the
+        # ISR after this long, not after replica.lag.time.max.ms (0: lag alone).
+        self.replica_fetch_dead_ms = replica_fetch_dead_ms
         # Where ISR changes go (None: nowhere, the ISR never changes: one broker alone).
         self.alter_partition = alter_partition
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -241,9 +244,11 @@ class ReplicaManager:
         # The replica fetchers' (topic, partition) -> messages behind the leader's high
         # watermark, set by whoever copies followed partitions here (metrics read it).
         self.follower_lags: Callable[[], dict[tuple[str, int], int]] | None = None
-        # Totals for metrics (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
+        # Totals for metrics (Kafka's IsrShrinksPerSec / IsrExpandsPerSec; issue 27's
+        # shrinks of dead followers and expansions held back by the flapping guard).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self._retired_counts = (0, 0)  # of partitions no longer hosted here
         self.fetch_purgatory = FetchPurgatory()
         self.produce_purgatory = ProducePurgatory()
         # fsync for write.caching=false runs here so the event loop never blocks on disk.
@@ -291,12 +296,21 @@ class ReplicaManager:
             except Exception:
                 log.exception("log maintenance failed")
 
+    def isr_check_interval_s(self) -> float:
+        """How often the ISR expiration task runs: every half `replica.lag.time.max.ms`
+        (Kafka's), and every quarter `replica.fetch.dead.ms` so a dead follower leaves
+        the ISR within about 1.25 times that bound; between 50 ms and a second."""
+        interval = self.replica_lag_time_max_ms / 2000
+        if self.replica_fetch_dead_ms > 0:
+            interval = min(interval, self.replica_fetch_dead_ms / 4000)
+        return min(max(interval, 0.05), 1.0)
+
     async def _isr_expiration_loop(self) -> None:
-        """Kafka's "isr-expiration" task: every half `replica.lag.time.max.ms` (at most a
-        second), each led partition drops the followers that have not caught up for that
-        long."""
+        """Kafka's "isr-expiration" task: each led partition drops the followers that have
+        not caught up for `replica.lag.time.max.ms`, or (issue 27) that stopped fetching
+        for `replica.fetch.dead.ms`."""
         while True:
-            await asyncio.sleep(min(max(self.replica_lag_time_max_ms / 2000, 0.05), 1.0))
+            await asyncio.sleep(self.isr_check_interval_s())
             if self._fenced:
                 continue
             now = self.clock.now_ms()
@@ -388,6 +402,18 @@ class ReplicaManager:
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
+    @property
+    def dead_follower_shrinks(self) -> int:
+        """ISR shrinks of followers that had stopped fetching (issue 27), ever."""
+        return self._retired_counts[0] + sum(
+            p.dead_follower_shrinks for p in self._partitions.values())
+
+    @property
+    def isr_expansions_held(self) -> int:
+        """Expansions the flapping guard held back (issue 27), ever."""
+        return self._retired_counts[1] + sum(
+            p.isr_expansions_held for p in self._partitions.values())
+
     def has_local_log(self, topic: str, partition: int) -> bool:
         return self.logs.get(topic, partition) is not None
 
@@ -414,7 +440,8 @@ class ReplicaManager:
                           self.fetch_purgatory, self.produce_purgatory,
                           submit_isr=self._submit_isr,
                           replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                          clock=self.clock)
+                          clock=self.clock,
+                          replica_fetch_dead_ms=self.replica_fetch_dead_ms)
             self._partitions[key] = p
         elif p.log.config != config:
             p.log.update_config(config)
@@ -434,6 +461,9 @@ class ReplicaManager:
     def stop_partition(self, topic: str, partition: int, delete: bool) -> None:
         """Stop hosting a partition (topic deleted, or moved away); `delete` removes its log."""
         p = self._partitions.pop((topic, partition), None)
+        if p is not None:  # keep the counters monotonic for metrics
+            self._retired_counts = (self._retired_counts[0] + p.dead_follower_shrinks,
+                                    self._retired_counts[1] + p.isr_expansions_held)
         self.produce_purgatory.fail(topic, partition)
         self.fetch_purgatory.notify(topic, partition)
         if delete and (p is not None or self.logs.get(topic, partition) is not None):
@@ -809,20 +839,33 @@ class ReplicaManager:
         finally:
             if turn is not None:
                 turn.release()
-        if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
-            return results
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + params.max_wait_ms / 1000
-        keys = [(w.topic, w.partition) for w in wanted]
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+        # A follower is fetching (alive) until this fetch is answered or dropped with its
+        # connection; then silent until its next one (`replica.fetch.dead.ms`, issue 27).
+        followed: list[Partition] = []
+        if params.replica_id >= 0:
+            followed = [p for p in resolved if p is not None and p.is_leader]
+            for p in followed:
+                p.follower_fetch_started(params.replica_id)
+        try:
+            if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
                 return results
-            woken = await self.fetch_purgatory.wait(keys, remaining)
-            resolved = [self._partitions.get(k) for k in keys]
-            results, total, errors = self._read_all(params, wanted, resolved)
-            if not woken or total >= params.min_bytes or errors:
-                return results
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + params.max_wait_ms / 1000
+            keys = [(w.topic, w.partition) for w in wanted]
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return results
+                woken = await self.fetch_purgatory.wait(keys, remaining)
+                resolved = [self._partitions.get(k) for k in keys]
+                results, total, errors = self._read_all(params, wanted, resolved)
+                if not woken or total >= params.min_bytes or errors:
+                    return results
+        finally:
+            if followed:
+                now = self.clock.now_ms()
+                for p in followed:
+                    p.follower_fetch_ended(params.replica_id, now)
 
     def _read_for_follower(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
