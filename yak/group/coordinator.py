@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from yak.errors import ErrorCode
-from yak.group import records as rec
 from yak.group.api import (
     FetchedOffset,
     GroupConfig,
@@ -43,6 +41,7 @@ from yak.group.consumer_group import HeartbeatResult, TopicResolver
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
 from yak.group.offsets_log import OffsetsLog
+from yak.group.shard import GroupShards, PartitionRouter
 from yak.group.state import GroupState
 from yak.group.timers import Clock, SystemClock, TimerQueue
 
@@ -59,8 +58,6 @@ __all__ = [
     "OffsetToCommit",
 ]
 
-log = logging.getLogger(__name__)
-
 
 class GroupCoordinator:
     def __init__(
@@ -76,97 +73,53 @@ class GroupCoordinator:
         self.config.validate()
         self.clock = clock or SystemClock()
         self.timers = TimerQueue(self.clock)
-        self.loaded = False
-        # None: every partition (one broker); else the partitions this broker leads.
-        self._owned: set[int] | None = None
-        self._loading: set[int] = set()
         self._timer_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._partitions: dict[str, int] = {}  # group id -> offsets partition (hash cache)
+        self.router = PartitionRouter(offsets_log)
+        partition_for = self.router.partition_for
         self.membership = GroupMetadataManager(
-            offsets_log, self.config, self.clock, self.timers, self.partition_for,
+            offsets_log, self.config, self.clock, self.timers, partition_for,
             self._spawn, topic_resolver, topic_lister,
         )
         self.offsets = OffsetMetadataManager(
             self.membership, offsets_log, self.config, self.clock, self.timers,
-            self.partition_for, self._spawn, topic_resolver,
+            partition_for, self._spawn, topic_resolver,
+        )
+        self.shards = GroupShards(
+            offsets_log, self.clock, self.router, self.membership, self.offsets
         )
         self.groups = self.membership.groups
         self.consumer = self.membership.consumer
 
-    # ================================================================ lifecycle
+    # ================================================================ partitions (shard)
 
     def load(self) -> None:
-        """Rebuild groups and committed offsets from `__consumer_offsets`.
-
-        Later records win; tombstones delete. A group with members comes back Stable
-        with fresh session timers, so consumers that keep heartbeating across a broker
-        restart continue without a rebalance and the others are expired as usual.
-        """
-        now = self.clock.now_ms()
-        for partition in range(self.log.num_partitions):
-            self._load_partition(partition, now)
-        self.loaded = True
+        """Rebuild groups and committed offsets from every `__consumer_offsets` partition
+        (one broker): later records win, tombstones delete, and a group with members
+        comes back Stable with fresh session timers."""
+        self.shards.load()
 
     def manage_partitions(self) -> None:
         """Cluster mode: own no partition until this broker leads it (`on_election`)."""
-        self._owned = set()
-        self.loaded = True
+        self.shards.manage_partitions()
 
     def owns(self, partition: int) -> bool:
-        return self._owned is None or partition in self._owned
+        return self.shards.owns(partition)
 
     def partition_loading(self, partition: int) -> bool:
-        return partition in self._loading
+        return self.shards.partition_loading(partition)
 
     def on_election(self, partition: int) -> None:
         """This broker leads `partition` of `__consumer_offsets` now: load its groups."""
-        if self._owned is None or partition in self._owned:
-            return
-        self._loading.add(partition)
-        try:
-            self._drop_groups_of(partition)
-            self._load_partition(partition, self.clock.now_ms())
-            self._owned.add(partition)
-            log.info("group coordinator: loaded __consumer_offsets-%d", partition)
-        except Exception:
-            log.exception("group coordinator: loading __consumer_offsets-%d failed", partition)
-        finally:
-            self._loading.discard(partition)
+        self.shards.on_election(partition)
 
     def on_resignation(self, partition: int) -> None:
-        """Another broker leads `partition` now: forget its groups (their members get
-        NOT_COORDINATOR and find the new coordinator)."""
-        if self._owned is None:
-            return
-        self._owned.discard(partition)
-        self._drop_groups_of(partition)
+        """Another broker leads `partition` now: forget its groups."""
+        self.shards.on_resignation(partition)
 
-    def _drop_groups_of(self, partition: int) -> None:
-        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
-            self.membership.unload(gid)
-
-    def _load_partition(self, partition: int, now: int) -> None:
-        group_values: dict[str, rec.GroupValue | None] = {}
-        offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
-        for key, value in self.log.replay(partition):
-            try:
-                k = rec.decode_key(key)
-                if isinstance(k, rec.OffsetKey):
-                    offset_values[k] = None if value is None else rec.decode_offset_value(value)
-                elif isinstance(k, rec.GroupKey):
-                    group_values[k.group] = (
-                        None if value is None else rec.decode_group_value(value)
-                    )
-            except (ValueError, UnicodeDecodeError) as e:
-                log.warning("skipping unreadable __consumer_offsets record: %s", e)
-        for gid, gv in group_values.items():
-            if gv is not None:
-                self.membership.replay_group(gid, gv, now)
-        for k, ov in offset_values.items():
-            if ov is not None:
-                self.offsets.replay_offset(k, ov, now)
-        self.offsets.load_open_transactions(partition, now)
+    @property
+    def loaded(self) -> bool:
+        return self.shards.loaded
 
     async def start(self) -> None:
         if not self.loaded:
@@ -185,29 +138,10 @@ class GroupCoordinator:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     def partition_for(self, group_id: str) -> int:
-        p = self._partitions.get(group_id)
-        if p is None:
-            if len(self._partitions) > 100_000:
-                self._partitions.clear()
-            p = self._partitions[group_id] = rec.partition_for(group_id, self.log.num_partitions)
-        return p
-
-    # ================================================================ validation
+        return self.router.partition_for(group_id)
 
     def _group_id_error(self, group_id: str | None) -> ErrorCode | None:
-        """Empty ids are Kafka's INVALID_GROUP_ID; so are ids too long to be written as a
-        key of `__consumer_offsets` (Kafka's int16-length string)."""
-        if not group_id or len(group_id.encode()) > rec.MAX_STRING_BYTES:
-            return ErrorCode.invalid_group_id
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress
-        if self._owned is not None:
-            partition = self.partition_for(group_id)
-            if partition in self._loading:
-                return ErrorCode.coordinator_load_in_progress
-            if partition not in self._owned:
-                return ErrorCode.not_coordinator
-        return None
+        return self.shards.route_error(group_id)
 
     # ================================================================ membership
 
