@@ -72,8 +72,43 @@ async def health(request: Request) -> Any:
     return {"up": True, "rtt_ms": round(rtt * 1000, 2)}
 
 
+def _internal(tm: Any) -> bool:
+    """Kafka's internal topics and, by convention, every topic whose name starts with "_"
+    (`_schemas`, `_confluent-*`): the console offers no one-click delete for them."""
+    return bool(tm.internal) or tm.name.startswith("_")
+
+
+def _brokers(request: Request, md: Any, leaders: dict[int, int],
+             replicas: dict[int, int]) -> list[dict[str, Any]]:
+    """Every broker of the cluster, live or not. Metadata lists only live (registered,
+    unfenced) brokers; a stopped one is still named by the replica sets of its partitions
+    (kept in the cluster's metadata: etcd in a cluster), and this gateway remembers the
+    address of every broker it has seen. Those not in Metadata are offline."""
+    state = request.app.state
+    seen: dict[tuple[Any, int], tuple[str, int]] = getattr(state, "console_seen_brokers", None)
+    if seen is None:
+        seen = state.console_seen_brokers = {}
+    for i, addr in md.brokers.items():
+        seen[(md.cluster_id, i)] = addr
+    known = set(md.brokers) | {r for r in replicas if r >= 0}
+    known |= {i for (cid, i) in seen if cid == md.cluster_id}
+    out = []
+    for i in sorted(known):
+        online = i in md.brokers
+        host, port = md.brokers[i] if online else seen.get((md.cluster_id, i), (None, None))
+        out.append({"id": i, "host": host, "port": port, "online": online,
+                    "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0)})
+    return out
+
+
 @router.get("/overview", responses=_ERRORS)
-async def overview(request: Request) -> Any:
+async def overview(
+    request: Request,
+    urp_offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    urp_limit: Annotated[int, Query(ge=1, le=500)] = 20,
+) -> Any:
+    """The cluster at a glance; the under-replicated partitions one page at a time
+    (`urp_offset`, `urp_limit`), all of them counted."""
     gw = request.app.state.gateway
     cluster = _cluster(request)
     md = await cluster.metadata()
@@ -96,16 +131,22 @@ async def overview(request: Request) -> Any:
             if len(pm.isr) < len(pm.replicas) or pm.leader < 0:
                 urp.append({"topic": name, "partition": pid, "leader": pm.leader,
                             "replicas": pm.replicas, "isr": pm.isr})
+    user = [t for t in md.topics.values() if not _internal(t)]
+    internal = [t for t in md.topics.values() if _internal(t)]
     out: dict[str, Any] = {
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
-        "brokers": [{"id": i, "host": h, "port": p, "leaders": leaders.get(i, 0),
-                     "replicas": replicas.get(i, 0)} for i, (h, p) in sorted(md.brokers.items())],
+        "brokers": _brokers(request, md, leaders, replicas),
         "under_replicated": len(urp),
         "offline_partitions": offline,
-        "under_replicated_partitions": urp[:200],
-        "topics": len([t for t in md.topics.values() if not t.internal]),
-        "partitions": len(tps),
+        "under_replicated_partitions": urp[urp_offset:urp_offset + urp_limit],
+        "under_replicated_offset": urp_offset,
+        "under_replicated_limit": urp_limit,
+        # Topics and partitions counted alike: the user's, and the internal ones apart.
+        "topics": len(user),
+        "partitions": sum(len(t.partitions) for t in user),
+        "internal_topics": len(internal),
+        "internal_partitions": sum(len(t.partitions) for t in internal),
         # Sum of high watermarks: its rate of change is the cluster's messages in per second.
         "messages_total": sum(max(m.high_watermark, 0) for m in marks.values()),
         "bytes_total": sum(s for s, _ in sizes.values()),
@@ -128,7 +169,7 @@ async def topics(request: Request) -> Any:
     for name, tm in sorted(md.topics.items()):
         parts = [(name, p) for p in tm.partitions]
         rows.append({
-            "name": name, "internal": tm.internal, "partitions": len(tm.partitions),
+            "name": name, "internal": _internal(tm), "partitions": len(tm.partitions),
             "replication_factor": max((len(p.replicas) for p in tm.partitions.values()),
                                       default=0),
             "messages": sum(max(marks[tp].high_watermark - marks[tp].log_start_offset, 0)
@@ -158,9 +199,16 @@ async def create_topic(request: Request, body: NewTopicBody) -> Any:
 
 
 @router.delete("/topics/{topic}", status_code=204, response_class=Response, responses=_ERRORS)
-async def delete_topic(request: Request, topic: str) -> Response:
-    if await _cluster(request).topic(topic) is None:
+async def delete_topic(request: Request, topic: str,
+                       confirm: Annotated[str | None, Query(max_length=249)] = None) -> Response:
+    """Delete a topic; an internal one (`__consumer_offsets`, `_schemas`, ...) only with
+    `?confirm=<its name>`, so that no single click loses the cluster's own state."""
+    tm = await _cluster(request).topic(topic)
+    if tm is None:
         raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if _internal(tm) and confirm != topic:
+        raise RestError(403, 40302, f"{topic} is an internal topic: deleting it loses the "
+                        "state it holds; repeat with ?confirm=<topic name> to delete it")
     await _cluster(request).delete_topic(topic)
     return Response(status_code=204)
 
@@ -188,7 +236,7 @@ async def topic_detail(request: Request, topic: str) -> Any:
             "log_end_offset": m.high_watermark + lag if m.high_watermark >= 0 else -1,
             "last_stable_offset": m.last_stable_offset, "size": size,
         })
-    return {"name": topic, "internal": tm.internal, "partitions": parts, "configs": configs}
+    return {"name": topic, "internal": _internal(tm), "partitions": parts, "configs": configs}
 
 
 @router.put("/topics/{topic}/configs", responses=_ERRORS)
@@ -289,6 +337,19 @@ async def produce(request: Request, topic: str, body: ProduceBody) -> Any:
         raise res.error
     return {"topic": topic, "partition": res.partition, "offset": res.offset,
             "timestamp": res.timestamp_ms}
+
+
+@router.get("/authorizer", responses=_ERRORS)
+async def authorizer(request: Request) -> Any:
+    """Whether the cluster enforces ACLs: its brokers' `authorizer.class.name` (an empty
+    one means no authorizer: every principal may do everything, and ACLs, even if listed,
+    are not checked). `enforced` is null when the caller may not read broker configs."""
+    try:
+        name = (await _cluster(request).broker_configs(["authorizer.class.name"]))[
+            "authorizer.class.name"]
+    except ClusterError:
+        return {"enforced": None, "class_name": None}
+    return {"enforced": bool(name), "class_name": name or None}
 
 
 @router.get("/groups", responses=_ERRORS)

@@ -66,6 +66,18 @@ function clearError() { banner.hidden = true; banner.textContent = ""; }
 
 function every(ms, fn) { timers.push(setInterval(fn, ms)); }
 
+// "21–40 of 109" with Previous / Next buttons; `go(offset)` loads that page.
+function pager(id, offset, limit, total, go) {
+  const box = document.getElementById(id);
+  if (total <= limit) { box.innerHTML = ""; return; }
+  const last = Math.floor((total - 1) / limit) * limit;
+  box.innerHTML = `<div class="pager row"><button class="secondary" data-page="prev" ${offset <= 0 ? "disabled" : ""}>‹ Previous</button>
+    <span class="muted page-info">${offset + 1}–${Math.min(offset + limit, total)} of ${total}</span>
+    <button class="secondary" data-page="next" ${offset >= last ? "disabled" : ""}>Next ›</button></div>`;
+  box.querySelector("[data-page=prev]").addEventListener("click", () => go(Math.max(0, offset - limit)));
+  box.querySelector("[data-page=next]").addEventListener("click", () => go(Math.min(last, offset + limit)));
+}
+
 async function guarded(fn) {
   try { await fn(); } catch (e) { showError(e); }
 }
@@ -171,28 +183,45 @@ async function overview() {
     <h2>Throughput <span class="legend"><span class="in">■ in</span> · <span class="out">■ out</span> (messages/s)</span></h2>
     <div class="panel"><canvas class="chart" id="tput"></canvas></div>
     <h2>Brokers</h2><div id="brokers"></div>
-    <h2>Under-replicated partitions</h2><div id="urp"></div>`;
+    <h2>Under-replicated partitions</h2><div id="urp"></div><div id="urp-pager"></div>`;
   const chart = new LiveChart(document.getElementById("tput"),
-    [{ name: "in", color: "#2f6fde" }, { name: "out", color: "#e07b24" }]);
+    [{ name: "in", color: "#2f6fde" }, { name: "out", color: "#e07b24" }], { integer: true });
   let prev = null;
+  const URP_PAGE = 20;
+  let urpOffset = 0;
   const tick = async () => {
-    const o = await api("/overview");
+    const o = await api(`/overview?urp_offset=${urpOffset}&urp_limit=${URP_PAGE}`);
     if (g !== generation) return;
     clearError();
+    if (o.under_replicated && urpOffset >= o.under_replicated) {
+      urpOffset = Math.floor((o.under_replicated - 1) / URP_PAGE) * URP_PAGE; // the list shrank
+    }
+    const online = o.brokers.filter((b) => b.online).length;
+    // Topics and partitions of the same topics: the user's, the internal ones below.
+    const internal = (k) => (k ? `+${k} internal` : "");
     const cards = [
-      ["Brokers", o.brokers.length], ["Topics", o.topics], ["Partitions", o.partitions],
+      ["Brokers", online === o.brokers.length ? online : `${online} of ${o.brokers.length} up`],
+      ["Topics", o.topics, internal(o.internal_topics)],
+      ["Partitions", o.partitions, internal(o.internal_partitions)],
       ["Messages", fmtShort(o.messages_total)], ["Size on disk", fmtBytes(o.bytes_total)],
       ["Controller", o.controller_id < 0 ? "none" : o.controller_id],
       ["Under-replicated", o.under_replicated], ["Offline partitions", o.offline_partitions],
     ];
-    document.getElementById("cards").innerHTML = cards.map(([l, v]) =>
-      `<div class="card"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div></div>`).join("");
-    document.getElementById("brokers").innerHTML = `<table><thead><tr><th>ID</th><th>Host</th>
+    document.getElementById("cards").innerHTML = cards.map(([l, v, sub]) =>
+      `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div>${
+        sub ? `<div class="sub muted">${esc(sub)}</div>` : ""}</div>`).join("");
+    document.getElementById("brokers").innerHTML = `<table id="brokers-table"><thead><tr><th>ID</th><th>Status</th><th>Host</th>
       <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th></tr></thead>
-      <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}"><td>${b.id}</td>
-      <td>${esc(b.host)}</td><td>${b.port}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
+      <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}" class="${b.online ? "" : "offline"}"><td>${b.id}</td>
+      <td class="status">${b.online ? '<span class="ok">● online</span>'
+        : '<span class="err" title="not in the cluster\'s metadata: stopped, crashed or cut off">● offline</span>'}</td>
+      <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
       <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td>
       </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
+    pager("urp-pager", urpOffset, URP_PAGE, o.under_replicated, (off) => {
+      urpOffset = off;
+      guarded(tick);
+    });
     document.getElementById("urp").innerHTML = o.under_replicated_partitions.length
       ? `<table><thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Replicas</th>
         <th>ISR</th></tr></thead><tbody>${o.under_replicated_partitions.map((u) =>
@@ -272,7 +301,9 @@ async function topicPage(name) {
   const enc = encodeURIComponent(name);
   view.innerHTML = `
     <h1>Topic ${esc(name)}</h1>
-    <h2>Partitions</h2><div id="parts"><p class="muted">Loading…</p></div>
+    <p id="topic-loading" class="muted">Loading…</p>
+    <div id="topic-body" hidden>
+    <h2>Partitions</h2><div id="parts"></div>
     <div class="grid2">
       <div><h2>Produce a message</h2><div class="panel"><form id="produce">
         <div class="row"><label>Partition <input name="partition" type="number" min="0" placeholder="any" style="width:90px"></label>
@@ -293,11 +324,28 @@ async function topicPage(name) {
       <label>Show as <select name="fmt"><option value="json">JSON</option><option value="text">text</option><option value="hex">hex</option></select></label>
       <button type="submit">Load</button>
     </form></div>
-    <div id="messages" style="margin-top:8px"></div>`;
+    <div id="messages" style="margin-top:8px"></div>
+    </div>`;
 
+  // A topic that does not exist (a typo, or deleted meanwhile) says so, with nothing to
+  // produce to or browse; any other error keeps the page and retries.
+  const missing = () => {
+    timers.forEach(clearInterval);
+    timers = [];
+    clearError();
+    view.innerHTML = `<h1>Topic ${esc(name)}</h1><div class="panel" id="topic-missing">
+      <p>Topic <b>${esc(name)}</b> does not exist${me && me.authenticated ? " (or you may not see it)" : ""}.</p>
+      <p><a href="#/topics">All topics</a></p></div>`;
+  };
   const loadParts = async () => {
-    const t = await api(`/topics/${enc}`);
+    let t;
+    try { t = await api(`/topics/${enc}`); } catch (e) {
+      if (e.status === 404 && g === generation) { missing(); return null; }
+      throw e;
+    }
     if (g !== generation) return t;
+    document.getElementById("topic-loading").hidden = true;
+    document.getElementById("topic-body").hidden = false;
     document.getElementById("parts").innerHTML = `<table id="partitions-table"><thead><tr><th>Partition</th>
       <th>Leader</th><th>Replicas</th><th>ISR</th><th class="num">Log start</th><th class="num">Log end</th>
       <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th></tr></thead>
@@ -319,7 +367,8 @@ async function topicPage(name) {
     const box = document.getElementById("configs");
     box.innerHTML = `<table id="configs-table"><thead><tr><th>Name</th><th>Value</th><th>Source</th></tr></thead>
       <tbody>${configs.map((c) => `<tr><td>${esc(c.name)}</td><td>${c.read_only ? esc(c.value) :
-      `<input data-config="${esc(c.name)}" data-orig="${esc(c.value ?? "")}" value="${esc(c.value ?? "")}" style="width:100%">`}</td>
+      `<input data-config="${esc(c.name)}" data-orig="${esc(c.value ?? "")}" value="${esc(c.value ?? "")}"
+        class="config-value" size="${Math.max(String(c.value ?? "").length, 8) + 1}">`}</td>
       <td class="muted">${c.is_default ? "default" : esc(c.source)}</td></tr>`).join("")}</tbody></table>
       <div class="row" style="margin-top:8px"><button id="save-configs" disabled>Save changes</button>
       <span id="config-status" class="muted"></span></div>`;
@@ -396,12 +445,18 @@ async function topicPage(name) {
     });
   });
 
-  await guarded(async () => {
+  let configsShown = false;
+  const refresh = async () => {
     const t = await loadParts();
-    renderConfigs(t.configs);
-    await browse();
-  });
-  every(3000, () => guarded(loadParts));
+    if (!t || g !== generation) return;
+    if (!configsShown) {  // once: edits in progress are not overwritten by the poll
+      configsShown = true;
+      renderConfigs(t.configs);
+      await browse();
+    }
+  };
+  await guarded(refresh);
+  if (g === generation && document.getElementById("topic-body")) every(3000, () => guarded(refresh));
 }
 
 const LEVELS = ["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
@@ -499,7 +554,8 @@ async function groupPage(id) {
     <h2>Lag <span class="legend">(total, messages)</span></h2>
     <div class="panel"><canvas class="chart" id="lagchart"></canvas></div>
     <h2>Lag per partition</h2><div id="lag"></div><h2>Members</h2><div id="members"></div>`;
-  const chart = new LiveChart(document.getElementById("lagchart"), [{ name: "lag", color: "#e07b24" }]);
+  const chart = new LiveChart(document.getElementById("lagchart"), [{ name: "lag", color: "#e07b24" }],
+    { integer: true });
   const load = async () => {
     const d = await api(`/groups/${encodeURIComponent(id)}`);
     if (g !== generation) return;
@@ -595,10 +651,20 @@ async function acls() {
       <label>Pattern <select name="pattern_type">${options(["LITERAL", "PREFIXED"])}</select></label>
       <label>Host <input name="host" value="*" style="width:110px"></label>
       <button type="submit">Add ACL</button></form></div>
+    <div id="acl-enforcement"></div>
     <h2>All ACLs</h2><div id="acl-list"><p class="muted">Loading…</p></div>`;
+  // Without an authorizer the cluster checks no ACL at all: say so, not just "No ACLs."
+  let enforced = null;
   const load = async () => {
-    const d = await api("/acls");
+    const [d, authz] = await Promise.all([api("/acls"),
+      api("/authorizer").catch(() => ({ enforced: null }))]);
     if (g !== generation) return;
+    enforced = authz.enforced;
+    document.getElementById("acl-enforcement").innerHTML = enforced === false
+      ? `<div class="panel notice" id="acls-not-enforced"><b>ACLs are not enforced.</b> The cluster has no
+        authorizer (<code>authorizer.class.name</code> is empty), so every client may do everything
+        and the ACLs below are not checked. Set <code>authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer</code>
+        (and <code>super.users</code>) on the brokers to enforce them.</div>` : "";
     const box = document.getElementById("acl-list");
     box.innerHTML = d.acls.length ? `<table id="acls-table"><thead><tr><th>Principal</th>
       <th>Permission</th><th>Operation</th><th>Resource</th><th>Name</th><th>Pattern</th>
@@ -608,7 +674,8 @@ async function acls() {
       <td>${esc(a.operation)}</td><td>${esc(a.resource_type)}</td><td>${esc(a.resource_name)}</td>
       <td>${esc(a.pattern_type)}</td><td>${esc(a.host)}</td>
       <td><button class="danger" data-remove="${i}">Remove</button></td></tr>`).join("")}</tbody></table>`
-      : `<p class="muted">No ACLs.</p>`;
+      : `<p class="muted" id="acls-empty">${enforced === false ? "No ACLs (and none would be checked: no authorizer)."
+        : "No ACLs."}</p>`;
     box.querySelectorAll("[data-remove]").forEach((b) => b.addEventListener("click", () => {
       const a = d.acls[Number(b.dataset.remove)];
       if (!confirm(`Remove ${a.permission_type} ${a.operation} on ${a.resource_type} ${a.resource_name} for ${a.principal}?`)) return;

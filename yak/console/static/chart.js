@@ -2,12 +2,15 @@
 // Written for the console so that no charting library is shipped or fetched.
 
 export class LiveChart {
-  constructor(canvas, series, { windowS = 120, unit = "" } = {}) {
+  // `integer`: the series count things (messages, lag), so the y-axis is labelled with
+  // whole numbers only (0 1 2 3 4, never 0.3 or 0.8).
+  constructor(canvas, series, { windowS = 120, unit = "", integer = false } = {}) {
     this.canvas = canvas;
     this.series = series; // [{name, color}]
     this.points = series.map(() => []);
     this.windowS = windowS;
     this.unit = unit;
+    this.integer = integer;
   }
 
   push(t, values) {
@@ -33,16 +36,25 @@ export class LiveChart {
     const all = this.points.flat();
     const now = all.length ? Math.max(...all.map((p) => p[0])) : Date.now() / 1000;
     const t0 = now - this.windowS;
-    const max = niceMax(Math.max(1, ...all.map((p) => p[1])));
+    const TICKS = 4;
+    const peak = Math.max(...all.map((p) => p[1]), 0);
+    // Four equal steps from 0; a whole-number step when the series count things.
+    const step = this.integer ? Math.max(1, niceMax(peak / TICKS)) : niceMax(Math.max(1, peak)) / TICKS;
+    const max = step * TICKS;
+    const labels = [];
     g.font = "11px system-ui, sans-serif";
     g.fillStyle = "#6b7585";
     g.strokeStyle = "#e2e6ec";
     g.lineWidth = 1;
-    for (let k = 0; k <= 4; k++) {
-      const y = top + (h - top - bottom) * (1 - k / 4);
+    for (let k = 0; k <= TICKS; k++) {
+      const y = top + (h - top - bottom) * (1 - k / TICKS);
       g.beginPath(); g.moveTo(left, y); g.lineTo(w - right, y); g.stroke();
-      g.fillText(fmtShort(max * k / 4) + this.unit, 4, y + 4);
+      const label = fmtShort(step * k) + this.unit;
+      labels.push(label);
+      g.fillText(label, 4, y + 4);
     }
+    c.dataset.ticks = labels.join(","); // what the y-axis says, for people using a reader and tests
+    c.setAttribute("aria-label", `y-axis ${labels[0]} to ${labels[TICKS]}`);
     g.fillText(`-${this.windowS}s`, left, h - 4);
     g.fillText("now", w - right - 22, h - 4);
     this.points.forEach((pts, i) => {
@@ -67,7 +79,9 @@ export class LiveChart {
   }
 }
 
+// The smallest of 1, 2, 5 x 10^n at least v (v > 0).
 function niceMax(v) {
+  if (!(v > 0)) return 0;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
   return 10 * p;
