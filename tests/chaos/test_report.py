@@ -62,6 +62,77 @@ def test_writes_that_never_stopped_recover_at_once() -> None:
     assert a["availability_during_faults"] == 1.0
 
 
+def with_leaders(ops: list[dict[str, Any]], leaders: dict[str, int] | None,
+                 victims: list[int] | None, fault_id: int = 1) -> list[dict[str, Any]]:
+    """The history with who led each partition recorded on fault `fault_id`'s start, as the
+    nemesis does (a Metadata read just before the fault)."""
+    out = []
+    for op in ops:
+        if op["op"] == "nemesis" and op["phase"] == "start" and op["id"] == fault_id \
+                and leaders is not None:
+            op = {**op, "leaders": leaders, "victims": victims}
+        out.append(op)
+    return out
+
+
+def test_outage_and_availability_split_by_the_victims_partitions() -> None:
+    """Partition a stalls 10-15 s, b never does. With broker1 (the victim) leading a, the
+    victim-led figures are a's and the others b's; with broker2 the victim, the reverse."""
+    a = analyse(with_leaders(queue_history(), {"a": 1, "b": 2}, [1]))
+    (f,) = a["faults"]
+    assert f["victim_led"] == ["a"] and f["victims"] == [1]
+    assert f["outage_s"] == pytest.approx(5.0, abs=0.01)
+    assert f["outage_victim_led_s"] == pytest.approx(5.0, abs=0.01)
+    assert f["outage_others_s"] == pytest.approx(0.1, abs=0.01)
+    assert a["availability_during_faults"] == pytest.approx(0.5)
+    assert a["availability_during_faults_victim_led"] == 0.0
+    assert a["availability_during_faults_others"] == 1.0
+    assert a["fault_partition_seconds"] == {"victim_led": 3.0, "others": 3.0, "unknown": 0.0}
+
+    a = analyse(with_leaders(queue_history(), {"a": 1, "b": 2}, [2]))
+    (f,) = a["faults"]
+    assert f["victim_led"] == ["b"]
+    assert f["outage_victim_led_s"] == pytest.approx(0.1, abs=0.01)
+    assert f["outage_others_s"] == pytest.approx(5.0, abs=0.01)
+    assert a["availability_during_faults_victim_led"] == 1.0
+    assert a["availability_during_faults_others"] == 0.0
+
+    # the victim led nothing (or no broker was the victim: etcd-kill): all are others
+    a = analyse(with_leaders(queue_history(), {"a": 2, "b": 2}, []))
+    (f,) = a["faults"]
+    assert f["victim_led"] == [] and f["outage_victim_led_s"] is None
+    assert f["outage_others_s"] == pytest.approx(5.0, abs=0.01)
+    assert a["availability_during_faults_victim_led"] is None
+    assert a["availability_during_faults_others"] == pytest.approx(0.5)
+
+
+def test_split_with_overlapping_faults_and_unknown_leaders() -> None:
+    """A second fault (broker2, leader of b) inside the first makes b's second 11
+    victim-led; a third fault whose leaders were not recorded counts in the total only."""
+    ops = with_leaders(queue_history(), {"a": 1, "b": 2}, [1])
+    ops += [{"op": "nemesis", "fault": "pause", "phase": "start", "id": 2, "target": "broker2",
+             "time": 11.0, "leaders": {"a": 1, "b": 2}, "victims": [2]},
+            {"op": "nemesis", "fault": "pause", "phase": "stop", "id": 2, "target": "broker2",
+             "time": 12.0},
+            {"op": "nemesis", "fault": "kill", "phase": "start", "id": 3, "target": "broker3",
+             "time": 20.0},
+            {"op": "nemesis", "fault": "kill", "phase": "stop", "id": 3, "target": "broker3",
+             "time": 22.0}]
+    ops.sort(key=lambda o: o["time"])
+    a = analyse(ops)
+    f1, f2, f3 = a["faults"]
+    assert f1["victim_led"] == ["a"] and f2["victim_led"] == ["b"] and f3["victim_led"] is None
+    assert f3["outage_victim_led_s"] is None and f3["outage_others_s"] is None
+    assert f2["outage_victim_led_s"] == pytest.approx(0.1, abs=0.01)
+    assert f2["outage_others_s"] == pytest.approx(4.0, abs=0.01)  # a: from 11 to 15
+    # victim-led cells: a at 10, 11, 12 (down), b at 11 (up); others: b at 10 and 12 (up)
+    assert a["fault_partition_seconds"] == {"victim_led": 4.0, "others": 2.0, "unknown": 4.0}
+    assert a["availability_during_faults_victim_led"] == pytest.approx(0.25)
+    assert a["availability_during_faults_others"] == 1.0
+    # the total keeps every cell in a fault: 3 of 6 in fault 1, 4 of 4 in fault 3
+    assert a["availability_during_faults"] == pytest.approx(7 / 10)
+
+
 def test_report_files(tmp_path: Path) -> None:
     ops = queue_history()
     ops.append({"op": "reset", "process": "final", "final": True, "partitions": ["a", "b"],
@@ -90,6 +161,20 @@ def test_report_files(tmp_path: Path) -> None:
     assert "**FAIL**" in md and "lost_write" in md and "| kill | broker1 |" in md
     assert "| replicas identical below the high watermark (partitions, after healing) | 2 of 2" \
         in md
+    assert "**Availability during faults: 50.0 %**" in md and "n/a / n/a" in md  # no leaders
+    assert "| 1 | kill | broker1 | 10.0 | 2.0 | n/a | 5.0 | n/a | n/a |" in md
+    # with the leaders recorded, the headline and the tables split victim-led and others
+    s = write_report(tmp_path / "split", with_leaders(ops, {"a": 1, "b": 2}, [1]), result,
+                     {"title": "t", "duration_s": 30.0, "errors": []})
+    assert s["availability_during_faults_victim_led"] == 0.0
+    assert s["faults"][0]["outage_others_s"] == pytest.approx(0.1, abs=0.01)
+    md = (tmp_path / "split" / "summary.md").read_text()
+    assert ("**Availability during faults: 50.0 %** (acks=all, partition-seconds): partitions"
+            " led by the fault's victim 0.0 %, the other partitions 100.0 %") in md
+    assert "| 1 | kill | broker1 | 10.0 | 2.0 | a | 5.0 | 5.0 | 0.1 | 2.0 | 1.0 |" in md
+    assert "| kill | 1 | 5.0 | 5.0 | 0.1 | 2.0 |" in md  # per kind
+    page = (tmp_path / "split" / "timeline.html").read_text()
+    assert "led by the victim: 0.0 %" in page and "<td>a</td>" in page
     # G0 may be allowed (transactions across partitions), and is then shown, not failed
     s = write_report(tmp_path / "g0", ops[:-2], check(ops[:-2]),
                      {"allowed_anomalies": ["G0"], "errors": []})
@@ -117,6 +202,7 @@ class StandIn:
         self.etcd = None
         self.up = {1: True, 2: True, 3: True}
         self.paused: set[int] = set()
+        self.leading = {0: 2, 1: 2}  # partition -> leader, as Metadata says
         self.calls: list[tuple[str, int]] = []
         self.lock = threading.Lock()
 
@@ -147,8 +233,8 @@ class StandIn:
             self.paused.discard(n)
             self._log("resume", n)
 
-    def leaders(self, topic: str) -> dict[int, int]:
-        return {0: 2, 1: 2}
+    def leaders(self, topic: str, timeout: float = 5.0) -> dict[int, int]:
+        return dict(self.leading)
 
     def controller(self) -> int:
         return 3
@@ -178,6 +264,44 @@ def test_schedule_overlapping_faults_and_targets() -> None:
     assert len(starts) == 3 == len(stops)
     assert {o["id"] for o in starts} == {o["id"] for o in stops}
     assert [o for o in starts if o["fault"] == "pause"][0]["hold"] == pytest.approx(1.5)
+
+
+def test_the_nemesis_records_who_led_each_partition_when_a_fault_began() -> None:
+    """The report's victim-led split rests on these: every leader (Metadata, read before the
+    fault is applied) and the victims, on the start operation."""
+    c = StandIn()
+    c.leading = {0: 2, 1: 3}
+    rec = Recorder()
+    nem = Nemesis(c, rec, FaultPlan(["kill", "pause"], schedule=[  # type: ignore[arg-type]
+        {"at": 0.0, "fault": "kill-leader", "hold": 0.1},
+        {"at": 0.3, "fault": "pause", "target": "broker1", "hold": 0.1},
+    ], topic="chaos-queue"))
+    nem.start()
+    nem.join(10)
+    assert not nem.errors
+    kill, pause = sorted((o for o in rec.snapshot() if o["phase"] == "start"),
+                         key=lambda o: o["time"])
+    assert kill["victims"] == [int(kill["target"].removeprefix("broker"))]
+    assert kill["victims"][0] in (2, 3)  # a leader
+    assert kill["leaders"] == {"chaos-queue-0": 2, "chaos-queue-1": 3}
+    assert pause["victims"] == [1] and pause["leaders"] == kill["leaders"]
+    by_id = analyse(rec.snapshot())["faults"]
+    assert [f["victim_led"] for f in by_id] == [
+        ["chaos-queue-0"] if kill["victims"] == [2] else ["chaos-queue-1"], []]
+
+    # leaders that cannot be read: the fault still runs, the split is left out
+    def no_metadata(topic: str, timeout: float = 5.0) -> dict[int, int]:
+        raise RuntimeError("Metadata timed out")
+
+    c = StandIn()
+    c.leaders = no_metadata  # type: ignore[method-assign]
+    rec = Recorder()
+    nem = Nemesis(c, rec, FaultPlan(["kill"], schedule=[  # type: ignore[arg-type]
+        {"at": 0.0, "fault": "kill", "target": 1, "hold": 0.1}]))
+    nem.start()
+    nem.join(10)
+    (start,) = [o for o in rec.snapshot() if o["phase"] == "start"]
+    assert ("kill", 1) in c.calls and "leaders" not in start and "victims" not in start
 
 
 def test_stop_cuts_a_hold_short_and_heals() -> None:

@@ -7,6 +7,13 @@ the report): `{"op": "nemesis", "fault": "kill-leader", "phase": "start", "targe
 "broker2", "time": 12.3}`, then `"phase": "stop"` when it is undone (with `"recovered"`:
 the seconds until the broker was ready again, for restarts).
 
+Just before it applies a fault, the nemesis reads who leads each partition of the plan's
+topic (one Metadata request) and records it on the start operation with the fault's
+victims: `"leaders": {"chaos-queue-0": 2, ...}, "victims": [2]` (broker ids; the minority
+side of `partition-halves`; none for `etcd-kill`). The report splits each fault's outage,
+and the availability during faults, between the partitions the victims led and the others.
+If the read fails, both keys are left out and the report says "n/a" for the split.
+
 Fault names (`FAULTS`):
 
     kill, kill-leader, kill-controller       SIGKILL, restart after the hold
@@ -45,6 +52,7 @@ from typing import Any
 from yak.chaos.env import ChaosCluster
 from yak.chaos.history import Recorder
 from yak.chaos.netns import ETCD, netem_available
+from yak.chaos.queue import partition_name
 
 __all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults",
            "partition_groups"]
@@ -70,6 +78,9 @@ GROUPS = {
 
 TARGET_WAIT_S = 30.0
 """How long a fault aimed at the controller or a leader waits for one to be known."""
+
+LEADERS_TIMEOUT_S = 2.0
+"""The bound on the Metadata read that records who led each partition when a fault began."""
 
 
 def parse_faults(spec: str) -> list[str]:
@@ -352,6 +363,7 @@ class Nemesis(threading.Thread):
         if kind in ("kill", "pause", "bounce"):
             node = self._pick_target(name, target)
             target = c.broker_name(node)
+            led = self._leadership([node])
             if kind == "kill":
                 c.kill(node)
                 self._set_undo(lambda: self._restart(node))
@@ -365,11 +377,12 @@ class Nemesis(threading.Thread):
                 clean = c.terminate(node)
                 self._set_undo(lambda: self._restart(node))
                 return {"target": target, "hold": hold, "clean_exit": clean,
-                        "shutdown_s": round(time.monotonic() - t, 3)}
-            return {"target": target, "hold": hold}
+                        "shutdown_s": round(time.monotonic() - t, 3), **led}
+            return {"target": target, "hold": hold, **led}
         if name == "etcd-kill":
             assert c.etcd is not None
             m = c.etcd.leader() if len(c.etcd.members) > 1 else c.etcd.members[0]
+            led = self._leadership([])  # no broker is the victim: every partition is "other"
             m.kill()
             etcd = c.etcd
 
@@ -379,7 +392,7 @@ class Nemesis(threading.Thread):
                 return {"recovered": round(time.monotonic() - t, 3)}
 
             self._set_undo(restart_etcd)
-            return {"target": m.name, "hold": hold}
+            return {"target": m.name, "hold": hold, **led}
         if name.startswith("partition"):
             nodes = [f"b{n}" for n in c.node_ids]
             victim = None
@@ -392,29 +405,50 @@ class Nemesis(threading.Thread):
                 self.rng.shuffle(nodes)
             groups = partition_groups(name, nodes, victim)
             target = victim or " vs ".join(",".join(g) for g in groups)
+            # the victims: the cut broker, or the side of the halves without etcd
+            led = self._leadership([int(b[1:]) for b in ([victim] if victim else groups[0])])
             pairs = c.cut(groups)
             self._set_undo(lambda: (c.heal(), {})[1])
-            return {"target": target, "hold": hold, "cut": len(pairs)}
+            return {"target": target, "hold": hold, "cut": len(pairs), **led}
         if name == "slow":
             node = self._pick_target("kill", target)
+            led = self._leadership([node])
             c.delay(node, 200)
             self._set_undo(lambda: (c.heal(), {})[1])
-            return {"target": c.broker_name(node), "hold": hold, "delay_ms": 200}
+            return {"target": c.broker_name(node), "hold": hold, "delay_ms": 200, **led}
         if name == "disk-full":
             node = c.spec.tmpfs_broker
             assert node is not None
             if not c.alive(node):
                 return None
+            led = self._leadership([node])
             written = c.fill_disk(node)
             self._set_undo(lambda: (c.free_disk(node), {})[1])
-            return {"target": c.broker_name(node), "hold": hold, "ballast_bytes": written}
+            return {"target": c.broker_name(node), "hold": hold, "ballast_bytes": written,
+                    **led}
         if name == "clock":
             node = self._pick_target("kill", target)
             jump = self.rng.choice([-1, 1]) * self.rng.choice([300, 3600, 86400])
+            led = self._leadership([node])
             c.set_clock_offset(node, jump)
             self._set_undo(lambda: (c.set_clock_offset(node, 0), {})[1])
-            return {"target": c.broker_name(node), "hold": hold, "jump_s": jump}
+            return {"target": c.broker_name(node), "hold": hold, "jump_s": jump, **led}
         raise ValueError(f"unknown fault {name!r}")
+
+    def _leadership(self, victims: list[int]) -> dict[str, Any]:
+        """Who leads each partition of the plan's topic now, just before the fault is
+        applied (a Metadata read), with the fault's victims: the report splits the outage
+        between the partitions they led and the others. {} if it cannot be read."""
+        topic = self.plan.topic
+        try:
+            leaders = self.cluster.leaders(topic, timeout=LEADERS_TIMEOUT_S)
+        except Exception as e:  # the fault goes ahead; the report shows the split as n/a
+            log.info("leaders of %s at fault start unknown: %s", topic, e)
+            return {}
+        if not leaders:
+            return {}
+        return {"victims": sorted(victims),
+                "leaders": {partition_name(topic, p): int(n) for p, n in sorted(leaders.items())}}
 
     def _set_undo(self, fn: Callable[[], dict[str, Any]]) -> None:
         self._tls.undo = fn  # picked up by _inject, in this thread

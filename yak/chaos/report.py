@@ -15,6 +15,11 @@ Definitions (also printed in summary.md, so a report explains itself):
   partition could not take writes. The same share outside faults is the baseline.
 - outage per fault: the longest interval without an acknowledgement on any partition that
   overlaps the fault (from its start to 30 s after it was undone, or the next fault).
+- victim-led / others: both figures above, split between the partitions led by the
+  fault's victims when it began (the nemesis records every leader on the fault's start
+  operation, `leaders` and `victims`) and the other partitions. A (partition, second) cell
+  is victim-led if any fault then in force had that partition's leader as its victim; a
+  cell under a fault whose leaders are unknown is counted in the total only.
 - recovery per fault: from the moment the fault was undone until every partition had
   acknowledged a write again (0 if writes never stopped).
 """
@@ -46,6 +51,14 @@ class FaultWindow:
         self.start = start
         self.stop = stop
         self.info = info
+
+    def victim_led(self) -> set[Any] | None:
+        """The partitions led by the fault's victims when it began (None: not recorded)."""
+        leaders, victims = self.info.get("leaders"), self.info.get("victims")
+        if not isinstance(leaders, dict) or victims is None:
+            return None
+        vs = set(victims)
+        return {p for p, n in leaders.items() if n in vs}
 
     def to_dict(self) -> dict[str, Any]:
         return {"fault": self.fault, "target": self.target, "start": round(self.start, 3),
@@ -125,18 +138,26 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
     }
     # availability: (partition, second) cells with at least one ack
     in_fault = [False] * nb
+    led: list[list[set[Any] | None]] = [[] for _ in range(nb)]  # the faults in force
     for w in windows:
         stop = w.stop if w.stop is not None else duration
+        vl = w.victim_led()
         for i in range(int(w.start // bucket), min(nb, int(math.ceil(stop / bucket)))):
             in_fault[i] = True
+            led[i].append(vl)
     cells = {True: [0, 0], False: [0, 0]}  # in_fault -> [available, total]
+    split = {"victim_led": [0, 0], "others": [0, 0], "unknown": [0, 0]}  # in faults
     for p in partitions:
         have = {int(t // bucket) for t in acks.get(p, [])}
         first = min(have) if have else nb
         for i in range(first, nb):  # from the partition's first ack (its warm-up)
+            ok = i in have
             cells[in_fault[i]][1] += 1
-            if i in have:
-                cells[in_fault[i]][0] += 1
+            cells[in_fault[i]][0] += ok
+            if in_fault[i]:
+                c = split[_cell_kind(p, led[i])]
+                c[1] += 1
+                c[0] += ok
     faults = []
     for k, w in enumerate(windows):
         stop = w.stop if w.stop is not None else duration
@@ -145,13 +166,22 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
         # until AFTER_S after the undo, or the next fault, whichever comes first
         hi = min(stop + AFTER_S, windows[k + 1].start if k + 1 < len(windows) else math.inf)
         d["outage_s"] = round(_longest_gap(acks, w.start, max(hi, stop)), 3)
+        vl = w.victim_led()
+        d["victim_led"] = None if vl is None else sorted(vl)
+        for key, group in (("outage_victim_led_s", None if vl is None else vl),
+                           ("outage_others_s", None if vl is None else partitions - vl)):
+            sub = {p: acks[p] for p in sorted(group or ()) if p in acks}
+            d[key] = round(_longest_gap(sub, w.start, max(hi, stop)), 3) if sub else None
         d["recovery_s"] = _recovery(acks, stop)
         faults.append(d)
     return {
         "duration_s": round(duration, 3),
         "partitions_written": len(partitions),
         "availability_during_faults": _share(cells[True]),
+        "availability_during_faults_victim_led": _share(split["victim_led"]),
+        "availability_during_faults_others": _share(split["others"]),
         "availability_outside_faults": _share(cells[False]),
+        "fault_partition_seconds": {k: v[1] * bucket for k, v in split.items()},
         "fault_seconds": sum(in_fault) * bucket,
         "latency_ms": {"p50": _ms(_quantile(latencies, 0.5)),
                        "p99": _ms(_quantile(latencies, 0.99)),
@@ -163,6 +193,14 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
 
 def _ms(x: float) -> float | None:
     return None if math.isnan(x) else round(x * 1000, 2)
+
+
+def _cell_kind(p: Any, in_force: list[set[Any] | None]) -> str:
+    """A (partition, second) cell inside faults: victim-led if any fault in force had the
+    partition's leader as its victim; others if every fault in force recorded its leaders."""
+    if any(vl is not None and p in vl for vl in in_force):
+        return "victim_led"
+    return "others" if all(vl is not None for vl in in_force) else "unknown"
 
 
 def _share(c: list[int]) -> float | None:
@@ -259,6 +297,12 @@ def summary_markdown(s: dict[str, Any]) -> str:
             " (" + ", ".join(f"{k} {v}" for k, v in s["anomaly_counts"].items()) + ")"
             if s["anomaly_counts"] else ""),
         "",
+        f"**Availability during faults: {_pct(s['availability_during_faults'])}** (acks=all,"
+        f" partition-seconds): partitions led by the fault's victim"
+        f" {_pct(s.get('availability_during_faults_victim_led'))}, the other partitions"
+        f" {_pct(s.get('availability_during_faults_others'))}; outside faults"
+        f" {_pct(s['availability_outside_faults'])}.",
+        "",
         *(["Allowed (Kafka does not promise otherwise, see docs/reliability.md): "
            + ", ".join(f"{k} {v}" for k, v in s["allowed_anomaly_counts"].items()), ""]
           if s.get("allowed_anomaly_counts") else []),
@@ -281,6 +325,9 @@ def summary_markdown(s: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(c["faults_by_kind"].items())) + ") |",
         f"| availability during faults (acks=all, partition-seconds) |"
         f" {_pct(s['availability_during_faults'])} |",
+        f"| ... partitions led by the fault's victim / the others |"
+        f" {_pct(s.get('availability_during_faults_victim_led'))} /"
+        f" {_pct(s.get('availability_during_faults_others'))} |",
         f"| availability outside faults | {_pct(s['availability_outside_faults'])} |",
         f"| write latency p50 / p99 / max (ms) | {s['latency_ms']['p50']} /"
         f" {s['latency_ms']['p99']} / {s['latency_ms']['max']} |",
@@ -300,21 +347,27 @@ def summary_markdown(s: dict[str, Any]) -> str:
         lines.append("")
     if s["faults"]:
         lines += ["## Faults", "",
-                  "| # | fault | target | start s | held s | outage s | recovery s |"
-                  " broker ready s |", "|---|---|---|---|---|---|---|---|"]
+                  "| # | fault | target | start s | held s | victim led | outage s |"
+                  " outage victim-led s | outage others s | recovery s | broker ready s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for i, f in enumerate(s["faults"], 1):
             lines.append(f"| {i} | {f['fault']} | {f.get('target')} | {f['start']} |"
-                         f" {f['held_s']} | {f['outage_s']} | {f['recovery_s']} |"
+                         f" {f['held_s']} | {_led(f.get('victim_led'))} | {f['outage_s']} |"
+                         f" {_na(f.get('outage_victim_led_s'))} |"
+                         f" {_na(f.get('outage_others_s'))} | {f['recovery_s']} |"
                          f" {f.get('recovered', '')} |")
         lines.append("")
         per_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for f in s["faults"]:
             per_kind[f["fault"]].append(f)
         lines += ["Per kind (max over the faults of that kind):", "",
-                  "| fault | n | outage s | recovery s |", "|---|---|---|---|"]
+                  "| fault | n | outage s | outage victim-led s | outage others s |"
+                  " recovery s |", "|---|---|---|---|---|---|"]
         for k, fs in sorted(per_kind.items()):
             recs = [f["recovery_s"] for f in fs if f["recovery_s"] is not None]
             lines.append(f"| {k} | {len(fs)} | {max(f['outage_s'] for f in fs)} |"
+                         f" {_na(_max(f.get('outage_victim_led_s') for f in fs))} |"
+                         f" {_na(_max(f.get('outage_others_s') for f in fs))} |"
                          f" {max(recs) if recs else 'never'} |")
         lines.append("")
     if s["anomalies"]:
@@ -334,6 +387,10 @@ def summary_markdown(s: dict[str, Any]) -> str:
         " write, inside fault windows (from injection to undo) and outside them.",
         f"- outage: longest interval without an acknowledgement on any partition overlapping"
         f" the fault (until {AFTER_S:g} s after it was undone, or the next fault).",
+        "- victim led / victim-led / others: the partitions whose leader was the fault's victim"
+        " when it began (a Metadata read by the nemesis just before the fault), and the rest;"
+        " outage and availability are split between them (a second under several faults is"
+        " victim-led if it is for any of them; n/a: leaders not recorded).",
         "- held: from injection until the undo began (restart, SIGCONT, heal).",
         "- recovery: from the undo until every partition acknowledged a write again (0 if"
         " writes never stopped); broker ready: restart until the broker logged ready.",
@@ -344,6 +401,22 @@ def summary_markdown(s: dict[str, Any]) -> str:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def _na(x: Any) -> str:
+    return "n/a" if x is None else str(x)
+
+
+def _max(xs: Any) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return max(vals) if vals else None
+
+
+def _led(parts: list[Any] | None) -> str:
+    """Partitions by their number (chaos-queue-2 -> 2); 'none' or 'n/a'."""
+    if parts is None:
+        return "n/a"
+    return ",".join(str(p).rsplit("-", 1)[-1] for p in parts) or "none"
 
 
 _FAULT_COLOURS = {"kill": "#d62728", "pause": "#9467bd", "bounce": "#ff7f0e",
@@ -421,7 +494,10 @@ def timeline_html(series: dict[str, list[Any]], faults: list[dict[str, Any]],
         for f in faults:
             stop = f["stop"] if f["stop"] is not None else tmax
             tip = html.escape(f"{f['fault']} on {f.get('target')}: {f['start']}–{stop} s, "
-                              f"outage {f['outage_s']} s, recovery {f['recovery_s']} s")
+                              f"outage {f['outage_s']} s (victim-led"
+                              f" {_na(f.get('outage_victim_led_s'))} s, others"
+                              f" {_na(f.get('outage_others_s'))} s), recovery"
+                              f" {f['recovery_s']} s")
             parts.append(f'<rect x="{x(f["start"]):.1f}" y="{pad}" width="'
                          f'{max(1.5, x(stop) - x(f["start"])):.1f}" height="{h - 2 * pad}"'
                          f' fill="{_colour(f["fault"])}" opacity="0.25"><title>{tip}</title>'
@@ -451,7 +527,9 @@ def timeline_html(series: dict[str, list[Any]], faults: list[dict[str, Any]],
     rows = "".join(
         f"<tr><td>{i}</td><td>{html.escape(f['fault'])}</td>"
         f"<td>{html.escape(str(f.get('target')))}</td><td>{f['start']}</td>"
-        f"<td>{f['held_s']}</td><td>{f['outage_s']}</td><td>{f['recovery_s']}</td></tr>"
+        f"<td>{f['held_s']}</td><td>{_led(f.get('victim_led'))}</td><td>{f['outage_s']}</td>"
+        f"<td>{_na(f.get('outage_victim_led_s'))}</td><td>{_na(f.get('outage_others_s'))}</td>"
+        f"<td>{f['recovery_s']}</td></tr>"
         for i, f in enumerate(faults, 1))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(summary.get('title', 'yak chaos'))}</title>
@@ -461,14 +539,17 @@ td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px}}</style></head><bod
 <p>anomalies: {summary['anomalies_found']} {html.escape(json.dumps(summary['anomaly_counts']))};
 acked writes checked: {summary['counts']['acked_writes_checked']};
 faults injected: {summary['counts']['faults_injected']};
-availability during faults: {_pct(summary['availability_during_faults'])}
-(outside: {_pct(summary['availability_outside_faults'])})</p>
+<b>availability during faults: {_pct(summary['availability_during_faults'])}</b>
+(partitions led by the victim: {_pct(summary.get('availability_during_faults_victim_led'))},
+others: {_pct(summary.get('availability_during_faults_others'))};
+outside faults: {_pct(summary['availability_outside_faults'])})</p>
 <p>faults: {legend}</p>
 {chart([("acked/s", series["acked_per_s"], "#2ca02c"),
         ("failed/s", series["failed_per_s"], "#d62728")], "writes per second")}
 {chart([("p50", series["p50_ms"], "#1f77b4"), ("p99", series["p99_ms"], "#ff7f0e")],
        "ack latency (ms, log scale)", log=True)}
 <table><tr><th>#</th><th>fault</th><th>target</th><th>start s</th><th>held s</th>
-<th>outage s</th><th>recovery s</th></tr>{rows}</table>
+<th>victim led</th><th>outage s</th><th>outage victim-led s</th><th>outage others s</th>
+<th>recovery s</th></tr>{rows}</table>
 </body></html>
 """

@@ -176,7 +176,10 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
     summary = write_report(cfg.report_dir, ops, result, meta)
     say(f"{'PASS' if summary['valid'] else 'FAIL'}: {summary['anomalies_found']} anomalies,"
         f" {summary['counts']['acked_writes_checked']} acked writes checked,"
-        f" {summary['counts']['faults_injected']} faults; report in {cfg.report_dir}")
+        f" {summary['counts']['faults_injected']} faults; availability during faults"
+        f" {_pct(summary['availability_during_faults'])} (partitions led by the victim"
+        f" {_pct(summary['availability_during_faults_victim_led'])}, others"
+        f" {_pct(summary['availability_during_faults_others'])}); report in {cfg.report_dir}")
     return summary
 
 
@@ -450,6 +453,10 @@ def _where(th: threading.Thread) -> str:
         return "(not running)"
     stack = traceback.extract_stack(frame)[-3:]
     return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in reversed(stack))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
 
 
 def _order_key(op: dict[str, Any]) -> float:
