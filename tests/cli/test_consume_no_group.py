@@ -24,7 +24,8 @@ def secured(tmp_path: Path, certs):  # noqa: ANN001, ANN201, F811
         d, ["SASL_PLAINTEXT"], certs,
         **{"sasl.enabled.mechanisms": "PLAIN",
            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-               plain_users(admin="admin-secret", alice="alice-secret"),
+               plain_users(admin="admin-secret", alice="alice-secret",
+                           bob="bob-secret"),
            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
            "super.users": "User:admin"})
     yield b
@@ -47,6 +48,14 @@ def test_consume_needs_no_group_acl(secured) -> None:  # noqa: ANN001
     out = ok("consume", "reads", "-p", "1", "--offset", "1", "-n", "1", *alice)
     assert out.splitlines() == ["two"]
     assert "yak-cli" not in ok("group", "list", *adm)
+
+    # DESCRIBE without READ: the fetch is refused, in one line.
+    ok("acl", "add", "--allow-principal", "User:bob", "--operation", "describe", "--topic",
+       "reads", *adm)
+    r = yak("consume", "reads", "--from-beginning", "-n", "1", "--idle-timeout", "10", *bs,
+            *login("bob", "bob-secret"))
+    one_line_error(r, "TOPIC_AUTHORIZATION_FAILED")
+    assert r.returncode == 1
 
     # --group does use the group, so it needs READ on it.
     r = yak("consume", "reads", "--group", "billing", "--from-beginning", "-n", "1",
