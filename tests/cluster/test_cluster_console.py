@@ -80,11 +80,15 @@ def test_console_and_metrics_show_brokers_controller_isr_and_under_replicated(
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(url)
             page.wait_for_selector("text=Cluster overview")
+            # A stopped broker stays in the table, marked offline (issue 26).
             page.wait_for_function(
-                "document.querySelectorAll('#brokers tbody tr').length === 2")
+                "document.querySelectorAll('#brokers tbody tr').length === 3 && "
+                "document.querySelector('#brokers tbody').innerText.includes('offline')")
             rows = {r.get_attribute("data-broker"): r.inner_text()
                     for r in page.query_selector_all("#brokers tbody tr")}
-            assert set(rows) == {str(n) for n in (1, 2, 3) if n != victim}
+            assert set(rows) == {"1", "2", "3"}
+            assert "offline" in rows[str(victim)]
+            assert all("offline" not in rows[str(n)] for n in (1, 2, 3) if n != victim)
             assert "controller" in rows[str(controller)]
             page.wait_for_selector("tr[data-urp='ui-0']")
             urp = [r.get_attribute("data-urp") for r in page.query_selector_all("#urp tr.urp")]

@@ -136,7 +136,7 @@ def test_quotas_through_the_cli(b, admin_props):
     assert {"entity": {"user": None, "client-id": "etl"},
             "quotas": {"request_percentage": 25.0}} in listed
     ok("quota", "set", "--user", "alice", "--delete", "consumer_byte_rate", *adm)
-    assert "producer_byte_rate=1.04858e+06" in ok("quota", "list", "--user", "alice", *adm)
+    assert "producer_byte_rate=1048576" in ok("quota", "list", "--user", "alice", *adm)
     one_line_error(yak("quota", "set", "--user", "alice", "producer_byte_rate=1.5", *adm), 1,
                    "INVALID_REQUEST", "fractional")
     one_line_error(yak("quota", "set", "--user", "alice", "bogus=1", *adm), 2, "bogus")
