@@ -15,38 +15,13 @@ import contextlib
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Callable, Hashable
-from typing import Protocol
+
+from yak.clock import Clock, ManualClock, SystemClock
 
 __all__ = ["Clock", "SystemClock", "ManualClock", "TimerQueue"]
 
 log = logging.getLogger(__name__)
-
-
-class Clock(Protocol):
-    def now_ms(self) -> int: ...
-
-
-class SystemClock:
-    """Wall-clock milliseconds: commit timestamps are written to disk and must survive
-    a restart, so a monotonic clock would not do."""
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
-class ManualClock:
-    """A clock that only moves when a test says so."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
 
 
 class TimerQueue:
