@@ -139,10 +139,21 @@ def consume(
             " and commit its offsets (new groups start at the end unless --from-beginning).",
         ),
     ] = None,
+    isolation_level: Annotated[
+        str,
+        typer.Option(
+            "--isolation-level",
+            help="read_committed: skip open and aborted transactions' records;"
+            " read_uncommitted: print them too.",
+        ),
+    ] = "read_committed",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Print messages of TOPIC (one per line)."""
+    if isolation_level not in ("read_committed", "read_uncommitted"):
+        fail(f"invalid --isolation-level {isolation_level!r}: expected read_committed or"
+             " read_uncommitted", exit_code=2)
     if fmt not in ("text", "json"):
         fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
     if from_beginning and offset is not None:
@@ -165,7 +176,7 @@ def consume(
     try:
         if group is not None:
             _consume_in_group(topic, group, from_beginning, max_messages, idle_timeout, emit,
-                              bootstrap, timeout)
+                              isolation_level, bootstrap, timeout)
             return
         _admin, md = connect_admin(bootstrap, timeout)  # metadata; no group involved
         tmd = require_topic(md, topic)
@@ -176,14 +187,14 @@ def consume(
         if offset is not None:
             start = offset
         asyncio.run(_consume_assigned(topic, parts, start, max_messages, idle_timeout, emit,
-                                      bootstrap, timeout))
+                                      isolation_level, bootstrap, timeout))
     except KeyboardInterrupt:
         pass
 
 
 def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages: int | None,
                       idle_timeout: float | None, emit: Callable[[Record], None],
-                      bootstrap: str, timeout: float) -> None:
+                      isolation_level: str, bootstrap: str, timeout: float) -> None:
     """A member of `group` (confluent-kafka): its partitions, its committed offsets."""
     consumer = Consumer(client_config(bootstrap, timeout, **{
         "group.id": group,
@@ -191,6 +202,7 @@ def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages
         "enable.auto.offset.store": True,
         "auto.offset.reset": "earliest" if from_beginning else "latest",
         "enable.partition.eof": False,
+        "isolation.level": isolation_level,
     }))
     try:
         require_topic(cluster_metadata(consumer, bootstrap, timeout), topic)
@@ -219,8 +231,8 @@ def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages
 
 async def _consume_assigned(topic: str, parts: list[int], start: int | str,
                             max_messages: int | None, idle_timeout: float | None,
-                            emit: Callable[[Record], None], bootstrap: str,
-                            timeout: float) -> None:
+                            emit: Callable[[Record], None], isolation_level: str,
+                            bootstrap: str, timeout: float) -> None:
     """Partitions assigned, no group id (aiokafka): no FindCoordinator, nothing committed.
 
     `start`: "beginning", "end" or an offset (out of range: the end, as Kafka's tool)."""
@@ -234,7 +246,7 @@ async def _consume_assigned(topic: str, parts: list[int], start: int | str,
     log.propagate = False
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, client_id="yak-cli",
-        enable_auto_commit=False, isolation_level="read_committed",
+        enable_auto_commit=False, isolation_level=isolation_level,
         auto_offset_reset="earliest" if start == "beginning" else "latest",
         request_timeout_ms=max(1000, int(timeout * 1000)), fetch_max_wait_ms=200,
         **client_security().aiokafka())
