@@ -2,6 +2,11 @@
 
 Acks default to `all` and the command only exits 0 once every line was acknowledged;
 anything not acknowledged within the timeout is an error, never silently dropped.
+
+`--null-value` writes tombstones (records with a null value, which compaction uses to
+delete a key): with `-K` each line is `KEY<sep>`, else each line is a key. `--timestamp`
+sets every record's CreateTime; `--partitioner` picks librdkafka's partitioner for keyed
+records (murmur2_random, Java's default, unless told).
 """
 
 from __future__ import annotations
@@ -27,6 +32,16 @@ from yak.cli.common import (
     secured,
 )
 
+PARTITIONERS = (
+    "murmur2_random",
+    "murmur2",
+    "consistent_random",
+    "consistent",
+    "fnv1a_random",
+    "fnv1a",
+    "random",
+)
+
 
 @secured
 def produce(
@@ -41,6 +56,26 @@ def produce(
     partition: Annotated[
         int | None, typer.Option("--partition", "-p", help="Partition (default: partitioner).")
     ] = None,
+    partitioner: Annotated[
+        str,
+        typer.Option(
+            "--partitioner",
+            help="Partitioner for keyed records (librdkafka's names): murmur2_random (Java's "
+            "default), murmur2, consistent_random, consistent, fnv1a_random, fnv1a or random.",
+        ),
+    ] = "murmur2_random",
+    null_value: Annotated[
+        bool,
+        typer.Option(
+            "--null-value",
+            "--tombstone",
+            help="Write tombstones: every value is null; each line is a key (with -K, KEY<sep>).",
+        ),
+    ] = False,
+    timestamp: Annotated[
+        int | None,
+        typer.Option("--timestamp", help="Every record's timestamp, in ms since the epoch."),
+    ] = None,
     acks: Annotated[str, typer.Option("--acks", help="0, 1 or all.")] = "all",
     compression: Annotated[
         str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
@@ -52,6 +87,13 @@ def produce(
     """Write stdin lines to TOPIC, one message each."""
     if acks not in ("0", "1", "all", "-1"):
         fail(f"invalid --acks {acks!r}: expected 0, 1 or all", exit_code=2)
+    if partitioner not in PARTITIONERS:
+        fail(
+            f"invalid --partitioner {partitioner!r}: expected one of {', '.join(PARTITIONERS)}",
+            exit_code=2,
+        )
+    if timestamp is not None and timestamp < 0:
+        fail(f"invalid --timestamp {timestamp}: expected ms since the epoch, >= 0", exit_code=2)
     headers = [(k, v.encode()) for k, v in parse_pairs(header, "header")]
     producer = Producer(
         client_config(
@@ -62,7 +104,7 @@ def produce(
                 "compression.type": compression,
                 "linger.ms": 5,
                 "message.timeout.ms": max(1000, int(timeout * 1000)),
-                "partitioner": "murmur2_random",
+                "partitioner": partitioner,
             },
         )
     )
@@ -88,7 +130,14 @@ def produce(
             k, sep, v = line.partition(key_separator.encode())
             if sep:
                 key, line = k, v
-        kwargs: dict[str, Any] = {"key": key, "value": line, "on_delivery": on_delivery}
+        value: bytes | None = line
+        if null_value:
+            value = None
+            if key is None:  # no -K, or a line without the separator: the line is the key
+                key = line
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
         if headers:
             kwargs["headers"] = headers
         if partition is not None:
