@@ -1,4 +1,4 @@
-"""`yak topic ...`: create, list, describe, alter-config, add-partitions, delete.
+"""`yak topic ...`: create, list, describe, alter-config, add-partitions, trim, delete.
 
 Thin layers over confluent-kafka's AdminClient, so they work against Kafka, Redpanda or
 Yak alike and exercise Yak's admin APIs the way real tools do.
@@ -144,6 +144,15 @@ def describe(
     all_configs: Annotated[
         bool, typer.Option("--all-configs", help="Show defaults too, not only overrides.")
     ] = False,
+    print_configs: Annotated[
+        bool,
+        typer.Option(
+            "--print-configs",
+            "-c",
+            help="Print only the configs whose value is not the default (topic or broker"
+            " overrides), each with its source and the synonyms it overrides.",
+        ),
+    ] = False,
     fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
@@ -161,6 +170,9 @@ def describe(
         timeout,
         f"cannot describe configs of {name!r}",
     )
+    if print_configs:
+        _print_configs(name, entries, all_configs, fmt)
+        return
     configs = {
         k: {"value": e.value, "source": _SOURCE_NAMES.get(e.source, str(e.source))}
         for k, e in sorted(entries.items())
@@ -205,6 +217,43 @@ def describe(
             out.print(f"  {k}={c['value']}  ({c['source']})")
 
 
+def _source(source: Any) -> str:
+    return _SOURCE_NAMES.get(int(source), str(source))
+
+
+def _print_configs(name: str, entries: dict[str, Any], all_configs: bool, fmt: str) -> None:
+    """`describe --print-configs`: non-default configs (all with --all-configs), with sources.
+
+    A value's source is where it comes from (`topic`: set on the topic; `broker`: the
+    broker's server.properties; `dynamic-broker` ...); `synonyms` is DescribeConfigs'
+    chain of places that could set it, most specific first (the topic config, then the
+    broker's `log.*` settings, then the default), so one sees what a value overrides.
+    """
+    configs: dict[str, Any] = {}
+    for k, e in sorted(entries.items()):
+        src = _source(e.source)
+        if src == "default" and not all_configs:
+            continue
+        synonyms = [
+            {"name": s.name, "value": s.value, "source": _source(s.source)}
+            for s in (e.synonyms or {}).values()
+        ]
+        value = None if e.is_sensitive else e.value
+        configs[k] = {"value": value, "source": src, "synonyms": synonyms}
+    if fmt == "json":
+        print(json.dumps({"topic": name, "configs": configs}))
+        return
+    if not configs:
+        out.print(f"topic {name} has no configs other than the defaults")
+        return
+    table = Table("KEY", "VALUE", "SOURCE", "OVERRIDES", box=None, pad_edge=False)
+    for k, c in configs.items():
+        overridden = [f"{s['name']}={s['value']} ({s['source']})" for s in c["synonyms"][1:]]
+        value = "(sensitive)" if c["value"] is None else c["value"]
+        table.add_row(k, value, c["source"], ", ".join(overridden))
+    out.print(table)
+
+
 @app.command("alter-config")
 @secured
 def alter_config(
@@ -246,14 +295,99 @@ def add_partitions(
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Grow a topic to TOTAL partitions (partitions can never be removed)."""
+    if total < 1:
+        fail(f"invalid --total {total}: expected a positive number of partitions", exit_code=2)
     admin, md = connect_admin(bootstrap, timeout)
-    require_topic(md, name)
+    current = len(require_topic(md, name).partitions)
+    if total <= current:
+        fail(
+            f"cannot add partitions to {name!r}: it already has {current} partitions"
+            f" (--total must be more than that; partitions can never be removed)",
+            exit_code=2,
+        )
     wait(
         admin.create_partitions([NewPartitions(name, total)], request_timeout=timeout)[name],
         timeout,
         f"cannot add partitions to {name!r}",
     )
     out.print(f"topic {name} now has {total} partitions")
+
+
+@app.command("trim")
+@secured
+def trim(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition", "-p", help="Partition to trim, repeatable (default: every partition)."
+        ),
+    ] = None,
+    offset: Annotated[
+        int | None,
+        typer.Option(
+            "--offset",
+            "-o",
+            help="Delete the records before this offset (-1: every record, up to the high"
+            " watermark).",
+        ),
+    ] = None,
+    before_timestamp: Annotated[
+        int | None,
+        typer.Option(
+            "--before-timestamp",
+            help="Delete the records older than this time (ms since the epoch) instead.",
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete a partition's oldest records (DeleteRecords): its log start moves forward."""
+    if fmt not in ("text", "json"):
+        fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
+    if (offset is None) == (before_timestamp is None):
+        fail("give exactly one of --offset O and --before-timestamp MS", exit_code=2)
+    if offset is not None and offset < -1:
+        fail(f"invalid --offset {offset}: expected an offset, or -1 for all", exit_code=2)
+    if before_timestamp is not None and before_timestamp < 0:
+        fail(
+            f"invalid --before-timestamp {before_timestamp}: expected ms since the epoch",
+            exit_code=2,
+        )
+    admin, md = connect_admin(bootstrap, timeout)
+    n = len(require_topic(md, name).partitions)
+    parts = sorted(set(partition)) if partition else list(range(n))
+    bad = [p for p in parts if not 0 <= p < n]
+    if bad:
+        fail(f"topic {name!r} has no partition {bad[0]} (it has {n})", exit_code=2)
+    if before_timestamp is not None:
+        # The first offset at or after the time; -1 (none) means every record is older.
+        tps = [TopicPartition(name, p) for p in parts]
+        found = admin.list_offsets(
+            {tp: OffsetSpec.for_timestamp(before_timestamp) for tp in tps},
+            request_timeout=timeout,
+        )
+        targets = {
+            tp.partition: wait(found[tp], timeout, f"cannot look up offsets of {name!r}").offset
+            for tp in tps
+        }
+    else:
+        targets = {p: offset for p in parts}
+    request = [TopicPartition(name, p, o if o >= 0 else -1) for p, o in targets.items()]
+    futures = admin.delete_records(request, request_timeout=timeout)
+    rows = []
+    for tp in request:
+        deleted = wait(futures[tp], timeout, f"cannot trim {name!r} partition {tp.partition}")
+        rows.append({"partition": tp.partition, "log_start_offset": deleted.low_watermark})
+    if fmt == "json":
+        print(json.dumps({"topic": name, "partitions": rows}))
+        return
+    for r in rows:
+        out.print(
+            f"trimmed {name} partition {r['partition']}: log start offset now"
+            f" {r['log_start_offset']}"
+        )
 
 
 @app.command("delete")
