@@ -5,6 +5,9 @@ several topics or a regex, each against a real broker subprocess."""
 from __future__ import annotations
 
 import json
+import time
+
+from confluent_kafka import Producer
 
 from tests.cli.test_cli import ok, one_line_error, yak
 from tests.txn.wire import txn_producer
@@ -37,3 +40,36 @@ def test_isolation_level(module_broker) -> None:
     r = yak("consume", "iso", "--isolation-level", "dirty", *b)
     one_line_error(r, "--isolation-level", "read_committed")
     assert r.returncode == 2
+
+
+def test_from_timestamp_and_since(module_broker) -> None:
+    bs = module_broker.bootstrap
+    b = ["--bootstrap", bs]
+    ok("topic", "create", "times", "-p", "2", *b)
+    now = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": bs, "log_level": 0})
+    stamps = {"old-0": now - 3 * 3_600_000, "old-1": now - 2 * 3_600_000,
+              "mid-0": now - 30 * 60_000, "new-1": now - 60_000, "new-0": now}
+    for value, ts in stamps.items():
+        p.produce("times", value=value.encode(), partition=int(value[-1]), timestamp=ts)
+    assert p.flush(30) == 0
+
+    def values(*args: str) -> list[str]:
+        out = ok("consume", "times", "--idle-timeout", "2", "--format", "json", *args, *b)
+        return sorted(json.loads(line)["value"] for line in out.splitlines())
+
+    assert values("--from-timestamp", str(now - 2 * 3_600_000)) == [
+        "mid-0", "new-0", "new-1", "old-1"]
+    assert values("--from-timestamp", str(now - 60_000), "-p", "1") == ["new-1"]
+    assert values("--since", "1h") == ["mid-0", "new-0", "new-1"]
+    assert values("--since", "2h30m") == ["mid-0", "new-0", "new-1", "old-1"]
+    assert values("--since", "5m") == ["new-0", "new-1"]
+    assert values("--from-timestamp", str(now + 3_600_000)) == []  # none: the end
+
+    for bad, frag in ((["--since", "soon"], "invalid --since"),
+                      (["--since", "10m", "--from-beginning"], "cannot be combined"),
+                      (["--from-timestamp", "1", "--offset", "3"], "cannot be combined"),
+                      (["--since", "1h", "--group", "g"], "--group cannot")):
+        r = yak("consume", "times", *bad, *b)
+        one_line_error(r, frag)
+        assert r.returncode == 2

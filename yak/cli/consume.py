@@ -18,6 +18,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -113,6 +114,16 @@ def consume(
     offset: Annotated[
         int | None, typer.Option("--offset", "-o", help="Start at this offset.")
     ] = None,
+    from_timestamp: Annotated[
+        int | None,
+        typer.Option("--from-timestamp", help="Start at the first message with a timestamp at"
+                     " or after this one (epoch milliseconds).", min=0),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Start at messages at most this long ago: 90s, 10m, 2h,"
+                     " 1d, 1h30m."),
+    ] = None,
     partition: Annotated[
         int | None, typer.Option("--partition", "-p", help="Only this partition.")
     ] = None,
@@ -156,10 +167,18 @@ def consume(
              " read_uncommitted", exit_code=2)
     if fmt not in ("text", "json"):
         fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
-    if from_beginning and offset is not None:
-        fail("--from-beginning and --offset cannot be combined", exit_code=2)
-    if group is not None and (offset is not None or partition is not None):
-        fail("--group cannot be combined with --offset or --partition", exit_code=2)
+    starts = [name for name, given in (("--from-beginning", from_beginning),
+                                       ("--offset", offset is not None),
+                                       ("--from-timestamp", from_timestamp is not None),
+                                       ("--since", since is not None)) if given]
+    if len(starts) > 1:
+        fail(f"{starts[0]} and {starts[1]} cannot be combined", exit_code=2)
+    if since is not None:
+        from_timestamp = int(time.time() * 1000) - parse_duration_ms(since)
+    if group is not None and (offset is not None or partition is not None
+                              or from_timestamp is not None):
+        fail("--group cannot be combined with --offset, --partition, --from-timestamp or"
+             " --since", exit_code=2)
     out = sys.stdout
 
     def emit(rec: Record) -> None:
@@ -183,9 +202,11 @@ def consume(
         if partition is not None and partition not in tmd.partitions:
             fail(f"topic {topic!r} has no partition {partition}", exit_code=2)
         parts = [partition] if partition is not None else sorted(tmd.partitions)
-        start: int | str = "beginning" if from_beginning else "end"
+        start: int | str | tuple[str, int] = "beginning" if from_beginning else "end"
         if offset is not None:
             start = offset
+        elif from_timestamp is not None:
+            start = ("timestamp", from_timestamp)
         asyncio.run(_consume_assigned(topic, parts, start, max_messages, idle_timeout, emit,
                                       isolation_level, bootstrap, timeout))
     except KeyboardInterrupt:
@@ -229,13 +250,27 @@ def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages
         consumer.close()
 
 
-async def _consume_assigned(topic: str, parts: list[int], start: int | str,
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration_ms(text: str) -> int:
+    """`90s`, `10m`, `2h`, `1d`, `1h30m`, `500ms` -> milliseconds; anything else: exit 2."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        fail(f"invalid --since {text!r}: expected a duration such as 90s, 10m, 2h, 1d or"
+             " 1h30m", exit_code=2)
+    return int(sum(float(n) * _DURATION_UNITS_MS[u] for n, u in parts))
+
+
+async def _consume_assigned(topic: str, parts: list[int], start: int | str | tuple[str, int],
                             max_messages: int | None, idle_timeout: float | None,
                             emit: Callable[[Record], None], isolation_level: str,
                             bootstrap: str, timeout: float) -> None:
     """Partitions assigned, no group id (aiokafka): no FindCoordinator, nothing committed.
 
-    `start`: "beginning", "end" or an offset (out of range: the end, as Kafka's tool)."""
+    `start`: "beginning", "end", an offset (out of range: the end, as Kafka's tool) or
+    ("timestamp", ms): each partition's first offset at or after ms (none: the end)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.errors import KafkaError as AioKafkaError
 
@@ -261,6 +296,16 @@ async def _consume_assigned(topic: str, parts: list[int], start: int | str,
             await consumer.seek_to_beginning(*tps)
         elif start == "end":
             await consumer.seek_to_end(*tps)
+        elif isinstance(start, tuple):
+            try:
+                found = await consumer.offsets_for_times({tp: start[1] for tp in tps})
+            except (AioKafkaError, TimeoutError) as e:
+                fail(f"cannot look up offsets by timestamp in {topic!r}: {_aiokafka_error(e)}")
+            for tp in tps:
+                if found.get(tp) is None:
+                    await consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, found[tp].offset)
         else:
             for tp in tps:
                 consumer.seek(tp, int(start))
