@@ -78,6 +78,63 @@ function pager(id, offset, limit, total, go) {
   box.querySelector("[data-page=next]").addEventListener("click", () => go(Math.min(last, offset + limit)));
 }
 
+// Search and pagination of any list (issue 26). `enhance(id)` is called after the table
+// inside the container #id is (re)drawn: a filter box goes before the container and a
+// pager after it, both kept across the view's polls, so typing is never interrupted.
+// Rows match when every word of the filter is in their text (or their inputs' values).
+const PAGE_SIZE = 25;
+let listState = new Map(); // container id -> { q, offset }; cleared on navigation
+
+function enhance(id, pageSize = PAGE_SIZE) {
+  const box = document.getElementById(id);
+  if (!box) return;
+  let st = listState.get(id);
+  if (!st) { st = { q: "", offset: 0 }; listState.set(id, st); }
+  let tools = document.getElementById(`${id}-filter`);
+  if (!tools) {
+    tools = document.createElement("div");
+    tools.id = `${id}-filter`;
+    tools.className = "list-tools row";
+    tools.innerHTML = `<input type="search" class="filter" data-filter="${esc(id)}" placeholder="Filter…"
+      aria-label="Filter this list"><span class="muted filter-count"></span>`;
+    box.before(tools);
+    const input = tools.querySelector("input");
+    input.value = st.q;
+    input.addEventListener("input", () => { st.q = input.value; st.offset = 0; applyFilter(id, pageSize); });
+  }
+  if (!document.getElementById(`${id}-pages`)) {
+    const pages = document.createElement("div");
+    pages.id = `${id}-pages`;
+    box.after(pages);
+  }
+  applyFilter(id, pageSize);
+}
+
+function applyFilter(id, pageSize) {
+  const box = document.getElementById(id);
+  const st = listState.get(id);
+  const tools = document.getElementById(`${id}-filter`);
+  const table = box && box.querySelector("table");
+  if (!table || !table.tBodies.length) {
+    tools.hidden = !st.q; // nothing to filter (an empty list): keep a filter being typed
+    document.getElementById(`${id}-pages`).innerHTML = "";
+    return;
+  }
+  tools.hidden = false;
+  const rows = [...table.tBodies[0].rows];
+  const words = st.q.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const text = (r) => (r.textContent + " " + [...r.querySelectorAll("input")].map((i) => i.value)
+    .join(" ")).toLowerCase();
+  const match = words.length ? rows.filter((r) => { const t = text(r); return words.every((w) => t.includes(w)); }) : rows;
+  const last = match.length ? Math.floor((match.length - 1) / pageSize) * pageSize : 0;
+  st.offset = Math.min(st.offset, last);
+  const shown = new Set(match.slice(st.offset, st.offset + pageSize));
+  rows.forEach((r) => { r.hidden = !shown.has(r); });
+  tools.querySelector(".filter-count").textContent = words.length
+    ? (match.length ? `${match.length} of ${rows.length} match` : `nothing matches (${rows.length} in all)`) : "";
+  pager(`${id}-pages`, st.offset, pageSize, match.length, (off) => { st.offset = off; applyFilter(id, pageSize); });
+}
+
 async function guarded(fn) {
   try { await fn(); } catch (e) { showError(e); }
 }
@@ -218,6 +275,7 @@ async function overview() {
       <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
       <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td>
       </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
+    enhance("brokers");
     pager("urp-pager", urpOffset, URP_PAGE, o.under_replicated, (off) => {
       urpOffset = off;
       guarded(tick);
@@ -273,7 +331,7 @@ async function topics() {
     const rows = await api("/topics");
     if (g !== generation) return;
     const list = document.getElementById("list");
-    if (!rows.length) { list.innerHTML = `<p class="muted">No topics yet.</p>`; return; }
+    if (!rows.length) { list.innerHTML = `<p class="muted">No topics yet.</p>`; enhance("list"); return; }
     list.innerHTML = `<table id="topics-table"><thead><tr><th>Name</th><th class="num">Partitions</th>
       <th class="num">RF</th><th class="num">Messages</th><th class="num">Size</th>
       <th>Retention</th><th>Cleanup</th><th></th></tr></thead><tbody>${rows.map((t) => `
@@ -285,6 +343,7 @@ async function topics() {
       <td>${esc(t.cleanup_policy || "")}</td>
       <td>${t.internal ? "" : `<button class="danger" data-delete="${esc(t.name)}">Delete</button>`}</td></tr>`).join("")}
       </tbody></table>`;
+    enhance("list");
     list.querySelectorAll("[data-delete]").forEach((b) => b.addEventListener("click", () => {
       const name = b.dataset.delete;
       if (!confirm(`Delete topic ${name} and all its data?`)) return;
@@ -355,6 +414,7 @@ async function topicPage(name) {
       <td class="num">${p.log_end_offset}</td><td class="num">${p.high_watermark}</td>
       <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td></tr>`).join("")}
       </tbody></table>`;
+    enhance("parts");
     const sel = document.querySelector("#browse select[name=partition]");
     if (!sel.options.length) {
       sel.innerHTML = t.partitions.map((p) => `<option>${p.partition}</option>`).join("");
@@ -372,6 +432,7 @@ async function topicPage(name) {
       <td class="muted">${c.is_default ? "default" : esc(c.source)}</td></tr>`).join("")}</tbody></table>
       <div class="row" style="margin-top:8px"><button id="save-configs" disabled>Save changes</button>
       <span id="config-status" class="muted"></span></div>`;
+    enhance("configs", 1e9);
     const inputs = [...box.querySelectorAll("[data-config]")];
     const save = document.getElementById("save-configs");
     inputs.forEach((i) => i.addEventListener("input", () => {
@@ -405,6 +466,7 @@ async function topicPage(name) {
     const box = document.getElementById("messages");
     if (!r.messages.length) {
       box.innerHTML = `<p class="muted">No messages (partition ${r.partition}: offsets ${r.log_start_offset}–${r.high_watermark}).</p>`;
+      enhance("messages", 1e9);
       return;
     }
     // Registry-framed values (magic byte 0 + schema id) are decoded by the gateway's registry.
@@ -421,6 +483,7 @@ async function topicPage(name) {
         <td><pre class="data ${k.cls || ""}">${esc(k.text)}</pre></td><td><pre class="data ${v.cls || ""}">${esc(v.text)}</pre></td>
         <td>${hs || '<span class="muted">–</span>'}</td></tr>`;
       }).join("")}</tbody></table>`;
+    enhance("messages", 1e9);
     clearError();
   };
 
@@ -476,13 +539,14 @@ async function schemas() {
   view.innerHTML = `<h1>Schemas</h1>
     <p class="muted">Schema registry (Confluent's API at this address). Global compatibility:
       <b id="global-level">${esc(global.compatibilityLevel)}</b></p>
-    ${rows.length ? `<table id="subjects-table"><thead><tr><th>Subject</th><th>Type</th>
+    <div id="subjects">${rows.length ? `<table id="subjects-table"><thead><tr><th>Subject</th><th>Type</th>
       <th class="num">Latest version</th><th class="num">Schema id</th><th>Compatibility</th></tr></thead>
       <tbody>${rows.map((r) => `<tr data-subject="${esc(r.s)}">
         <td><a href="#/subject/${encodeURIComponent(r.s)}">${esc(r.s)}</a></td>
         <td>${esc(r.latest.schemaType || "AVRO")}</td><td class="num">${r.latest.version}</td>
         <td class="num">${r.latest.id}</td><td>${esc(r.level)}</td></tr>`).join("")}</tbody></table>`
-      : '<p class="muted">No subjects registered yet.</p>'}`;
+      : '<p class="muted">No subjects registered yet.</p>'}</div>`;
+  enhance("subjects");
 }
 
 async function subjectPage(subject) {
@@ -542,6 +606,7 @@ async function groups() {
       <tbody>${rows.map((r) => `<tr data-group="${esc(r.group_id)}"><td><a href="#/group/${encodeURIComponent(r.group_id)}">${esc(r.group_id)}</a></td>
       <td>${esc(r.state)}</td><td class="num">${r.members ?? "–"}</td><td class="num">${r.partitions ?? "–"}</td>
       <td class="num lag">${r.lag ?? "–"}</td></tr>`).join("")}</tbody></table>` : `<p class="muted">No consumer groups.</p>`;
+    enhance("groups");
     clearError();
   };
   await guarded(load);
@@ -571,6 +636,8 @@ async function groupPage(id) {
       <th>Host</th><th>Assignment</th></tr></thead><tbody>${d.members.map((m) => `<tr><td>${esc(m.member_id)}</td>
       <td>${esc(m.client_id)}</td><td>${esc(m.host)}</td><td>${m.assignment.map(([t, p]) => esc(`${t}-${p}`)).join(", ")}</td>
       </tr>`).join("")}</tbody></table>` : `<p class="muted">No active members.</p>`;
+    enhance("lag");
+    enhance("members");
     chart.push(Date.now() / 1000, [d.total_lag]);
     clearError();
   };
@@ -616,6 +683,8 @@ async function transactions() {
       <td class="num">${r.high_watermark}</td><td class="num">${r.last_stable_offset}</td>
       <td class="num lag">${r.lso_lag}</td></tr>`).join("")}</tbody></table>`
       : `<p class="muted">Every partition is readable up to its high watermark.</p>`;
+    enhance("txns");
+    enhance("lso");
     clearError();
   };
   await guarded(load);
@@ -676,6 +745,7 @@ async function acls() {
       <td><button class="danger" data-remove="${i}">Remove</button></td></tr>`).join("")}</tbody></table>`
       : `<p class="muted" id="acls-empty">${enforced === false ? "No ACLs (and none would be checked: no authorizer)."
         : "No ACLs."}</p>`;
+    enhance("acl-list");
     box.querySelectorAll("[data-remove]").forEach((b) => b.addEventListener("click", () => {
       const a = d.acls[Number(b.dataset.remove)];
       if (!confirm(`Remove ${a.permission_type} ${a.operation} on ${a.resource_type} ${a.resource_name} for ${a.principal}?`)) return;
@@ -720,6 +790,7 @@ async function users() {
       <td>${esc(u.name)}</td><td>${u.credentials.map((c) => esc(`${c.mechanism} (${c.iterations} iterations)`)).join(", ")}</td>
       <td><button class="danger" data-delete-user="${esc(u.name)}">Delete</button></td></tr>`).join("")}</tbody></table>`
       : `<p class="muted">No SCRAM users.</p>`;
+    enhance("user-list");
     box.querySelectorAll("[data-delete-user]").forEach((b) => b.addEventListener("click", () => {
       const name = b.dataset.deleteUser;
       if (!confirm(`Delete every SCRAM credential of ${name}?`)) return;
@@ -748,6 +819,7 @@ function route() {
   timers.forEach(clearInterval);
   timers = [];
   generation++;
+  listState = new Map();
   clearError();
   const hash = location.hash.replace(/^#/, "") || "/";
   const [, page, arg] = hash.split("/");
