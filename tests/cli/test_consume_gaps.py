@@ -73,3 +73,27 @@ def test_from_timestamp_and_since(module_broker) -> None:
         r = yak("consume", "times", *bad, *b)
         one_line_error(r, frag)
         assert r.returncode == 2
+
+
+def test_print_partition_offset_timestamp_headers(module_broker) -> None:
+    b = ["--bootstrap", module_broker.bootstrap]
+    ok("topic", "create", "printed", "-p", "3", *b)
+    ok("produce", "printed", "-p", "2", "-K", ":", "-H", "src=cli", "-H", "n=1", "-q", *b,
+       stdin="k1:v1\nk2:v2\n")
+    common = ["consume", "printed", "--from-beginning", "-n", "2", *b]
+    js = [json.loads(line) for line in ok(*common, "--format", "json").splitlines()]
+    assert [(m["partition"], m["offset"], m["key"], m["value"]) for m in js] == [
+        (2, 0, "k1", "v1"), (2, 1, "k2", "v2")]
+    assert all(m["headers"] == [{"key": "src", "value": "cli"}, {"key": "n", "value": "1"}]
+               and m["timestamp_type"] == "CreateTime" for m in js)
+    out = ok(*common, "--print-timestamp", "--print-partition", "--print-offset",
+             "--print-headers", "--print-key")
+    assert out.splitlines() == [
+        f"CreateTime:{m['timestamp']}\tPartition:2\tOffset:{m['offset']}\tsrc:cli,n:1\t"
+        f"{m['key']}\t{m['value']}" for m in js]
+    out = ok(*common, "--print-partition", "--print-offset", "--key-separator", " | ")
+    assert out.splitlines() == ["Partition:2 | Offset:0 | v1", "Partition:2 | Offset:1 | v2"]
+    ok("produce", "printed", "-p", "0", "-q", *b, stdin="bare\n")
+    out = ok("consume", "printed", "-p", "0", "--from-beginning", "-n", "1", "--print-headers",
+             *b)
+    assert out.splitlines() == ["NO_HEADERS\tbare"]

@@ -135,8 +135,20 @@ def consume(
         bool, typer.Option("--print-key", help="text: print KEY<sep>VALUE.")
     ] = False,
     key_separator: Annotated[
-        str, typer.Option("--key-separator", help="text: key separator.")
+        str, typer.Option("--key-separator", help="text: separator after each printed field.")
     ] = "\t",
+    print_timestamp: Annotated[
+        bool, typer.Option("--print-timestamp", help="text: print CreateTime:MS first.")
+    ] = False,
+    print_partition: Annotated[
+        bool, typer.Option("--print-partition", help="text: print Partition:N.")
+    ] = False,
+    print_offset: Annotated[
+        bool, typer.Option("--print-offset", help="text: print Offset:N.")
+    ] = False,
+    print_headers: Annotated[
+        bool, typer.Option("--print-headers", help="text: print K:V,K2:V2 (or NO_HEADERS).")
+    ] = False,
     idle_timeout: Annotated[
         float | None,
         typer.Option("--idle-timeout", help="Exit after this many seconds without a message."),
@@ -185,11 +197,22 @@ def consume(
         if fmt == "json":
             out.write(format_json(rec) + "\n")
         else:
-            value = _text(rec.value) or ""
+            # Kafka's console consumer order: timestamp, partition, offset, headers, key.
+            fields = []
+            if print_timestamp:
+                fields.append("NO_TIMESTAMP" if rec.timestamp is None
+                              else f"{rec.timestamp_type}:{rec.timestamp}")
+            if print_partition:
+                fields.append(f"Partition:{rec.partition}")
+            if print_offset:
+                fields.append(f"Offset:{rec.offset}")
+            if print_headers:
+                fields.append(",".join(f"{k}:{_text(v) or ''}" for k, v in rec.headers)
+                              or "NO_HEADERS")
             if print_key:
-                out.write(f"{_text(rec.key) or ''}{key_separator}{value}\n")
-            else:
-                out.write(value + "\n")
+                fields.append(_text(rec.key) or "")
+            fields.append(_text(rec.value) or "")
+            out.write(key_separator.join(fields) + "\n")
         out.flush()
 
     try:
