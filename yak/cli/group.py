@@ -1,7 +1,8 @@
-"""`yak group ...`: list, describe (with lag), reset-offsets, delete.
+"""`yak group ...`: list, describe (with lag), reset-offsets, offset-delete, delete.
 
 Like `kafka-consumer-groups.sh`, built on confluent-kafka's AdminClient so it works on
-any Kafka-compatible cluster. Lag is what operators act on, so `describe` shows it per
+any Kafka-compatible cluster (OffsetDelete, which it lacks, goes through Yak's own
+client). Lag is what operators act on, so `describe` shows it per
 partition: log end offset (the high watermark a consumer can read up to) minus the
 committed offset. Offsets are only reset for an Empty group: a live member would
 overwrite the new offsets with its next commit, silently undoing the reset.
@@ -31,6 +32,7 @@ from yak.cli.common import (
     DEFAULT_TIMEOUT_S,
     Bootstrap,
     Timeout,
+    client_security,
     connect_admin,
     fail,
     require_topic,
@@ -39,7 +41,7 @@ from yak.cli.common import (
 )
 
 app = typer.Typer(
-    help="List, describe (with lag), reset offsets of and delete consumer groups.",
+    help="List, describe (with lag), reset and delete offsets of, and delete consumer groups.",
     no_args_is_help=True,
 )
 # Member ids are long; piped output must not be cut to 80 columns with "…".
@@ -179,6 +181,10 @@ def group_lag(admin: AdminClient, group: str, timeout: float) -> tuple[Any, list
 @secured
 def describe(
     group: Annotated[str, typer.Argument(help="Group id.")],
+    members_only: Annotated[
+        bool,
+        typer.Option("--members", help="Only the members, each with its assigned partitions."),
+    ] = False,
     fmt: Format = "table",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
@@ -203,6 +209,9 @@ def describe(
         }
         for m in desc.members
     ]
+    if members_only:
+        _print_members(group, state, desc, fmt)
+        return
     if fmt == "json":
         doc = {
             "group": group,
@@ -242,6 +251,56 @@ def describe(
             r.member_id or "-",
         )
     out.print(pt)
+
+
+def _print_members(group: str, state: str, desc: Any, fmt: str) -> None:
+    """`describe --members`, as kafka-consumer-groups.sh --members --verbose: one row per
+    member with its partition count and assignment, `topic(0,1)` per topic."""
+    rows = []
+    for m in desc.members:
+        tps = sorted(
+            (tp.topic, tp.partition)
+            for tp in (m.assignment.topic_partitions if m.assignment else [])
+        )
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        rows.append((m, tps, by_topic))
+    rows.sort(key=lambda r: r[0].member_id)
+    if fmt == "json":
+        doc = {
+            "group": group,
+            "state": state,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "partitions": len(tps),
+                    "assignment": [{"topic": t, "partition": p} for t, p in tps],
+                }
+                for m, tps, _ in rows
+            ],
+        }
+        out.print(json.dumps(doc))
+        return
+    if not rows:
+        out.print(f"Group {group} ({state}) has no active members.")
+        return
+    table = Table(
+        "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT", box=None
+    )
+    for m, tps, by_topic in rows:
+        table.add_row(
+            group,
+            m.member_id,
+            m.host,
+            m.client_id,
+            str(len(tps)),
+            ", ".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-",
+        )
+    out.print(table)
 
 
 def _parse_datetime(text: str) -> int:
@@ -334,6 +393,104 @@ def reset_offsets(
     out.print(table)
     if dry_run:
         out.print("(dry run: nothing committed)")
+
+
+def _delete_offsets(
+    bootstrap: str, timeout: float, group: str, topic: str, parts: list[int]
+) -> list[tuple[int, str | None]]:
+    """OffsetDelete (KIP-496) at the group's coordinator: [(partition, error name or None)].
+    No Python Kafka client has it, so this is Yak's own client on the wire."""
+    from kio.schema.offset_delete.v0 import request as req_mod
+    from kio.schema.offset_delete.v0.response import OffsetDeleteResponse
+
+    from yak.client.connection import BrokerConnectionError
+    from yak.client.transactions import TransactionalClient
+    from yak.errors import ErrorCode, KafkaError
+
+    client = TransactionalClient(
+        bootstrap,
+        client_id="yak-cli",
+        request_timeout_ms=int(timeout * 1000),
+        retries=1,
+        security=client_security(),
+    )
+    what = f"delete offsets of {group!r} on {topic!r}"
+    request = req_mod.OffsetDeleteRequest(
+        group_id=group,
+        topics=(
+            req_mod.OffsetDeleteRequestTopic(
+                name=topic,
+                partitions=tuple(
+                    req_mod.OffsetDeleteRequestPartition(partition_index=p) for p in parts
+                ),
+            ),
+        ),
+    )
+    try:
+        for _ in range(3):  # the coordinator may move between FindCoordinator and the call
+            node = client.find_coordinator(group, key_type=0)
+            resp = client._connect(node).send(request, OffsetDeleteResponse)
+            if resp.error_code not in (
+                ErrorCode.not_coordinator,
+                ErrorCode.coordinator_not_available,
+                ErrorCode.coordinator_load_in_progress,
+            ):
+                break
+    except BrokerConnectionError as e:
+        fail(f"{what}: {e.message}")
+    except KafkaError as e:
+        fail(f"{what}: {getattr(e.code, 'name', str(e.code)).upper()}")
+    finally:
+        client.close()
+    if resp.error_code is not ErrorCode.none:
+        fail(f"{what}: {resp.error_code.name.upper()}")
+    return sorted(
+        (
+            int(p.partition_index),
+            None if p.error_code is ErrorCode.none else p.error_code.name.upper(),
+        )
+        for t in resp.topics
+        for p in t.partitions
+    )
+
+
+@app.command("offset-delete")
+@secured
+def offset_delete(
+    group: Annotated[str, typer.Argument(help="Group id.")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose offsets to delete.")],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option("--partition", "-p", help="Only these partitions (default: all)."),
+    ] = None,
+    fmt: Format = "table",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete GROUP's committed offsets on TOPIC (kafka-consumer-groups.sh --delete-offsets).
+
+    Refused (GROUP_SUBSCRIBED_TO_TOPIC) for a topic an active member consumes."""
+    _check_format(fmt)
+    admin, md = connect_admin(bootstrap, timeout)
+    tmd = require_topic(md, topic)
+    parts = sorted(tmd.partitions)
+    if partition:
+        missing = sorted(set(partition) - set(parts))
+        if missing:
+            fail(f"topic {topic!r} has no partition {missing[0]}", 2)
+        parts = sorted(set(partition))
+    results = _delete_offsets(bootstrap, timeout, group, topic, parts)
+    if fmt == "json":
+        out.print(json.dumps([{"topic": topic, "partition": p, "error": e} for p, e in results]))
+    else:
+        table = Table("TOPIC", "PARTITION", "STATUS", box=None)
+        for p, e in results:
+            table.add_row(topic, str(p), e or "Successful")
+        out.print(table)
+    failed = [(p, e) for p, e in results if e]
+    if failed:
+        p, e = failed[0]
+        fail(f"delete offsets of {group!r} on {topic}-{p}: {e}")
 
 
 @app.command("delete")
