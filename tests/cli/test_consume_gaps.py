@@ -97,3 +97,25 @@ def test_print_partition_offset_timestamp_headers(module_broker) -> None:
     out = ok("consume", "printed", "-p", "0", "--from-beginning", "-n", "1", "--print-headers",
              *b)
     assert out.splitlines() == ["NO_HEADERS\tbare"]
+
+
+def test_format_template(module_broker) -> None:
+    b = ["--bootstrap", module_broker.bootstrap]
+    ok("topic", "create", "tmpl", "-p", "2", *b)
+    ok("produce", "tmpl", "-p", "1", "-K", ":", "-H", "a=1", "-H", "b=x", "-q", *b,
+       stdin="key:välue\n:empty-key\n")
+    common = ["consume", "tmpl", "-p", "1", "--from-beginning", "-n", "2", *b]
+    js = [json.loads(line) for line in ok(*common, "--format", "json").splitlines()]
+    out = ok(*common, "--format-template", r"%t %p %o %k=%v %T [%h] %K/%V %%\n")
+    assert out.splitlines() == [
+        f"tmpl 1 {m['offset']} {m['key']}={m['value']} {m['timestamp']} [a=1,b=x]"
+        f" {len(m['key'].encode())}/{len(m['value'].encode())} %" for m in js]
+    assert out.splitlines()[0].startswith("tmpl 1 0 key=välue ")
+    # kcat's %s for the value, tabs, no newline unless asked; rpk's --format '%v\n' too.
+    assert ok(*common, "--format-template", r"%o\t%s;") == "0\tvälue;1\tempty-key;"
+    assert ok(*common, "--format", r"%v\n").splitlines() == ["välue", "empty-key"]
+    for bad, frag in ((["--format-template", "%q"], "unknown %q"),
+                      (["--format-template", "%v", "--format", "json"], "cannot be combined")):
+        r = yak("consume", "tmpl", *bad, *b)
+        one_line_error(r, frag)
+        assert r.returncode == 2

@@ -130,7 +130,20 @@ def consume(
     max_messages: Annotated[
         int | None, typer.Option("--max-messages", "-n", help="Exit after N messages.", min=0)
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f",
+                     help="text, json, or a template with % (as --format-template)."),
+    ] = "text",
+    template: Annotated[
+        str | None,
+        typer.Option(
+            "--format-template",
+            help="Print each message as this template, as kcat's -f: %t topic, %p partition,"
+            " %o offset, %k key, %v (or %s) value, %T timestamp (ms), %h headers (K=V,...),"
+            " %K/%V key/value length, %% a %; \\n, \\t, \\r escapes.",
+        ),
+    ] = None,
     print_key: Annotated[
         bool, typer.Option("--print-key", help="text: print KEY<sep>VALUE.")
     ] = False,
@@ -177,8 +190,13 @@ def consume(
     if isolation_level not in ("read_committed", "read_uncommitted"):
         fail(f"invalid --isolation-level {isolation_level!r}: expected read_committed or"
              " read_uncommitted", exit_code=2)
+    if "%" in fmt and template is None:
+        template, fmt = fmt, "text"  # rpk's --format '%t %v\n'
     if fmt not in ("text", "json"):
-        fail(f"invalid --format {fmt!r}: expected text or json", exit_code=2)
+        fail(f"invalid --format {fmt!r}: expected text, json or a template", exit_code=2)
+    if template is not None and fmt == "json":
+        fail("--format json and --format-template cannot be combined", exit_code=2)
+    render = None if template is None else compile_template(template)
     starts = [name for name, given in (("--from-beginning", from_beginning),
                                        ("--offset", offset is not None),
                                        ("--from-timestamp", from_timestamp is not None),
@@ -194,7 +212,9 @@ def consume(
     out = sys.stdout
 
     def emit(rec: Record) -> None:
-        if fmt == "json":
+        if render is not None:
+            out.write(render(rec))
+        elif fmt == "json":
             out.write(format_json(rec) + "\n")
         else:
             # Kafka's console consumer order: timestamp, partition, offset, headers, key.
@@ -271,6 +291,47 @@ def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages
             emit(_from_confluent(msg))
     finally:
         consumer.close()
+
+
+def _length(b: bytes | None) -> str:
+    return "-1" if b is None else str(len(b))
+
+
+_TEMPLATE_FIELDS: dict[str, Callable[[Record], str]] = {
+    "t": lambda r: r.topic,
+    "p": lambda r: str(r.partition),
+    "o": lambda r: str(r.offset),
+    "k": lambda r: _text(r.key) or "",
+    "v": lambda r: _text(r.value) or "",
+    "s": lambda r: _text(r.value) or "",
+    "T": lambda r: "-1" if r.timestamp is None else str(r.timestamp),
+    "h": lambda r: ",".join(f"{k}={_text(v) or ''}" for k, v in r.headers),
+    "K": lambda r: _length(r.key),
+    "V": lambda r: _length(r.value),
+    "S": lambda r: _length(r.value),
+}
+_TEMPLATE_TOKEN = re.compile(r"%(.?)|\\(.?)|[^%\\]+", re.DOTALL)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+
+
+def compile_template(template: str) -> Callable[[Record], str]:
+    """kcat-style `-f` template -> a function of a Record; an unknown `%x`: exit 2."""
+    parts: list[str | Callable[[Record], str]] = []
+    for m in _TEMPLATE_TOKEN.finditer(template):
+        spec, esc = m.group(1), m.group(2)
+        if spec is not None:
+            if spec == "%":
+                parts.append("%")
+            elif spec in _TEMPLATE_FIELDS:
+                parts.append(_TEMPLATE_FIELDS[spec])
+            else:
+                fail(f"invalid --format-template {template!r}: unknown %{spec} (expected one"
+                     f" of %{' %'.join(_TEMPLATE_FIELDS)} or %%)", exit_code=2)
+        elif esc is not None:
+            parts.append(_ESCAPES.get(esc, "\\" + esc))
+        else:
+            parts.append(m.group(0))
+    return lambda rec: "".join(p if isinstance(p, str) else p(rec) for p in parts)
 
 
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
