@@ -125,3 +125,33 @@ def test_every_list_has_a_filter(page: Any, served: Any, admin: AdminClient) -> 
         "#configs-table tbody tr", "rs => rs.filter(r => !r.hidden).map(r => r.cells[0].innerText)")
     assert names and all("retention" in n for n in names), names
     shot(page, "issue26-14-topic-filters")
+
+
+def background(page: Any, selector: str) -> str:
+    return page.eval_on_selector(selector, "el => getComputedStyle(el).backgroundColor")
+
+
+def test_dark_mode_follows_the_system(browser_context: Any, served: Any,  # noqa: F811
+                                     admin: AdminClient) -> None:
+    create(admin, "dark-topic")
+    page = browser_context.new_page()
+    page.emulate_media(color_scheme="dark")
+    page.goto(served.url + "/#/topics")
+    page.wait_for_selector("#topics-table")
+    assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+    assert background(page, "body") == "rgb(15, 20, 27)"
+    assert background(page, "#topics-table") == "rgb(23, 30, 40)"  # the panels
+    assert background(page, "#topics-table th") == "rgb(31, 40, 52)"
+    ink = page.eval_on_selector("body", "el => getComputedStyle(el).color")
+    assert ink == "rgb(221, 227, 236)"  # light text on the dark ground
+    assert background(page, "input[data-filter=list]") == "rgb(15, 21, 29)"
+    shot(page, "issue26-20-dark-topics")
+    page.goto(served.url + "/")
+    page.wait_for_selector("#brokers-table")
+    page.wait_for_timeout(2500)  # a chart point
+    shot(page, "issue26-21-dark-overview")
+    # The system's light setting gives the light page, without a reload.
+    page.emulate_media(color_scheme="light")
+    assert background(page, "body") == "rgb(246, 247, 249)"
+    assert background(page, "#brokers-table") == "rgb(255, 255, 255)"
+    page.close()

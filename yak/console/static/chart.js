@@ -43,8 +43,10 @@ export class LiveChart {
     const max = step * TICKS;
     const labels = [];
     g.font = "11px system-ui, sans-serif";
-    g.fillStyle = "#6b7585";
-    g.strokeStyle = "#e2e6ec";
+    // The page's colours (light or dark, as the system asks): labels muted, grid lines faint.
+    const css = getComputedStyle(this.canvas);
+    g.fillStyle = css.getPropertyValue("--muted").trim() || "#6b7585";
+    g.strokeStyle = css.getPropertyValue("--line").trim() || "#e2e6ec";
     g.lineWidth = 1;
     for (let k = 0; k <= TICKS; k++) {
       const y = top + (h - top - bottom) * (1 - k / TICKS);
