@@ -12,7 +12,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    ConfigResource,
     NewTopic,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -155,3 +157,61 @@ def test_dark_mode_follows_the_system(browser_context: Any, served: Any,  # noqa
     assert background(page, "body") == "rgb(246, 247, 249)"
     assert background(page, "#brokers-table") == "rgb(255, 255, 255)"
     page.close()
+
+
+def topic_configs(admin: AdminClient, name: str) -> dict[str, Any]:
+    res = ConfigResource(ResourceType.TOPIC, name)
+    entries = admin.describe_configs([res])[res].result(30)
+    return {k: e for k, e in entries.items()}
+
+
+def test_create_topic_with_any_config(page: Any, served: Any, admin: AdminClient) -> None:
+    page.goto(served.url + "/#/topics")
+    page.wait_for_selector("#create")
+    page.fill("#create input[name=name]", "configured")
+    page.fill("#create input[name=partitions]", "3")
+    page.click("#add-config")
+    page.fill("#create-configs .config-row:nth-child(1) .config-key", "cleanup.policy")
+    page.fill("#create-configs .config-row:nth-child(1) .config-val", "compact")
+    page.click("#add-config")
+    # "key=value" in the name box is split into the two boxes.
+    page.type("#create-configs .config-row:nth-child(2) .config-key", "max.message.bytes=2097152")
+    assert page.input_value("#create-configs .config-row:nth-child(2) .config-key") == \
+        "max.message.bytes"
+    assert page.input_value("#create-configs .config-row:nth-child(2) .config-val") == "2097152"
+    page.click("#add-config")
+    page.fill("#create-configs .config-row:nth-child(3) .config-key", "retention.ms")
+    page.fill("#create-configs .config-row:nth-child(3) .config-val", "3600000")
+    page.click("#add-config")  # an empty row is left out
+    shot(page, "issue26-30-create-with-configs")
+    page.click("#create button[type=submit]")
+    page.wait_for_selector("tr[data-topic=configured]")
+    assert page.query_selector_all("#create-configs .config-row") == []  # the form is reset
+    cfg = topic_configs(admin, "configured")
+    assert cfg["cleanup.policy"].value == "compact" and not cfg["cleanup.policy"].is_default
+    assert cfg["max.message.bytes"].value == "2097152"
+    assert cfg["retention.ms"].value == "3600000"
+    row = page.inner_text("tr[data-topic=configured]")
+    assert "compact" in row and "1 h" in row, row
+    md = admin.list_topics("configured", timeout=10)
+    assert len(md.topics["configured"].partitions) == 3
+    # A config given twice, or a value with no name, is refused before anything is sent.
+    page.fill("#create input[name=name]", "twice")
+    for key in ("retention.ms", "retention.ms"):
+        page.click("#add-config")
+        page.fill("#create-configs .config-row:last-child .config-key", key)
+        page.fill("#create-configs .config-row:last-child .config-val", "1000")
+    page.click("#create button[type=submit]")
+    page.wait_for_selector("#banner:not([hidden])")
+    assert "retention.ms is given twice" in page.inner_text("#banner")
+    # The broker's own refusal (a value it does not accept) is shown as it says it.
+    page.click("#create-configs .config-row:last-child [data-remove-config]")
+    page.fill("#create-configs .config-row:last-child .config-val", "not-a-number")
+    page.click("#create button[type=submit]")
+    page.wait_for_function(
+        "!document.querySelector('#banner').innerText.includes('given twice')"
+        " && !document.querySelector('#banner').hidden")
+    assert "INVALID_CONFIG" in page.inner_text("#banner")
+    assert "retention.ms" in page.inner_text("#banner")
+    shot(page, "issue26-31-create-refused")
+    assert "twice" not in admin.list_topics(timeout=10).topics

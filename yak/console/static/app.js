@@ -301,28 +301,73 @@ async function overview() {
   every(2000, () => guarded(tick));
 }
 
+// Kafka's topic configs, offered as the config name box's completions (any name may be typed).
+const TOPIC_CONFIGS = ["cleanup.policy", "compression.type", "delete.retention.ms",
+  "file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
+  "max.compaction.lag.ms", "max.message.bytes", "message.timestamp.after.max.ms",
+  "message.timestamp.before.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
+  "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "retention.bytes",
+  "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+  "unclean.leader.election.enable"];
+
 async function topics() {
   const g = generation;
   view.innerHTML = `
     <h1>Topics</h1>
-    <div class="panel"><form id="create" class="row">
+    <div class="panel"><form id="create">
+      <div class="row">
       <label>Name <input name="name" required pattern="[A-Za-z0-9._-]+" placeholder="orders"></label>
       <label>Partitions <input name="partitions" type="number" min="1" value="1" style="width:90px"></label>
       <label>Replication <input name="rf" type="number" min="1" value="1" style="width:90px"></label>
-      <label>retention.ms <input name="retention" placeholder="default" style="width:120px"></label>
-      <button type="submit">Create topic</button>
+      <button type="button" class="secondary" id="add-config" title="any topic config, as key = value">+ Config</button>
+      <button type="submit">Create topic</button></div>
+      <div id="create-configs"></div>
+      <datalist id="topic-config-names">${TOPIC_CONFIGS.map((c) => `<option value="${c}">`).join("")}</datalist>
     </form></div>
     <h2>All topics</h2><div id="list"><p class="muted">Loading…</p></div>`;
+  // Any topic config, one key = value row each (a "key=value" typed or pasted into the
+  // key box is split); a key given twice, or a value without a key, is refused here.
+  const rowsBox = document.getElementById("create-configs");
+  const addConfig = (key = "", value = "") => {
+    const row = document.createElement("div");
+    row.className = "row config-row";
+    row.innerHTML = `<input class="config-key" list="topic-config-names" placeholder="cleanup.policy"
+      aria-label="config name" value="${esc(key)}"><span class="muted">=</span>
+      <input class="config-val" placeholder="compact" aria-label="config value" value="${esc(value)}">
+      <button type="button" class="secondary" data-remove-config title="remove this config">✕</button>`;
+    const k = row.querySelector(".config-key");
+    k.addEventListener("input", () => {
+      const i = k.value.indexOf("=");
+      if (i > 0) {
+        row.querySelector(".config-val").value = k.value.slice(i + 1).trim();
+        k.value = k.value.slice(0, i).trim();
+        row.querySelector(".config-val").focus();
+      }
+    });
+    row.querySelector("[data-remove-config]").addEventListener("click", () => row.remove());
+    rowsBox.append(row);
+    return row;
+  };
+  document.getElementById("add-config").addEventListener("click", () =>
+    addConfig().querySelector(".config-key").focus());
   document.getElementById("create").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const f = ev.target;
-    const configs = {};
-    if (f.retention.value.trim()) configs["retention.ms"] = f.retention.value.trim();
     guarded(async () => {
+      const configs = {};
+      for (const row of rowsBox.querySelectorAll(".config-row")) {
+        const key = row.querySelector(".config-key").value.trim();
+        const value = row.querySelector(".config-val").value.trim();
+        if (!key && !value) continue;
+        if (!key) throw new ApiError(400, { message: `the value "${value}" has no config name` });
+        if (key in configs) throw new ApiError(400, { message: `config ${key} is given twice` });
+        configs[key] = value;
+      }
       await api("/topics", { method: "POST", body: JSON.stringify({
         name: f.name.value.trim(), partitions: Number(f.partitions.value),
         replication_factor: Number(f.rf.value), configs }) });
       f.reset();
+      rowsBox.innerHTML = "";
       clearError();
       await load();
     });
