@@ -77,3 +77,65 @@ def test_offset_delete_and_members(broker) -> None:
     r = yak("group", "offset-delete", "ghost", "--topic", "od", *b)
     one_line_error(r, "ghost", "GROUP_ID_NOT_FOUND")
     assert r.returncode == 1
+
+
+def test_reset_offsets_shift_duration_all_topics_export(broker) -> None:
+    b = ["--bootstrap", broker.bootstrap]
+    ok("topic", "create", "ra", "-p", "2", *b)
+    ok("topic", "create", "rb", *b)
+    two_hours_ago = str(int(time.time() * 1000) - 2 * 3600 * 1000)
+    ok("produce", "ra", "-p", "0", "--timestamp", two_hours_ago, *b, stdin="o\n" * 5)
+    ok("produce", "ra", "-p", "0", *b, stdin="n\n" * 5)
+    ok("produce", "ra", "-p", "1", *b, stdin="n\n" * 4)
+    ok("produce", "rb", *b, stdin="n\n" * 3)
+    join(broker.bootstrap, "rg", ["ra", "rb"], 17).close()
+    full = {("ra", 0): 10, ("ra", 1): 4, ("rb", 0): 3}
+    assert committed(b, "rg") == full
+
+    def reset(*args: str) -> list[dict]:
+        return json.loads(ok("group", "reset-offsets", "rg", *args, "--format", "json", *b))
+
+    assert reset("--topic", "ra", "--shift-by", "-3", "--dry-run") == [
+        {"topic": "ra", "partition": 0, "new_offset": 7},
+        {"topic": "ra", "partition": 1, "new_offset": 1}]
+    assert committed(b, "rg") == full
+    assert reset("--all-topics", "--shift-by", "-100") == [
+        {"topic": "ra", "partition": 0, "new_offset": 0},
+        {"topic": "ra", "partition": 1, "new_offset": 0},
+        {"topic": "rb", "partition": 0, "new_offset": 0}]
+    assert committed(b, "rg") == {k: 0 for k in full}
+    assert reset("-t", "ra", "-p", "0", "--shift-by", "2")[0]["new_offset"] == 2
+    assert reset("-t", "ra", "-p", "0", "--shift-by", "100")[0]["new_offset"] == 10
+
+    # --by-duration: the first record at or after that long ago
+    assert reset("-t", "ra", "-p", "0", "--by-duration", "1h")[0]["new_offset"] == 5
+    assert reset("-t", "ra", "-p", "0", "--by-duration", "PT3H")[0]["new_offset"] == 0
+    assert reset("-t", "ra", "-p", "0", "--by-duration", "PT30M")[0]["new_offset"] == 5
+    assert committed(b, "rg") == {("ra", 0): 5, ("ra", 1): 0, ("rb", 0): 0}
+
+    # --export: kafka-consumer-groups.sh's CSV, topic,partition,offset
+    r = yak("group", "reset-offsets", "rg", "--all-topics", "--to-latest", "--export", *b)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["ra,0,10", "ra,1,4", "rb,0,3"]
+    assert committed(b, "rg") == full
+    r = yak("group", "reset-offsets", "rg", "-t", "rb", "--to-earliest", "--export",
+            "--dry-run", *b)
+    assert r.stdout.splitlines() == ["rb,0,0"]
+    assert committed(b, "rg") == full
+
+    for bad, frag in [
+        (["--topic", "ra", "--all-topics", "--to-latest"], "--all-topics"),
+        (["--to-latest"], "--all-topics"),
+        (["--all-topics", "-p", "0", "--to-latest"], "--partition"),
+        (["-t", "ra", "--by-duration", "soon"], "--by-duration"),
+        (["-t", "ra", "--shift-by", "1", "--to-latest"], "--shift-by"),
+        (["-t", "ra", "--to-latest", "--export", "--format", "json"], "--export"),
+    ]:
+        r = yak("group", "reset-offsets", "rg", *bad, *b)
+        one_line_error(r, frag)
+        assert r.returncode == 2, bad
+    r = yak("group", "reset-offsets", "fresh", "-t", "ra", "--shift-by", "1", *b)
+    one_line_error(r, "no committed offset", "ra-0")
+    assert r.returncode == 1
+    r = yak("group", "reset-offsets", "fresh", "--all-topics", "--to-latest", *b)
+    one_line_error(r, "no committed offsets")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -313,11 +315,39 @@ def _parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+_SHORT_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """Kafka's ISO 8601 `PnDTnHnMnS` (P1DT2H, PT10M) or a short `10m`, `1h30m`, `2d`."""
+    t = text.strip()
+    iso = _ISO_DURATION.fullmatch(t)
+    if iso and any(iso.groupdict().values()) and not t.upper().endswith("T"):
+        scale = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+        return int(sum(float(v) * scale[k] for k, v in iso.groupdict().items() if v))
+    parts = _SHORT_PART.findall(t.lower())
+    if t and "".join(n + u for n, u in parts) == t.lower():
+        return int(sum(float(n) * _UNIT_MS[u] for n, u in parts))
+    fail(f"invalid --by-duration {text!r}: expected PnDTnHnMnS (e.g. PT10M) or e.g. 10m, 1h30m", 2)
+
+
 @app.command("reset-offsets")
 @secured
 def reset_offsets(
     group: Annotated[str, typer.Argument(help="Group id (must have no active members).")],
-    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose offsets to reset.")],
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Topic whose offsets to reset.")
+    ] = None,
+    all_topics: Annotated[
+        bool,
+        typer.Option("--all-topics", help="Every topic the group has committed offsets for."),
+    ] = False,
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
     to_offset: Annotated[
@@ -327,29 +357,68 @@ def reset_offsets(
         str | None,
         typer.Option("--to-datetime", help="First offset at or after this ISO 8601 time."),
     ] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option(
+            "--shift-by", help="The committed offset plus N (negative: back), clamped to the log."
+        ),
+    ] = None,
+    by_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--by-duration",
+            help="First offset at or after this long ago: PnDTnHnMnS (PT10M) or 10m, 1h30m.",
+        ),
+    ] = None,
     partition: Annotated[
         list[int] | None, typer.Option("--partition", "-p", help="Only these partitions.")
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the new offsets without committing them.")
     ] = False,
+    export: Annotated[
+        bool,
+        typer.Option("--export", help="Print the new offsets as CSV lines topic,partition,offset."),
+    ] = False,
     fmt: Format = "table",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Move GROUP's committed offsets on TOPIC (the group must be empty)."""
+    """Move GROUP's committed offsets on TOPIC or all its topics (the group must be empty)."""
     _check_format(fmt)
-    chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    chosen = [
+        to_earliest,
+        to_latest,
+        to_offset is not None,
+        to_datetime is not None,
+        shift_by is not None,
+        by_duration is not None,
+    ]
     if sum(chosen) != 1:
-        fail("choose exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", 2)
+        fail(
+            "choose exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+            "--shift-by, --by-duration",
+            2,
+        )
+    if (topic is None) == (not all_topics):
+        fail("choose exactly one of --topic and --all-topics", 2)
+    if all_topics and partition:
+        fail("--partition needs --topic, not --all-topics", 2)
+    if export and fmt != "table":
+        fail("--export prints CSV: it takes no --format", 2)
+    duration_ms = parse_duration_ms(by_duration) if by_duration is not None else 0
+    ts = _parse_datetime(to_datetime) if to_datetime is not None else 0
     admin, md = connect_admin(bootstrap, timeout)
-    tmd = require_topic(md, topic)
-    parts = sorted(tmd.partitions)
-    if partition:
-        missing = sorted(set(partition) - set(parts))
-        if missing:
-            fail(f"topic {topic!r} has no partition {missing[0]}", 2)
-        parts = sorted(set(partition))
+    tps: list[TopicPartition] = []
+    if topic is not None:
+        tmd = require_topic(md, topic)
+        parts = sorted(tmd.partitions)
+        if partition:
+            missing = sorted(set(partition) - set(parts))
+            if missing:
+                fail(f"topic {topic!r} has no partition {missing[0]}", 2)
+            parts = sorted(set(partition))
+        tps = [TopicPartition(topic, p) for p in parts]
     desc = _describe(admin, group, timeout)
     if desc.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
         state = _STATE_NAMES.get(desc.state, str(desc.state))
@@ -357,7 +426,11 @@ def reset_offsets(
             f"group {group!r} is {state} with {len(desc.members)} active member(s): "
             "stop its consumers first (offsets can only be reset for an empty group)"
         )
-    tps = [TopicPartition(topic, p) for p in parts]
+    current = _committed(admin, group, timeout) if all_topics or shift_by is not None else {}
+    if all_topics:
+        tps = [TopicPartition(t, p) for t, p in sorted(current) if t in md.topics]
+        if not tps:
+            fail(f"group {group!r} has no committed offsets on any existing topic")
     starts = _offsets(admin, {tp: OffsetSpec.earliest() for tp in tps}, timeout)
     ends = _offsets(admin, {tp: OffsetSpec.latest() for tp in tps}, timeout)
     if to_earliest:
@@ -366,8 +439,18 @@ def reset_offsets(
         target = ends
     elif to_offset is not None:
         target = {k: min(max(to_offset, starts[k]), ends[k]) for k in ends}
+    elif shift_by is not None:
+        missing_c = sorted(k for k in ends if k not in current)
+        if missing_c:
+            t, p = missing_c[0]
+            fail(
+                f"cannot shift the offset of {group!r} on {t}-{p}: it has no committed offset "
+                "(use --to-earliest, --to-latest or --to-offset for it)"
+            )
+        target = {k: min(max(current[k] + shift_by, starts[k]), ends[k]) for k in ends}
     else:
-        ts = _parse_datetime(to_datetime or "")
+        if by_duration is not None:
+            ts = int(time.time() * 1000) - duration_ms
         found = _offsets(admin, {tp: OffsetSpec.for_timestamp(ts) for tp in tps}, timeout)
         # No record at or after the time: the end of the log, as Kafka's tool does.
         target = {k: (v if v >= 0 else ends[k]) for k, v in found.items()}
@@ -384,6 +467,11 @@ def reset_offsets(
             if tp.error is not None:
                 fail(f"reset offsets of {group!r} on {tp.topic}-{tp.partition}: {tp.error.str()}")
     rows = [{"topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(target.items())]
+    if export:
+        # kafka-consumer-groups.sh --export: what --from-file reads back
+        for r in rows:
+            print(f"{r['topic']},{r['partition']},{r['new_offset']}")
+        return
     if fmt == "json":
         out.print(json.dumps(rows))
         return
