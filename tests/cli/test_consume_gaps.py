@@ -119,3 +119,44 @@ def test_format_template(module_broker) -> None:
         r = yak("consume", "tmpl", *bad, *b)
         one_line_error(r, frag)
         assert r.returncode == 2
+
+
+def test_several_topics_and_regex(module_broker) -> None:
+    b = ["--bootstrap", module_broker.bootstrap]
+    for t in ("orders-eu", "orders-us", "xorders-1", "audit"):
+        ok("topic", "create", t, "-p", "2", *b)
+        ok("produce", t, "-p", "1", "-q", *b, stdin=f"{t}-a\n{t}-b\n")
+
+    def read(*args: str, n: int) -> list[tuple[str, int, int, str]]:
+        out = ok("consume", *args, "--from-beginning", "-n", str(n), "--idle-timeout", "20",
+                 "--format", "json", *b)
+        msgs = [json.loads(line) for line in out.splitlines()]
+        return sorted((m["topic"], m["partition"], m["offset"], m["value"]) for m in msgs)
+
+    def rows(*topics: str) -> list[tuple[str, int, int, str]]:
+        return sorted((t, 1, o, f"{t}-{v}") for t in topics for o, v in enumerate("ab"))
+
+    assert read("orders-eu", "audit", n=4) == rows("audit", "orders-eu")
+    # kcat's ^ prefix (a search: xorders-1 does not start with orders-), plus a name.
+    assert read("^orders-.*", "audit", n=6) == rows("audit", "orders-eu", "orders-us")
+    # Kafka's --include: the whole name must match.
+    assert read("--include", "orders-.*", n=4) == rows("orders-eu", "orders-us")
+    assert read("--include", ".*orders-.*", "-p", "1", n=6) == rows(
+        "orders-eu", "orders-us", "xorders-1")
+    out = ok("consume", "^orders-", "-p", "1", "--from-beginning", "-n", "4",
+             "--format-template", r"%t:%o:%v\n", *b)
+    assert sorted(out.splitlines()) == [
+        "orders-eu:0:orders-eu-a", "orders-eu:1:orders-eu-b",
+        "orders-us:0:orders-us-a", "orders-us:1:orders-us-b"]
+    # a group over a regex and a name
+    got = read("^orders-e", "audit", "--group", "multi", n=4)
+    assert [(t, v) for t, _, _, v in got] == [(t, v) for t, _, _, v in rows("audit",
+                                                                              "orders-eu")]
+
+    one_line_error(yak("consume", "^nothing-.*", "-n", "1", *b), "no topic matches")
+    one_line_error(yak("consume", "orders-eu", "missing", "-n", "1", *b), "'missing'")
+    for bad, frag in ((["^orders-("], "invalid topic regular expression"),
+                      ([], "give at least one TOPIC")):
+        r = yak("consume", *bad, *b)
+        one_line_error(r, frag)
+        assert r.returncode == 2

@@ -1,4 +1,4 @@
-"""`yak consume TOPIC`: print messages as text or JSON lines, like kafka-console-consumer.
+"""`yak consume TOPIC...`: print messages as text or JSON lines, like kafka-console-consumer.
 
 Partitions are assigned directly (no consumer group, no offset commits), so reading a
 topic never disturbs applications' groups and needs only READ on the topic; by default it
@@ -107,7 +107,14 @@ def _from_aiokafka(r: Any) -> Record:
 
 @secured
 def consume(
-    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Topics to read; one that starts with ^ is a regular expression (as kcat's),"
+            " matched against the topics' names (internal __ topics left out).",
+            show_default=False,
+        ),
+    ] = None,
     from_beginning: Annotated[
         bool, typer.Option("--from-beginning", help="Start at the log start offset.")
     ] = False,
@@ -166,6 +173,11 @@ def consume(
         float | None,
         typer.Option("--idle-timeout", help="Exit after this many seconds without a message."),
     ] = None,
+    include: Annotated[
+        str | None,
+        typer.Option("--include", help="Also read every topic whose whole name matches this"
+                     " regular expression (internal __ topics left out)."),
+    ] = None,
     group: Annotated[
         str | None,
         typer.Option(
@@ -186,7 +198,16 @@ def consume(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Print messages of TOPIC (one per line)."""
+    """Print messages of TOPIC... (one per line)."""
+    patterns: list[tuple[str, re.Pattern[str], bool]] = []  # (as given, regex, whole name)
+    wanted = [(t, False) for t in topics or [] if t.startswith("^")]
+    for t, whole in [*wanted, *([(include, True)] if include is not None else [])]:
+        try:
+            patterns.append((t, re.compile(t), whole))
+        except re.error as e:
+            fail(f"invalid topic regular expression {t!r}: {e}", exit_code=2)
+    if not topics and include is None:
+        fail("give at least one TOPIC, or --include REGEX", exit_code=2)
     if isolation_level not in ("read_committed", "read_uncommitted"):
         fail(f"invalid --isolation-level {isolation_level!r}: expected read_committed or"
              " read_uncommitted", exit_code=2)
@@ -235,28 +256,45 @@ def consume(
             out.write(key_separator.join(fields) + "\n")
         out.flush()
 
+    def resolve(md: Any) -> list[str]:
+        """The topics named, then those the patterns match, each once, in that order."""
+        names = [t for t in topics or [] if not t.startswith("^")]
+        for t in names:
+            require_topic(md, t)
+        existing = sorted(n for n in md.topics if not n.startswith("__"))
+        for given, rx, whole in patterns:
+            matched = [n for n in existing if (rx.fullmatch(n) if whole else rx.search(n))]
+            if not matched:
+                fail(f"no topic matches {given!r}")
+            names.extend(matched)
+        return list(dict.fromkeys(names))
+
     try:
         if group is not None:
-            _consume_in_group(topic, group, from_beginning, max_messages, idle_timeout, emit,
-                              isolation_level, bootstrap, timeout)
+            _consume_in_group(resolve, group, from_beginning, max_messages, idle_timeout,
+                              emit, isolation_level, bootstrap, timeout)
             return
         _admin, md = connect_admin(bootstrap, timeout)  # metadata; no group involved
-        tmd = require_topic(md, topic)
-        if partition is not None and partition not in tmd.partitions:
-            fail(f"topic {topic!r} has no partition {partition}", exit_code=2)
-        parts = [partition] if partition is not None else sorted(tmd.partitions)
+        names = resolve(md)
+        tps: list[tuple[str, int]] = []
+        for name in names:
+            tmd = md.topics[name]
+            if partition is not None and partition not in tmd.partitions:
+                fail(f"topic {name!r} has no partition {partition}", exit_code=2)
+            tps.extend((name, p) for p in ([partition] if partition is not None
+                                           else sorted(tmd.partitions)))
         start: int | str | tuple[str, int] = "beginning" if from_beginning else "end"
         if offset is not None:
             start = offset
         elif from_timestamp is not None:
             start = ("timestamp", from_timestamp)
-        asyncio.run(_consume_assigned(topic, parts, start, max_messages, idle_timeout, emit,
+        asyncio.run(_consume_assigned(tps, start, max_messages, idle_timeout, emit,
                                       isolation_level, bootstrap, timeout))
     except KeyboardInterrupt:
         pass
 
 
-def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages: int | None,
+def _consume_in_group(resolve: Callable[[Any], list[str]], group: str, from_beginning: bool, max_messages: int | None,
                       idle_timeout: float | None, emit: Callable[[Record], None],
                       isolation_level: str, bootstrap: str, timeout: float) -> None:
     """A member of `group` (confluent-kafka): its partitions, its committed offsets."""
@@ -269,8 +307,9 @@ def _consume_in_group(topic: str, group: str, from_beginning: bool, max_messages
         "isolation.level": isolation_level,
     }))
     try:
-        require_topic(cluster_metadata(consumer, bootstrap, timeout), topic)
-        consumer.subscribe([topic])
+        names = resolve(cluster_metadata(consumer, bootstrap, timeout))
+        topic = ", ".join(names)
+        consumer.subscribe(names)
         count = 0
         last = time.monotonic()
         while max_messages is None or count < max_messages:
@@ -347,7 +386,7 @@ def parse_duration_ms(text: str) -> int:
     return int(sum(float(n) * _DURATION_UNITS_MS[u] for n, u in parts))
 
 
-async def _consume_assigned(topic: str, parts: list[int], start: int | str | tuple[str, int],
+async def _consume_assigned(parts: list[tuple[str, int]], start: int | str | tuple[str, int],
                             max_messages: int | None, idle_timeout: float | None,
                             emit: Callable[[Record], None], isolation_level: str,
                             bootstrap: str, timeout: float) -> None:
@@ -374,7 +413,8 @@ async def _consume_assigned(topic: str, parts: list[int], start: int | str | tup
             await asyncio.wait_for(consumer.start(), timeout + 2)
         except (AioKafkaError, OSError, TimeoutError) as e:
             fail(f"cannot reach broker at {bootstrap}: {_aiokafka_error(e)}")
-        tps = [TopicPartition(topic, p) for p in parts]
+        tps = [TopicPartition(t, p) for t, p in parts]
+        topic = ", ".join(dict.fromkeys(t for t, _ in parts))
         consumer.assign(tps)
         if start == "beginning":
             await consumer.seek_to_beginning(*tps)
@@ -405,7 +445,7 @@ async def _consume_assigned(topic: str, parts: list[int], start: int | str | tup
                     continue  # aiokafka reconnects and refetches by itself
                 fail(f"consume from {topic!r} failed: {_aiokafka_error(e)}")
             records = sorted((r for rs in batches.values() for r in rs),
-                             key=lambda r: (r.partition, r.offset))
+                             key=lambda r: (r.topic, r.partition, r.offset))
             if not records:
                 if idle_timeout is not None and time.monotonic() - last > idle_timeout:
                     break
