@@ -5,9 +5,12 @@ page and a broker page."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
@@ -19,7 +22,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from gateway.conftest import start_embedded  # tests/ is on sys.path
+from gateway.conftest import REPO, start_embedded  # tests/ is on sys.path
 
 from .test_console import browser_context, pytestmark, shot  # noqa: F401
 
@@ -215,3 +218,57 @@ def test_create_topic_with_any_config(page: Any, served: Any, admin: AdminClient
     assert "retention.ms" in page.inner_text("#banner")
     shot(page, "issue26-31-create-refused")
     assert "twice" not in admin.list_topics(timeout=10).topics
+
+
+def yak(*args: str) -> str:
+    r = subprocess.run([str(REPO / ".venv" / "bin" / "yak"), *args], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_quotas_page(page: Any, served: Any) -> None:
+    # One quota set with the CLI (AlterClientQuotas), shown by the page.
+    yak("quota", "set", "--bootstrap", served.bootstrap, "--user", "bob", "--client-id", "etl",
+        "request_percentage=50")
+    page.goto(served.url + "/#/quotas")
+    page.wait_for_selector("a[data-nav=quotas].active")
+    row = page.wait_for_selector("tr[data-quota='client id etl, user bob']")
+    assert row.query_selector("td[data-key=request_percentage]").inner_text() == "50 %"
+    # Set from the page: a user's byte rate and the default user's.
+    page.fill("#quota-set input[name=user]", "alice")
+    page.select_option("#quota-set select[name=key]", "producer_byte_rate")
+    page.fill("#quota-set input[name=value]", "1048576")
+    page.click("#quota-set button[type=submit]")
+    row = page.wait_for_selector("tr[data-quota='user alice']")
+    assert row.query_selector("td[data-key=producer_byte_rate]").inner_text() == "1.0 MiB/s"
+    page.fill("#quota-set input[name=user]", "<default>")
+    page.select_option("#quota-set select[name=key]", "consumer_byte_rate")
+    page.fill("#quota-set input[name=value]", "2097152")
+    page.click("#quota-set button[type=submit]")
+    page.wait_for_selector("tr[data-quota='user <default>']")
+    listed = {json.dumps(q["entity"], sort_keys=True): q["quotas"] for q in json.loads(
+        yak("quota", "list", "--bootstrap", served.bootstrap, "--format", "json"))}
+    assert listed['{"user": "alice"}'] == {"producer_byte_rate": 1048576.0}
+    assert listed['{"user": null}'] == {"consumer_byte_rate": 2097152.0}
+    api = httpx.get(f"{served.url}/api/quotas", timeout=30).json()
+    assert {"entity": {"user": "alice"}, "quotas": {"producer_byte_rate": 1048576}} in api["quotas"]
+    # Nameless or unknown entries are refused in one line.
+    page.fill("#quota-set input[name=user]", "")
+    page.fill("#quota-set input[name=value]", "100")
+    page.click("#quota-set button[type=submit]")
+    page.wait_for_selector("#banner:not([hidden])")
+    assert "name a user, a client id, or both" in page.inner_text("#banner")
+    r = httpx.post(f"{served.url}/api/quotas", json={"entity": {"user": "x"},
+                                                      "quotas": {"bogus_rate": 1}}, timeout=30)
+    assert r.status_code == 422 and "unknown quota 'bogus_rate'" in r.json()["message"]
+    page.fill("input[data-filter=quota-list]", "alice")
+    assert len(visible_rows(page, "quotas-table")) == 1
+    page.fill("input[data-filter=quota-list]", "")
+    shot(page, "issue26-40-quotas")
+    # Remove: every key of the entity.
+    page.once("dialog", lambda d: d.accept())
+    page.click("tr[data-quota='user alice'] [data-remove-quota]")
+    page.wait_for_selector("tr[data-quota='user alice']", state="detached")
+    listed = json.loads(yak("quota", "list", "--bootstrap", served.bootstrap, "--format", "json"))
+    assert {"user": "alice"} not in [q["entity"] for q in listed]

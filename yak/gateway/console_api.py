@@ -417,3 +417,78 @@ async def group_detail(request: Request, group: str) -> Any:
     desc["lag"] = lag
     desc["total_lag"] = sum(r["lag"] for r in lag)
     return desc
+
+
+# ------------------------------------------------------------------ client quotas (KIP-546)
+
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+              "controller_mutation_rate")
+QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+
+
+class QuotaChange(BaseModel):
+    # entity type -> name; null names the default entity of that type (`<default>`).
+    entity: dict[str, str | None] = Field(min_length=1)
+    # quota key -> value; null removes the key.
+    quotas: dict[str, float | None] = Field(min_length=1)
+
+
+def _quota_call(cluster: ClusterClient, fn: Any) -> Any:
+    """Run `fn(client)` with Yak's own client (no Python Kafka client has the quota APIs),
+    with the cluster's bootstrap and security; a Kafka error becomes a ClusterError."""
+    from yak.client import KafkaClient
+    from yak.errors import KafkaError
+
+    try:
+        with KafkaClient(cluster.bootstrap, client_id="yak-console",
+                         request_timeout_ms=int(cluster.timeout_s * 1000), retries=1,
+                         security=cluster.security) as c:
+            return fn(c)
+    except KafkaError as e:
+        name = getattr(e.code, "name", str(e.code)).upper()
+        raise ClusterError(f"{name}: {e.message}", int(e.code), name) from None
+    except OSError as e:
+        raise ClusterError(f"the cluster is unreachable: {e}", -195, "_TRANSPORT") from None
+
+
+def _quota_number(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else v
+
+
+@router.get("/quotas", responses=_ERRORS)
+async def quotas(request: Request) -> Any:
+    """Every client quota the cluster keeps (DescribeClientQuotas, any entity): one row
+    per entity (user, client id, ip; a null name is that type's default)."""
+    cluster = _cluster(request)
+    found = await asyncio.to_thread(_quota_call, cluster, lambda c: c.describe_client_quotas(
+        []))
+    rows = [{"entity": e, "quotas": {k: _quota_number(v) for k, v in sorted(q.items())}}
+            for e, q in found]
+    rows.sort(key=lambda r: [(t, n is not None, n or "") for t, n in sorted(r["entity"].items())])
+    return {"quotas": rows, "keys": list(QUOTA_KEYS)}
+
+
+@router.post("/quotas", responses=_ERRORS)
+async def alter_quotas(request: Request, body: QuotaChange) -> Any:
+    """Set (a number) or remove (null) quota keys of one entity (AlterClientQuotas)."""
+    bad = [t for t in body.entity if t not in QUOTA_ENTITY_TYPES]
+    if bad:
+        raise RestError(422, 42208, f"unknown entity type {bad[0]!r}: expected one of "
+                        + ", ".join(QUOTA_ENTITY_TYPES))
+    bad = [k for k in body.quotas if k not in QUOTA_KEYS]
+    if bad:
+        raise RestError(422, 42208, f"unknown quota {bad[0]!r}: expected one of "
+                        + ", ".join(QUOTA_KEYS))
+    neg = [k for k, v in body.quotas.items() if v is not None and v <= 0]
+    if neg:
+        raise RestError(422, 42208, f"quota {neg[0]} must be a positive number")
+    cluster = _cluster(request)
+    results = await asyncio.to_thread(_quota_call, cluster, lambda c: c.alter_client_quotas(
+        [(body.entity, body.quotas)]))
+    for _entity, code, message in results:
+        if code:
+            from yak.errors import ErrorCode
+
+            name = ErrorCode(code).name.upper()
+            raise ClusterError(f"{name}: {message or name}", code, name)
+    return {"entity": body.entity, "quotas": body.quotas}

@@ -858,6 +858,83 @@ async function users() {
   await guarded(load);
 }
 
+// ------------------------------------------------------------------ client quotas
+
+const QUOTA_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+  "controller_mutation_rate"];
+const DEFAULT_NAME = "<default>";
+
+function quotaEntity(e) {
+  const names = { user: "user", "client-id": "client id", ip: "ip" };
+  return Object.entries(e).sort().map(([t, n]) => `${names[t] || t} ${n === null ? DEFAULT_NAME : n}`)
+    .join(", ");
+}
+
+function fmtQuota(key, v) {
+  if (v === undefined) return "–";
+  if (key.endsWith("_byte_rate")) return `${fmtBytes(v)}/s`;
+  if (key === "request_percentage") return `${v} %`;
+  return `${v}/s`;
+}
+
+async function quotas() {
+  const g = generation;
+  view.innerHTML = `<h1>Client quotas</h1>
+    <p class="muted">Byte rates and request shares the brokers allow a user, a client id, or both
+      (KIP-546). Leave a name empty to leave that part out; <code>${esc(DEFAULT_NAME)}</code> is the
+      default for every user or client id without its own.</p>
+    <div class="panel"><form id="quota-set" class="row" autocomplete="off">
+      <label>User <input name="user" placeholder="alice"></label>
+      <label>Client id <input name="client" placeholder="etl"></label>
+      <label>Quota <select name="key">${options(QUOTA_KEYS)}</select></label>
+      <label>Value <input name="value" required type="number" min="0" step="any" placeholder="1048576" style="width:140px"></label>
+      <button type="submit">Set quota</button></form></div>
+    <h2>Quotas</h2><div id="quota-list"><p class="muted">Loading…</p></div>`;
+  const entityOf = (user, client) => {
+    const e = {};
+    if (user) e.user = user === DEFAULT_NAME ? null : user;
+    if (client) e["client-id"] = client === DEFAULT_NAME ? null : client;
+    return e;
+  };
+  const load = async () => {
+    const d = await api("/quotas");
+    if (g !== generation) return;
+    const box = document.getElementById("quota-list");
+    box.innerHTML = d.quotas.length ? `<table id="quotas-table"><thead><tr><th>Entity</th>${
+      QUOTA_KEYS.map((k) => `<th class="num">${esc(k)}</th>`).join("")}<th></th></tr></thead>
+      <tbody>${d.quotas.map((q, i) => `<tr data-quota="${esc(quotaEntity(q.entity))}"><td>${esc(quotaEntity(q.entity))}</td>${
+        QUOTA_KEYS.map((k) => `<td class="num" data-key="${k}" title="${q.quotas[k] ?? ""}">${esc(fmtQuota(k, q.quotas[k]))}</td>`).join("")}
+      <td><button class="danger" data-remove-quota="${i}">Remove</button></td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted" id="quotas-empty">No quotas: every client may use the brokers as fast as they serve.</p>`;
+    enhance("quota-list");
+    box.querySelectorAll("[data-remove-quota]").forEach((b) => b.addEventListener("click", () => {
+      const q = d.quotas[Number(b.dataset.removeQuota)];
+      if (!confirm(`Remove every quota of ${quotaEntity(q.entity)}?`)) return;
+      const none = Object.fromEntries(Object.keys(q.quotas).map((k) => [k, null]));
+      guarded(async () => {
+        await api("/quotas", { method: "POST", body: JSON.stringify({ entity: q.entity, quotas: none }) });
+        await load();
+      });
+    }));
+    clearError();
+  };
+  document.getElementById("quota-set").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    guarded(async () => {
+      const entity = entityOf(f.user.value.trim(), f.client.value.trim());
+      if (!Object.keys(entity).length) throw new ApiError(400, { message: "name a user, a client id, or both" });
+      await api("/quotas", { method: "POST", body: JSON.stringify({ entity,
+        quotas: { [f.key.value]: Number(f.value.value) } }) });
+      f.value.value = "";
+      clearError();
+      await load();
+    });
+  });
+  await guarded(load);
+  every(5000, () => guarded(load));
+}
+
 // ------------------------------------------------------------------ router
 
 function route() {
@@ -880,6 +957,7 @@ function route() {
   if (page === "transactions") return transactions();
   if (page === "acls") return acls();
   if (page === "users") return users();
+  if (page === "quotas") return quotas();
   return overview();
 }
 
