@@ -108,3 +108,72 @@ def test_health_of_three_brokers_with_one_killed(cluster_factory) -> None:  # no
     r = yak("cluster", "health", "--bootstrap", alive)
     assert r.returncode == 1
     assert "Healthy: no" in r.stdout and "Brokers down: 3" in r.stdout
+
+
+def _free_block(span: int = 20) -> int:
+    """A base port with `span` free ports after it (each checked by binding it)."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - span)
+        socks = []
+        try:
+            for p in range(base, base + span):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no block of free ports")
+
+
+def test_start_broker_restarts_one_stopped_broker(tmp_path) -> None:
+    from yak.devcluster.local import LocalCluster
+
+    d = str(tmp_path / "yc")
+    base = _free_block()
+    boot = f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+    up = yak("cluster", "up", "-n", "2", "--dir", d, "--base-port", str(base), timeout=150)
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        r = yak("cluster", "start-broker", "2", "--dir", d)
+        one_line_error(r, "broker-2 is already running")
+        assert r.returncode == 1
+        r = yak("cluster", "start-broker", "7", "--dir", d)
+        one_line_error(r, "no broker 7", "its brokers: 1, 2")
+        assert r.returncode == 2
+
+        old_pid = LocalCluster.load(tmp_path / "yc").process("broker-2").pid
+        LocalCluster.load(tmp_path / "yc").process("broker-2").kill()
+        status = ok("cluster", "status", "--dir", d)
+        assert f"broker-2   127.0.0.1:{base + 1}" in status
+        assert "stopped" in status.splitlines()[2]
+        r = yak("cluster", "up", "-n", "2", "--dir", d, "--base-port", str(base))
+        one_line_error(r, "already running", "yak cluster start-broker N")
+
+        out = ok("cluster", "start-broker", "2", "--dir", d, timeout=150)
+        assert f"started broker-2 on 127.0.0.1:{base + 1}" in out
+        new_pid = LocalCluster.load(tmp_path / "yc").process("broker-2").pid
+        assert new_pid != old_pid
+        assert f"running (pid {new_pid})" in ok("cluster", "status", "--dir", d)
+        info = json.loads(ok("cluster", "info", "--format", "json", "--bootstrap", boot))
+        assert [(x["id"], x["port"]) for x in info["brokers"]] == [(1, base), (2, base + 1)]
+        deadline = time.monotonic() + 30
+        while (got := _health(boot))[0] != 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert got[0] == 0 and got[1]["brokers"] == [1, 2], got
+
+        ok("cluster", "stop", "--dir", d)
+        r = yak("cluster", "start-broker", "1", "--dir", d)
+        one_line_error(r, "etcd", "is not running", "yak cluster up")
+        assert r.returncode == 1
+    finally:
+        yak("cluster", "stop", "--dir", d, timeout=120)
+    r = yak("cluster", "start-broker", "1", "--dir", str(tmp_path / "none"))
+    one_line_error(r, "no local cluster")
+    assert r.returncode == 2

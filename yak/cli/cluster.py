@@ -9,7 +9,9 @@ bootstrap servers and the console URL. Every port it opens is within `--base-por
 +19 (`yak/cluster/local.py`'s PortPlan): brokers' Kafka listeners from the base port,
 their HTTP (REST, console, /metrics) ports from +5, etcd from +10. `status` lists each
 process, each broker's address and the controller; `stop` ends every process `up`
-started (brokers first, with a controlled shutdown); `purge` also deletes the directory.
+started (brokers first, with a controlled shutdown); `purge` also deletes the directory;
+`start-broker N` starts one stopped broker again (its data, ports and command as `up`
+recorded them in `cluster.json`) while the rest of the cluster runs.
 
 `info`, `health` and `logdirs` reach any cluster through `--bootstrap` (as rpk's `cluster
 info`, `cluster health` and `cluster logdirs describe` do): brokers, controller and cluster
@@ -85,7 +87,11 @@ def up(
     except EtcdNotInstalledError as e:
         fail(str(e), 1)
     except ClusterStateError as e:
-        fail(str(e), 1)
+        hint = ""
+        if "already running" in str(e):
+            hint = (f"; or start one stopped broker with `yak cluster start-broker N --dir"
+                    f" {directory}`")
+        fail(f"{e}{hint}", 1)
     url = etcd.url(cluster.namespace)
     procs: list[ManagedProcess] = []
     deadline = time.monotonic() + UP_TIMEOUT_S
@@ -202,6 +208,73 @@ def stop(directory: Dir = "./yak-cluster") -> None:
     if left:
         fail(f"still running: {', '.join(left)}", 1)
     print(f"stopped the cluster in {directory}")
+
+
+@app.command("start-broker")
+def start_broker(
+    node_id: Annotated[int, typer.Argument(help="The broker's node id (1..N).")],
+    directory: Dir = "./yak-cluster",
+) -> None:
+    """Start one stopped broker of the local cluster again, on its data and ports."""
+    from yak.devcluster.local import ClusterStateError, _port_free
+
+    cluster = _load(directory)
+    name = f"broker-{node_id}"
+    brokers = sorted(int(n.split("-", 1)[1]) for n in cluster.processes
+                     if n.startswith("broker-"))
+    if name not in cluster.processes:
+        listed = ", ".join(map(str, brokers)) or "none"
+        fail(f"no broker {node_id} in the cluster in {directory} (its brokers: {listed})", 2)
+    proc = cluster.processes[name]
+    if proc.is_alive():
+        fail(f"{name} is already running (pid {proc.pid})", 1)
+    etcd = cluster.etcd.members if cluster.etcd is not None else []
+    if not etcd or not all(m.is_alive() for m in etcd):
+        fail(f"etcd of the cluster in {directory} is not running: start the whole cluster"
+             f" with `yak cluster up --dir {directory}`", 1)
+    busy = [p for p in proc.ports if not _port_free(p)]
+    if busy:
+        fail(f"cannot start {name}: ports {', '.join(map(str, busy))} are in use", 1)
+    proc.env = {"PYTHONUNBUFFERED": "1"}
+    try:
+        seen = proc.log_path.stat().st_size
+    except OSError:
+        seen = 0
+    deadline = time.monotonic() + UP_TIMEOUT_S
+
+    def ready() -> bool:  # its own READY line, not one of an earlier run in the same log
+        with open(proc.log_path, "rb") as f:
+            f.seek(seen)
+            return READY.encode() in f.read()
+
+    try:
+        cluster.add_process(proc)
+        proc.wait_ready(ready, max(1.0, deadline - time.monotonic()))
+        running = [int(n.split("-", 1)[1]) for n, p in cluster.processes.items()
+                   if n.startswith("broker-") and p.is_alive()]
+        _wait_sees(proc.ports[0], set(running), deadline)
+        if len(proc.ports) > 1:
+            _wait_http(proc.ports[1], deadline)
+    except (ClusterStateError, TimeoutError) as e:
+        fail(f"{name} did not start: {e} (log in {proc.log_path})", 1)
+    print(f"started {name} on 127.0.0.1:{proc.ports[0]} (pid {proc.pid})")
+
+
+def _wait_sees(port: int, brokers: set[int], deadline: float) -> None:
+    """Until the broker on `port` lists every running broker, itself included (it has
+    registered; a broker killed a moment ago may still be listed until its session ends)."""
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    while True:
+        try:
+            if brokers <= set(client.list_topics(timeout=2).brokers):
+                return
+        except Exception:  # noqa: S110 - not yet: try again until the deadline
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"it did not see brokers {sorted(brokers)} in time")
+        time.sleep(0.2)
 
 
 @app.command("purge")
