@@ -1,11 +1,12 @@
-"""`yak produce` gaps of issue 26: tombstones, explicit timestamps, a partitioner choice;
-each checked by reading the records back from a real broker."""
+"""`yak produce` gaps of issue 26: tombstones, explicit timestamps, a partitioner choice and
+schema-registry encoding; each checked by reading the records back from a real broker."""
 
 from __future__ import annotations
 
 import zlib
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
+from registry.conftest import served  # noqa: F401 (fixture)
 
 from tests.cli.test_cli import ok, one_line_error, yak
 
@@ -97,4 +98,51 @@ def test_partitioner_choice(broker) -> None:
 
     r = yak("produce", "keyed", "--partitioner", "round_robin", *b, stdin="x\n")
     one_line_error(r, "--partitioner", "murmur2_random")
+    assert r.returncode == 2
+
+
+def test_schema_registry_encoding(served) -> None:  # noqa: ANN001, F811
+    import io
+    import json
+
+    from confluent_kafka.schema_registry import Schema
+    from fastavro import parse_schema, schemaless_reader
+
+    b = ["--bootstrap", served.bootstrap]
+    sr = served.sr()
+    avro = {"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
+    avro_id = sr.register_schema("orders-value", Schema(json.dumps(avro), "AVRO"))
+    js = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    json_id = sr.register_schema("counts-value", Schema(json.dumps(js), "JSON"))
+    ok("topic", "create", "orders", *b)
+    ok("produce", "orders", "-K", "|", "--schema-subject", "orders-value", "--registry",
+       served.url, *b, stdin='a|{"id": 1, "item": "tea"}\nb|{"id": 2, "item": "cake"}\n')
+    ok("produce", "orders", "--schema-id", str(json_id), "--registry", served.url, *b,
+       stdin='{"n": 5}\n')
+    got = read_all(served.bootstrap, "orders", 1, 3)
+    assert [m.key() for m in got] == [b"a", b"b", None]
+    parsed = parse_schema(avro)
+    for m, want in zip(got[:2], [{"id": 1, "item": "tea"}, {"id": 2, "item": "cake"}],
+                       strict=True):
+        v = m.value()
+        assert v[0] == 0 and int.from_bytes(v[1:5], "big") == avro_id
+        assert schemaless_reader(io.BytesIO(v[5:]), parsed, None) == want
+    v = got[2].value()
+    assert v[0] == 0 and int.from_bytes(v[1:5], "big") == json_id
+    assert json.loads(v[5:]) == {"n": 5}
+
+    reg = ["--registry", served.url, *b]
+    r = yak("produce", "orders", "--schema-subject", "orders-value", *reg,
+            stdin='{"id": "one"}\n')
+    one_line_error(r, "line 1", f"schema {avro_id}")
+    assert r.returncode == 2
+    r = yak("produce", "orders", "--schema-id", str(json_id), *reg, stdin="not json\n")
+    one_line_error(r, "line 1", "not JSON")
+    assert r.returncode == 2
+    r = yak("produce", "orders", "--schema-subject", "nope-value", *reg, stdin="{}\n")
+    one_line_error(r, "nope-value")
+    assert r.returncode == 1
+    r = yak("produce", "orders", "--schema-id", "1", "--null-value", *reg, stdin="k\n")
+    one_line_error(r, "--null-value")
     assert r.returncode == 2

@@ -7,12 +7,18 @@ anything not acknowledged within the timeout is an error, never silently dropped
 delete a key): with `-K` each line is `KEY<sep>`, else each line is a key. `--timestamp`
 sets every record's CreateTime; `--partitioner` picks librdkafka's partitioner for keyed
 records (murmur2_random, Java's default, unless told).
+
+`--schema-subject S` (its latest version, or `--schema-version`) or `--schema-id N` encodes
+each value, a JSON document per line, with that registry schema (Avro, JSON Schema or
+Protobuf) in Confluent's wire format (magic byte, schema id, payload), as a serializer does.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from confluent_kafka import KafkaError, Producer
@@ -31,6 +37,64 @@ from yak.cli.common import (
     require_topic,
     secured,
 )
+
+
+def _registry_get(registry: str, path: str, timeout: float) -> Any:
+    from yak.cli.schema import _call
+
+    return _call(registry, "GET", path, timeout)
+
+
+def _value_encoder(
+    registry: str, timeout: float, subject: str | None, version: str, schema_id: int | None
+) -> Any:
+    """line -> framed value bytes for the registry schema named by subject or id; raises
+    ValueError for a line that is not JSON or does not match."""
+    from yak.registry import serde
+    from yak.registry.compat import parse
+    from yak.registry.errors import RegistryError
+
+    if subject is not None:
+        if version != "latest" and not version.isdigit():
+            fail(f"invalid --schema-version {version!r}: expected a number or latest", 2)
+        doc = _registry_get(
+            registry, f"/subjects/{quote(subject, safe='')}/versions/{version}", timeout
+        )
+        sid = int(doc["id"])
+    else:
+        sid = int(schema_id or 0)
+        doc = _registry_get(registry, f"/schemas/ids/{sid}", timeout)
+
+    def resolve(d: dict[str, Any], depth: int) -> Any:
+        if depth > 32:
+            fail("schema references nest too deep")
+        refs = []
+        for ref in d.get("references") or ():
+            sub = _registry_get(
+                registry,
+                f"/subjects/{quote(ref['subject'], safe='')}/versions/{ref['version']}",
+                timeout,
+            )
+            refs.append((ref["name"], resolve(sub, depth + 1)))
+        try:
+            return parse(d.get("schemaType") or "AVRO", d["schema"], refs)
+        except RegistryError as e:
+            fail(f"schema {sid}: {e.message}")
+
+    schema = resolve(doc, 0)
+
+    def encode(line: bytes) -> bytes:
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"value is not JSON ({e})") from None
+        try:
+            return serde.frame(sid, serde.encode_json_datum(schema, item))
+        except Exception as e:  # noqa: BLE001 - fastavro/jsonschema/protobuf raise their own
+            raise ValueError(f"value does not match schema {sid}: {e}") from None
+
+    return encode
+
 
 PARTITIONERS = (
     "murmur2_random",
@@ -76,6 +140,30 @@ def produce(
         int | None,
         typer.Option("--timestamp", help="Every record's timestamp, in ms since the epoch."),
     ] = None,
+    schema_subject: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-subject",
+            help="Encode each value (a JSON line) with this subject's registry schema.",
+        ),
+    ] = None,
+    schema_version: Annotated[
+        str, typer.Option("--schema-version", help="Version of --schema-subject.")
+    ] = "latest",
+    schema_id: Annotated[
+        int | None,
+        typer.Option("--schema-id", help="Encode each value (a JSON line) with this schema id."),
+    ] = None,
+    registry: Annotated[
+        str,
+        typer.Option(
+            "--registry",
+            "-r",
+            envvar="YAK_SCHEMA_REGISTRY",
+            show_envvar=True,
+            help="Schema registry URL (Yak's gateway HTTP address), for --schema-*.",
+        ),
+    ] = "http://127.0.0.1:8080",
     acks: Annotated[str, typer.Option("--acks", help="0, 1 or all.")] = "all",
     compression: Annotated[
         str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
@@ -94,7 +182,14 @@ def produce(
         )
     if timestamp is not None and timestamp < 0:
         fail(f"invalid --timestamp {timestamp}: expected ms since the epoch, >= 0", exit_code=2)
+    if schema_subject is not None and schema_id is not None:
+        fail("choose one of --schema-subject and --schema-id", exit_code=2)
+    if null_value and (schema_subject is not None or schema_id is not None):
+        fail("--null-value writes no value: it takes no --schema-subject or --schema-id", 2)
     headers = [(k, v.encode()) for k, v in parse_pairs(header, "header")]
+    encoder = None
+    if schema_subject is not None or schema_id is not None:
+        encoder = _value_encoder(registry, timeout, schema_subject, schema_version, schema_id)
     producer = Producer(
         client_config(
             bootstrap,
@@ -123,7 +218,7 @@ def produce(
             delivered += 1
 
     sent = 0
-    for raw in sys.stdin.buffer:
+    for lineno, raw in enumerate(sys.stdin.buffer, 1):
         line = raw.rstrip(b"\n").rstrip(b"\r")
         key: bytes | None = None
         if key_separator is not None:
@@ -131,6 +226,12 @@ def produce(
             if sep:
                 key, line = k, v
         value: bytes | None = line
+        if encoder is not None:
+            try:
+                value = encoder(line)
+            except ValueError as e:
+                producer.flush(timeout)
+                fail(f"line {lineno}: {e} ({sent} earlier messages were sent)", exit_code=2)
         if null_value:
             value = None
             if key is None:  # no -K, or a line without the separator: the line is the key
