@@ -272,3 +272,56 @@ def test_quotas_page(page: Any, served: Any) -> None:
     page.wait_for_selector("tr[data-quota='user alice']", state="detached")
     listed = json.loads(yak("quota", "list", "--bootstrap", served.bootstrap, "--format", "json"))
     assert {"user": "alice"} not in [q["entity"] for q in listed]
+
+
+def test_broker_page(page: Any, served: Any, admin: AdminClient) -> None:
+    from confluent_kafka import Producer
+
+    create(admin, "on-broker", partitions=3)
+    p = Producer({"bootstrap.servers": served.bootstrap})
+    for i in range(30):
+        p.produce("on-broker", f"v{i}".encode() * 20, partition=i % 3)
+    assert p.flush(30) == 0
+    md = admin.list_topics(timeout=10)
+    (bid,) = md.brokers
+    page.goto(served.url + "/")
+    page.click(f"#brokers-table tr[data-broker='{bid}'] a")
+    page.wait_for_selector("#led-table")
+    assert page.url.endswith(f"#/broker/{bid}")
+    assert page.get_attribute("a[data-nav=overview]", "class") == "active"
+    cards = {c.query_selector(".label").inner_text().lower(): c.query_selector(".value").inner_text()
+             for c in page.query_selector_all("#broker-cards .card")}
+    assert cards["status"] == "online" and cards["role"] == "controller", cards
+    d = httpx.get(f"{served.url}/api/brokers/{bid}", timeout=30).json()
+    led = sorted((t, p) for t, tm in md.topics.items() for p, pm in tm.partitions.items()
+                 if pm.leader == bid)
+    assert sorted((r["topic"], r["partition"]) for r in d["led"]) == led
+    assert d["followed"] == [] and cards["leaders"] == str(len(led))
+    # Log dirs: the broker's directory, with the partitions it holds and their bytes.
+    (ld,) = d["log_dirs"]
+    assert ld["error_code"] == 0 and ld["total_bytes"] > 0
+    sizes = {(r["topic"], r["partition"]): r["size"] for r in ld["partitions"]}
+    assert all(sizes[("on-broker", i)] > 0 for i in range(3)), sizes
+    assert page.query_selector(f"#log-dirs-table tr[data-log-dir='{ld['path']}']") is not None
+    # Partitions led, filtered to one topic.
+    page.fill("input[data-filter=led]", "on-broker")
+    assert visible_rows(page, "led-table") == [f"on-broker\t{i}\t{bid}\t{bid}\t{bid}\tin sync"
+                                               for i in range(3)]
+    # Configs: every broker setting, non-default ones first, with their source.
+    page.wait_for_selector("#broker-configs-table")
+    names = {c["name"]: c for c in d["configs"]}
+    assert "log.retention.hours" in names or "log.retention.ms" in names, list(names)[:20]
+    first = page.eval_on_selector("#broker-configs-table tbody tr", "r => r.className")
+    assert first == "non-default" or all(c["is_default"] for c in d["configs"])
+    assert names["log.dirs"]["source"] == "STATIC_BROKER_CONFIG", names["log.dirs"]
+    page.fill("input[data-filter=broker-configs]", "authorizer.class.name")
+    rows = visible_rows(page, "broker-configs-table")
+    assert len(rows) == 1 and rows[0].startswith("authorizer.class.name"), rows
+    page.fill("input[data-filter=broker-configs]", "")
+    shot(page, "issue26-50-broker")
+    # An unknown broker says so.
+    assert httpx.get(f"{served.url}/api/brokers/999", timeout=30).status_code == 404
+    page.goto(served.url + "/#/broker/999")
+    page.wait_for_selector("#broker-missing")
+    assert "not in this cluster" in page.inner_text("#broker-missing")
+    shot(page, "issue26-51-unknown-broker")

@@ -269,7 +269,7 @@ async function overview() {
         sub ? `<div class="sub muted">${esc(sub)}</div>` : ""}</div>`).join("");
     document.getElementById("brokers").innerHTML = `<table id="brokers-table"><thead><tr><th>ID</th><th>Status</th><th>Host</th>
       <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th></tr></thead>
-      <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}" class="${b.online ? "" : "offline"}"><td>${b.id}</td>
+      <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}" class="${b.online ? "" : "offline"}"><td><a href="#/broker/${b.id}">${b.id}</a></td>
       <td class="status">${b.online ? '<span class="ok">● online</span>'
         : '<span class="err" title="not in the cluster\'s metadata: stopped, crashed or cut off">● offline</span>'}</td>
       <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
@@ -858,6 +858,85 @@ async function users() {
   await guarded(load);
 }
 
+// ------------------------------------------------------------------ one broker
+
+async function brokerPage(id) {
+  const g = generation;
+  view.innerHTML = `<h1>Broker ${esc(id)}</h1><p id="broker-loading" class="muted">Loading…</p>
+    <div id="broker-body" hidden><div id="broker-cards" class="cards"></div>
+    <h2>Log directories</h2><div id="log-dirs"></div>
+    <h2>Partitions led <span class="legend" id="led-count"></span></h2><div id="led"></div>
+    <h2>Partitions followed <span class="legend" id="followed-count"></span></h2><div id="followed"></div>
+    <h2>Configuration <span class="legend">(non-default values first)</span></h2><div id="broker-configs"></div></div>`;
+  const partTable = (rows, tid) => rows.length ? `<table id="${tid}"><thead><tr><th>Topic</th>
+    <th class="num">Partition</th><th>Leader</th><th>Replicas</th><th>ISR</th><th>This broker</th></tr></thead>
+    <tbody>${rows.map((r) => `<tr data-tp="${esc(`${r.topic}-${r.partition}`)}" class="${r.in_sync ? "" : "urp"}">
+    <td><a href="#/topic/${encodeURIComponent(r.topic)}">${esc(r.topic)}</a></td><td class="num">${r.partition}</td>
+    <td>${r.leader < 0 ? "none" : r.leader}</td><td>${r.replicas.join(", ")}</td><td>${r.isr.join(", ")}</td>
+    <td>${r.in_sync ? '<span class="ok">in sync</span>' : '<span class="err">out of sync</span>'}</td></tr>`).join("")}</tbody></table>`
+    : `<p class="muted">None.</p>`;
+  let configsShown = false;
+  const load = async () => {
+    let b;
+    try { b = await api(`/brokers/${encodeURIComponent(id)}`); } catch (e) {
+      if (e.status === 404 && g === generation) {
+        timers.forEach(clearInterval);
+        timers = [];
+        view.innerHTML = `<h1>Broker ${esc(id)}</h1><div class="panel" id="broker-missing"><p>Broker
+          <b>${esc(id)}</b> is not in this cluster.</p><p><a href="#/">Overview</a></p></div>`;
+        return;
+      }
+      throw e;
+    }
+    if (g !== generation) return;
+    document.getElementById("broker-loading").hidden = true;
+    document.getElementById("broker-body").hidden = false;
+    const size = b.log_dirs ? b.log_dirs.reduce((n, d) => n + d.size, 0) : null;
+    document.getElementById("broker-cards").innerHTML = [
+      ["Status", b.online ? "online" : "offline", b.online ? "ok" : "err"],
+      ["Address", b.host ? `${b.host}:${b.port}` : "–", "addr"], ["Role", b.controller ? "controller" : "broker"],
+      ["Leaders", b.leaders], ["Replicas", b.replicas],
+      ["Out of sync", [...b.led, ...b.followed].filter((r) => !r.in_sync).length],
+      ["Size on disk", size === null ? "–" : fmtBytes(size)],
+    ].map(([l, v, cls]) => `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div>
+      <div class="value ${cls || ""}">${esc(v)}</div></div>`).join("");
+    document.getElementById("log-dirs").innerHTML = b.log_dirs ? `<table id="log-dirs-table"><thead><tr>
+      <th>Path</th><th>Status</th><th class="num">Partitions</th><th class="num">Size</th>
+      <th class="num">Usable</th><th class="num">Total</th></tr></thead><tbody>${b.log_dirs.map((d) =>
+      `<tr data-log-dir="${esc(d.path)}"><td><code>${esc(d.path)}</code></td>
+      <td>${d.error_code ? `<span class="err">error ${d.error_code}</span>` : '<span class="ok">ok</span>'}</td>
+      <td class="num">${d.partitions.length}</td><td class="num">${fmtBytes(d.size)}</td>
+      <td class="num">${d.usable_bytes < 0 ? "–" : fmtBytes(d.usable_bytes)}</td>
+      <td class="num">${d.total_bytes < 0 ? "–" : fmtBytes(d.total_bytes)}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted">Not known: ${esc(b.errors.log_dirs || "")}</p>`;
+    document.getElementById("led-count").textContent = `(${b.led.length})`;
+    document.getElementById("followed-count").textContent = `(${b.followed.length})`;
+    document.getElementById("led").innerHTML = partTable(b.led, "led-table");
+    document.getElementById("followed").innerHTML = partTable(b.followed, "followed-table");
+    enhance("log-dirs");
+    enhance("led");
+    enhance("followed");
+    if (!configsShown) {
+      const box = document.getElementById("broker-configs");
+      if (b.configs) {
+        configsShown = true;
+        const cs = [...b.configs].sort((x, y) => (x.is_default - y.is_default) || x.name.localeCompare(y.name));
+        box.innerHTML = `<table id="broker-configs-table"><thead><tr><th>Name</th><th>Value</th><th>Source</th></tr></thead>
+          <tbody>${cs.map((c) => `<tr data-config="${esc(c.name)}" class="${c.is_default ? "" : "non-default"}">
+          <td>${esc(c.name)}</td><td class="config-text">${c.sensitive ? '<span class="muted">(sensitive)</span>'
+            : c.value === null ? '<span class="muted">null</span>' : esc(c.value)}</td>
+          <td class="muted">${c.is_default ? "default" : esc(c.source)}</td></tr>`).join("")}</tbody></table>`;
+        enhance("broker-configs");
+      } else {
+        box.innerHTML = `<p class="muted">Not known: ${esc(b.errors.configs || "")}</p>`;
+      }
+    }
+    clearError();
+  };
+  await guarded(load);
+  if (g === generation && document.getElementById("broker-body")) every(5000, () => guarded(load));
+}
+
 // ------------------------------------------------------------------ client quotas
 
 const QUOTA_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
@@ -946,7 +1025,7 @@ function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [, page, arg] = hash.split("/");
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active",
-    a.dataset.nav === ({ "": "overview", topic: "topics", group: "groups", subject: "schemas" }[page] ?? page)));
+    a.dataset.nav === ({ "": "overview", broker: "overview", topic: "topics", group: "groups", subject: "schemas" }[page] ?? page)));
   const decoded = arg ? decodeURIComponent(arg) : "";
   if (page === "topics") return topics();
   if (page === "topic" && decoded) return topicPage(decoded);
@@ -958,6 +1037,7 @@ function route() {
   if (page === "acls") return acls();
   if (page === "users") return users();
   if (page === "quotas") return quotas();
+  if (page === "broker" && decoded) return brokerPage(decoded);
   return overview();
 }
 
