@@ -325,3 +325,67 @@ def test_broker_page(page: Any, served: Any, admin: AdminClient) -> None:
     page.wait_for_selector("#broker-missing")
     assert "not in this cluster" in page.inner_text("#broker-missing")
     shot(page, "issue26-51-unknown-broker")
+
+
+def test_browse_all_partitions_from_a_timestamp(page: Any, served: Any,
+                                                admin: AdminClient) -> None:
+    from datetime import UTC, datetime
+
+    from confluent_kafka import Producer
+
+    # Kept forever: records of 2026-01-01 are older than the default 7 days' retention.
+    create(admin, "spread", partitions=3, **{"retention.ms": "-1"})
+    base = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    p = Producer({"bootstrap.servers": served.bootstrap})
+    for i in range(12):  # record i at base + i s, on partition i % 3
+        p.produce("spread", f'{{"n": {i}}}'.encode(), key=f"k{i}".encode(), partition=i % 3,
+                  timestamp=base + i * 1000)
+    assert p.flush(30) == 0
+    record = {i: f"{i % 3}-{i // 3}" for i in range(12)}  # partition-offset of record i
+
+    def load(mode: str, at: str = "", limit: str = "50") -> list[str]:
+        page.select_option("#browse select[name=partition]", "all")
+        page.select_option("#browse select[name=mode]", mode)
+        page.fill("#browse input[name=at]", at)
+        page.fill("#browse input[name=limit]", limit)
+        page.evaluate("document.getElementById('messages').innerHTML = ''")
+        page.click("#browse button[type=submit]")
+        page.wait_for_function("document.querySelector('#messages-table.all-partitions')"
+                               " || !document.getElementById('banner').hidden")
+        assert page.is_hidden("#banner"), page.inner_text("#banner")
+        return page.eval_on_selector_all("#messages-table tbody tr",
+                                         "rs => rs.map(r => r.dataset.record)")
+
+    page.goto(served.url + "/#/topic/spread")
+    page.wait_for_selector("#browse select[name=partition] option[value=all]", state="attached")
+    at = datetime.fromtimestamp((base + 6000) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # From a timestamp: records 6..11 of all three partitions, in time order.
+    assert load("timestamp", at) == [record[i] for i in range(6, 12)]
+    header = page.eval_on_selector_all("#messages-table th", "hs => hs.map(h => h.innerText)")
+    assert header[:3] == ["Partition", "Offset", "Timestamp"], header
+    first = page.inner_text("#messages-table tbody tr:first-child")
+    assert "2026-01-01T00:00:06.000Z" in first and '"n": 6' in first, first
+    shot(page, "issue26-60-browse-all-from-timestamp")
+    assert load("timestamp", at, limit="2") == [record[6], record[7]]
+    # The latest and the earliest records across partitions.
+    assert load("latest", limit="4") == [record[i] for i in range(8, 12)]
+    assert load("earliest", limit="3") == [record[i] for i in range(3)]
+    # After the last record: none, said so.
+    page.fill("#browse input[name=at]", "2030-01-01T00:00:00Z")
+    page.select_option("#browse select[name=mode]", "timestamp")
+    page.click("#browse button[type=submit]")
+    page.wait_for_selector("#messages >> text=No messages in any of the 3 partitions")
+    # An offset means nothing across partitions: refused in one line.
+    page.select_option("#browse select[name=mode]", "offset")
+    page.fill("#browse input[name=at]", "3")
+    page.click("#browse button[type=submit]")
+    page.wait_for_selector("#banner:not([hidden])")
+    assert "seek by timestamp" in page.inner_text("#banner")
+    # One partition, as before.
+    page.select_option("#browse select[name=partition]", "1")
+    page.select_option("#browse select[name=mode]", "earliest")
+    page.fill("#browse input[name=limit]", "50")
+    page.click("#browse button[type=submit]")
+    page.wait_for_selector("#messages-table:not(.all-partitions)")
+    rows = page.eval_on_selector_all("#messages-table tbody tr", "rs => rs.map(r => r.dataset.record)")
+    assert rows == [f"1-{o}" for o in range(4)]

@@ -256,12 +256,21 @@ async def browse(
     offset: Annotated[int | None, Query(ge=-2, le=MAX_SAFE_INT)] = None,
     timestamp: Annotated[int | None, Query(ge=0, le=MAX_SAFE_INT)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_BROWSE)] = 50,
+    all_partitions: Annotated[bool, Query(alias="all")] = False,
 ) -> Any:
-    """Records of one partition from `offset` (default: the last `limit`) or `timestamp`."""
+    """Records of one partition from `offset` (default: the last `limit`) or `timestamp`;
+    with `all=true`, of every partition of the topic, in timestamp order: the first `limit`
+    from `timestamp` (or from the start, with `offset=-2`), or the last `limit`."""
     cluster = _cluster(request)
     tm = await cluster.topic(topic)
     if tm is None:
         raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if all_partitions:
+        if offset is not None and offset not in (-1, -2):
+            raise RestError(422, 42207, "across all partitions, seek by timestamp, or from "
+                            "the earliest (offset=-2) or latest (offset=-1) records")
+        return await _browse_all(cluster, topic, sorted(tm.partitions), timestamp,
+                                 earliest=offset == -2, limit=limit)
     if partition not in tm.partitions:
         raise RestError(404, E.PARTITION_NOT_FOUND, "Partition not found.")
     m = (await cluster.watermarks([(topic, partition)]))[(topic, partition)]
@@ -287,6 +296,70 @@ async def browse(
         "log_start_offset": m.log_start_offset, "high_watermark": m.high_watermark,
         "messages": messages,
     }
+
+
+async def _browse_all(cluster: ClusterClient, topic: str, partitions: list[int],
+                      timestamp: int | None, earliest: bool, limit: int) -> dict[str, Any]:
+    """Every partition read from its start point (the offset of `timestamp`, its log
+    start, or `limit` before its high watermark), merged in timestamp order."""
+    tps = [(topic, p) for p in partitions]
+    marks = await cluster.watermarks(tps)
+    starts: dict[int, int] = {}
+    if timestamp is not None:
+        found = await asyncio.gather(*(cluster.offset_for_time(topic, p, timestamp)
+                                       for p in partitions))
+        for p, off in zip(partitions, found, strict=True):
+            hw = marks[(topic, p)].high_watermark
+            starts[p] = hw if off < 0 else off
+    else:
+        for p in partitions:
+            m = marks[(topic, p)]
+            starts[p] = (m.log_start_offset if earliest
+                         else max(m.high_watermark - limit, m.log_start_offset))
+    ends = {p: marks[(topic, p)].high_watermark for p in partitions}
+    want = {p: min(ends[p] - starts[p], limit) for p in partitions if ends[p] > starts[p]}
+    out = await _read_many(cluster, topic, starts, ends, want) if want else []
+    out.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
+    out = out[-limit:] if timestamp is None and not earliest else out[:limit]
+    return {
+        "topic": topic, "partition": None, "all": True, "timestamp": timestamp,
+        "partitions": [{"partition": p, "start": starts[p],
+                        "log_start_offset": marks[(topic, p)].log_start_offset,
+                        "high_watermark": ends[p]} for p in partitions],
+        "messages": out,
+    }
+
+
+async def _read_many(cluster: ClusterClient, topic: str, starts: dict[int, int],
+                     ends: dict[int, int], want: dict[int, int]) -> list[dict[str, Any]]:
+    consumer = await cluster.start_consumer(None, "yak-console",
+                                            max_partition_fetch_bytes=1024 * 1024)
+    got: dict[int, list[dict[str, Any]]] = {p: [] for p in want}
+    try:
+        tps = {p: TopicPartition(topic, p) for p in want}
+        consumer.assign(list(tps.values()))
+        for p, tp in tps.items():
+            consumer.seek(tp, starts[p])
+        deadline = time.monotonic() + BROWSE_WAIT_S
+        while time.monotonic() < deadline:
+            open_ = [tp for p, tp in tps.items()
+                     if len(got[p]) < want[p] and (not got[p] or got[p][-1]["offset"] < ends[p] - 1)]
+            if not open_:
+                break
+            batch = await consumer.getmany(*open_, timeout_ms=500, max_records=MAX_BROWSE)
+            for tp, records in batch.items():
+                for r in records:
+                    if len(got[tp.partition]) >= want[tp.partition]:
+                        break
+                    got[tp.partition].append({
+                        "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+                        "timestamp_type": r.timestamp_type,
+                        "key": _b64(r.key), "value": _b64(r.value),
+                        "headers": [[k, _b64(v)] for k, v in (r.headers or ())],
+                    })
+    finally:
+        await consumer.stop()
+    return [r for rows in got.values() for r in rows]
 
 
 async def _read(cluster: ClusterClient, topic: str, partition: int, start: int, end: int,

@@ -462,7 +462,8 @@ async function topicPage(name) {
     enhance("parts");
     const sel = document.querySelector("#browse select[name=partition]");
     if (!sel.options.length) {
-      sel.innerHTML = t.partitions.map((p) => `<option>${p.partition}</option>`).join("");
+      sel.innerHTML = t.partitions.map((p) => `<option>${p.partition}</option>`).join("") +
+        (t.partitions.length > 1 ? `<option value="all">all</option>` : "");
     }
     clearError();
     return t;
@@ -498,6 +499,7 @@ async function topicPage(name) {
   const browse = async () => {
     const f = document.getElementById("browse");
     const q = new URLSearchParams({ partition: f.partition.value || "0", limit: f.limit.value || "50" });
+    if (f.partition.value === "all") { q.delete("partition"); q.set("all", "true"); }
     const at = f.at.value.trim();
     if (f.mode.value === "offset") q.set("offset", at || "0");
     if (f.mode.value === "earliest") q.set("offset", "-2");
@@ -510,13 +512,17 @@ async function topicPage(name) {
     const fmt = f.fmt.value;
     const box = document.getElementById("messages");
     if (!r.messages.length) {
-      box.innerHTML = `<p class="muted">No messages (partition ${r.partition}: offsets ${r.log_start_offset}–${r.high_watermark}).</p>`;
+      box.innerHTML = r.all ? `<p class="muted">No messages in any of the ${r.partitions.length} partitions${
+        r.timestamp !== null ? " at or after " + esc(new Date(r.timestamp).toISOString()) : ""}.</p>`
+        : `<p class="muted">No messages (partition ${r.partition}: offsets ${r.log_start_offset}–${r.high_watermark}).</p>`;
       enhance("messages", 1e9);
       return;
     }
     // Registry-framed values (magic byte 0 + schema id) are decoded by the gateway's registry.
     const framed = fmt === "json" ? await registryDecode(r.messages.map((m) => m.value)) : [];
-    box.innerHTML = `<table id="messages-table"><thead><tr><th class="num">Offset</th><th>Timestamp</th><th>Key</th>
+    // Across all partitions the records come in timestamp order, each with its partition.
+    const pcol = r.all ? `<th class="num">Partition</th>` : "";
+    box.innerHTML = `<table id="messages-table" class="${r.all ? "all-partitions" : ""}"><thead><tr>${pcol}<th class="num">Offset</th><th>Timestamp</th><th>Key</th>
       <th>Value</th><th>Headers</th></tr></thead><tbody>${r.messages.map((m, i) => {
         const k = decode(m.key, fmt === "json" ? "text" : fmt);
         const d = framed[i];
@@ -524,7 +530,7 @@ async function topicPage(name) {
           ? { text: `${d.error}\n${decode(m.value, "hex").text}`, cls: "decode-error" }
           : { text: `${d.schema_type} · schema ${d.schema_id}\n${JSON.stringify(d.value, null, 2)}` };
         const hs = m.headers.map(([hk, hv]) => `${esc(hk)}: ${esc(decode(hv, fmt === "hex" ? "hex" : "text").text)}`).join("<br>");
-        return `<tr><td class="num">${m.offset}</td><td>${esc(new Date(m.timestamp).toISOString())}</td>
+        return `<tr data-record="${m.partition}-${m.offset}">${r.all ? `<td class="num">${m.partition}</td>` : ""}<td class="num">${m.offset}</td><td>${esc(new Date(m.timestamp).toISOString())}</td>
         <td><pre class="data ${k.cls || ""}">${esc(k.text)}</pre></td><td><pre class="data ${v.cls || ""}">${esc(v.text)}</pre></td>
         <td>${hs || '<span class="muted">–</span>'}</td></tr>`;
       }).join("")}</tbody></table>`;
