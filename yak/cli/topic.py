@@ -301,7 +301,8 @@ def add_partitions(
     current = len(require_topic(md, name).partitions)
     if total <= current:
         fail(
-            f"cannot add partitions to {name!r}: it already has {current} partitions"
+            f"INVALID_PARTITIONS: cannot add partitions to {name!r}: it already has"
+            f" {current} partitions"
             f" (--total must be more than that; partitions can never be removed)",
             exit_code=2,
         )
