@@ -9,6 +9,13 @@ GROUP_AUTHORIZATION_FAILED for a group it never uses), where kcat and Kafka's ow
 consumer use none.
 With `--group` it subscribes as a member of that consumer group instead (confluent-kafka),
 resuming from and committing the group's offsets (as kafka-console-consumer's `--group`).
+
+`--registry URL` (Yak's gateway HTTP address) decodes values in Confluent's wire format
+(magic byte 0, a 4-byte schema id, then Avro, JSON Schema or Protobuf, as `yak produce
+--schema-subject` writes them) and prints them as JSON. `--value-format` says what to do with
+a value that is not in that format or names a schema the registry lacks: `schema` (the
+default with --registry) refuses it (one line, exit 1), `auto` prints it raw, `raw` never
+decodes (the default without --registry).
 """
 
 from __future__ import annotations
@@ -72,7 +79,100 @@ def _json_bytes(obj: dict[str, Any], name: str, b: bytes | None) -> None:
         obj[f"{name}_base64"] = base64.b64encode(b).decode("ascii")
 
 
-def format_json(rec: Record) -> str:
+VALUE_FORMATS = ("raw", "schema", "auto")
+
+
+class Decoded(NamedTuple):
+    """A registry-framed value, decoded."""
+
+    schema_id: int
+    value: Any  # JSON-able
+
+
+class ValueDecoder:
+    """Confluent wire format -> JSON-able values, each schema id fetched once from the
+    registry (with its references). `strict`: a value that cannot be decoded is an error
+    (CliError); otherwise it is left raw (None)."""
+
+    def __init__(self, registry: str, timeout: float, strict: bool) -> None:
+        self.registry, self.timeout, self.strict = registry, timeout, strict
+        self.schemas: dict[int, Any] = {}  # id -> parsed schema, or None: unknown
+
+    def _get(self, path: str) -> Any:
+        import httpx
+
+        url = self.registry.rstrip("/") + path
+        try:
+            r = httpx.get(url, timeout=self.timeout,
+                          headers={"accept": "application/vnd.schemaregistry.v1+json"})
+        except httpx.HTTPError as e:
+            fail(f"schema registry unreachable at {self.registry} ({type(e).__name__}: {e})")
+        if r.status_code == 404:
+            return None
+        try:
+            answer = r.json()
+        except ValueError:
+            answer = None
+        if r.status_code >= 400 or not isinstance(answer, dict):
+            msg = answer.get("message") if isinstance(answer, dict) else None
+            fail(f"schema registry at {self.registry}: {msg or f'HTTP {r.status_code}'}")
+        return answer
+
+    def _schema(self, sid: int) -> Any:
+        if sid not in self.schemas:
+            doc = self._get(f"/schemas/ids/{sid}")
+            self.schemas[sid] = None if doc is None else self._parse(sid, doc, 0)
+        return self.schemas[sid]
+
+    def _parse(self, sid: int, doc: dict[str, Any], depth: int) -> Any:
+        from urllib.parse import quote
+
+        from yak.registry.compat import parse
+        from yak.registry.errors import RegistryError
+
+        if depth > 32:
+            fail(f"schema {sid}: references nest too deep")
+        refs = []
+        for ref in doc.get("references") or ():
+            sub = self._get(f"/subjects/{quote(ref['subject'], safe='')}/versions/"
+                            f"{ref['version']}")
+            if sub is None:
+                fail(f"schema {sid}: its reference {ref['subject']!r} version"
+                     f" {ref['version']} is not in the registry")
+            refs.append((ref["name"], self._parse(sid, sub, depth + 1)))
+        try:
+            return parse(doc.get("schemaType") or "AVRO", doc["schema"], refs)
+        except (RegistryError, KeyError) as e:
+            fail(f"schema {sid}: {getattr(e, 'message', e)}")
+
+    def __call__(self, rec: Record) -> Decoded | None:
+        from yak.registry import serde
+
+        if rec.value is None:
+            return None  # a tombstone stays null
+        where = f"{rec.topic}/{rec.partition}@{rec.offset}"
+        try:
+            sid = serde.schema_id_of(rec.value)
+        except serde.FramingError:
+            return self._refuse(f"value at {where} is not in the schema registry's wire format"
+                                " (magic byte 0, schema id); --value-format auto prints it raw")
+        schema = self._schema(sid)
+        if schema is None:
+            return self._refuse(f"value at {where}: schema id {sid} is not in the registry at"
+                                f" {self.registry}; --value-format auto prints it raw")
+        try:
+            return Decoded(sid, serde.decode_payload(schema, memoryview(rec.value)[5:]))
+        except Exception as e:  # noqa: BLE001 - fastavro/protobuf/json raise their own
+            return self._refuse(f"value at {where} does not decode with schema {sid}"
+                                f" ({type(e).__name__}: {e})")
+
+    def _refuse(self, message: str) -> None:
+        if self.strict:
+            fail(message)
+        return None
+
+
+def format_json(rec: Record, decoded: Decoded | None = None) -> str:
     obj: dict[str, Any] = {
         "topic": rec.topic,
         "partition": rec.partition,
@@ -81,7 +181,11 @@ def format_json(rec: Record) -> str:
         "timestamp_type": rec.timestamp_type,
     }
     _json_bytes(obj, "key", rec.key)
-    _json_bytes(obj, "value", rec.value)
+    if decoded is None:
+        _json_bytes(obj, "value", rec.value)
+    else:
+        obj["value"] = decoded.value
+        obj["value_schema_id"] = decoded.schema_id
     headers = []
     for k, v in rec.headers:
         h: dict[str, Any] = {"key": k}
@@ -195,10 +299,46 @@ def consume(
             " read_uncommitted: print them too.",
         ),
     ] = "read_committed",
+    registry: Annotated[
+        str | None,
+        typer.Option(
+            "--registry",
+            "-r",
+            envvar="YAK_SCHEMA_REGISTRY",
+            show_envvar=True,
+            help="Schema registry URL (Yak's gateway HTTP address, as kcat's -r): decode"
+            " values in Confluent's wire format (Avro, JSON Schema, Protobuf) and print them"
+            " as JSON.",
+            show_default=False,
+        ),
+    ] = None,
+    value_format: Annotated[
+        str | None,
+        typer.Option(
+            "--value-format",
+            help="raw: print values as stored (default without --registry); schema: decode"
+            " each with the registry, a value not in the wire format or with an unknown"
+            " schema id is an error (default with --registry; rpk's --use-schema-registry,"
+            " kcat's -s value=avro); auto: decode what can be, print the rest raw.",
+            show_default=False,
+        ),
+    ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Print messages of TOPIC... (one per line)."""
+    if value_format is None:
+        value_format = "raw" if registry is None else "schema"
+    if value_format not in VALUE_FORMATS:
+        fail(f"invalid --value-format {value_format!r}: expected raw, schema or auto",
+             exit_code=2)
+    decode: ValueDecoder | None = None
+    if value_format != "raw":
+        if registry is None:
+            fail(f"--value-format {value_format} needs --registry URL", exit_code=2)
+        if not registry.startswith(("http://", "https://")):
+            fail(f"--registry must be an http(s) URL, got {registry!r}", exit_code=2)
+        decode = ValueDecoder(registry, timeout, strict=value_format == "schema")
     patterns: list[tuple[str, re.Pattern[str], bool]] = []  # (as given, regex, whole name)
     wanted = [(t, False) for t in topics or [] if t.startswith("^")]
     for t, whole in [*wanted, *([(include, True)] if include is not None else [])]:
@@ -233,10 +373,14 @@ def consume(
     out = sys.stdout
 
     def emit(rec: Record) -> None:
+        decoded = None if decode is None else decode(rec)
+        if decoded is not None and fmt != "json":
+            text = json.dumps(decoded.value, ensure_ascii=False, separators=(",", ":"))
+            rec = rec._replace(value=text.encode())
         if render is not None:
             out.write(render(rec))
         elif fmt == "json":
-            out.write(format_json(rec) + "\n")
+            out.write(format_json(rec, decoded) + "\n")
         else:
             # Kafka's console consumer order: timestamp, partition, offset, headers, key.
             fields = []
