@@ -669,9 +669,21 @@ async function groupPage(id) {
   view.innerHTML = `<h1>Consumer group ${esc(id)}</h1><div id="summary" class="cards"></div>
     <h2>Lag <span class="legend">(total, messages)</span></h2>
     <div class="panel"><canvas class="chart" id="lagchart"></canvas></div>
-    <h2>Lag per partition</h2><div id="lag"></div><h2>Members</h2><div id="members"></div>`;
+    <h2>Lag per partition</h2><div id="lag"></div><h2>Members</h2><div id="members"></div>
+    <h2>Manage offsets <span class="legend">(the group must have no active members)</span></h2>
+    <div class="panel" id="offset-tools"><form id="reset-form" class="row">
+      <label>Topic <select name="topic" id="reset-topic"></select></label>
+      <label>Reset to <select name="to" id="reset-to"><option value="earliest">earliest</option>
+        <option value="latest">latest</option><option value="offset">offset</option>
+        <option value="timestamp">timestamp</option><option value="shift">shift by N</option></select></label>
+      <input name="value" id="reset-value" placeholder="offset / ms or ISO time / N" hidden>
+      <button type="submit" id="reset-preview">Preview</button>
+      <button type="button" class="secondary" id="offsets-delete">Delete offsets of topic</button>
+      <button type="button" class="danger" id="group-delete">Delete group</button></form>
+      <div id="reset-result"></div></div>`;
   const chart = new LiveChart(document.getElementById("lagchart"), [{ name: "lag", color: "#e07b24" }],
     { integer: true });
+  offsetTools(id, g);
   const load = async () => {
     const d = await api(`/groups/${encodeURIComponent(id)}`);
     if (g !== generation) return;
@@ -694,6 +706,75 @@ async function groupPage(id) {
   };
   await guarded(load);
   every(3000, () => guarded(load));
+}
+
+// Reset (with a server-side preview first), delete a topic's offsets, delete the group.
+function offsetTools(id, g) {
+  const enc = encodeURIComponent(id);
+  const form = document.getElementById("reset-form");
+  const topicSel = document.getElementById("reset-topic");
+  const toSel = document.getElementById("reset-to");
+  const valueIn = document.getElementById("reset-value");
+  const result = document.getElementById("reset-result");
+  guarded(async () => {
+    const [d, topics] = await Promise.all([api(`/groups/${enc}`), api("/topics")]);
+    if (g !== generation) return;
+    const committed = [...new Set(d.lag.map((r) => r.topic))];
+    const others = topics.filter((t) => !t.internal && !committed.includes(t.name)).map((t) => t.name);
+    topicSel.innerHTML = [...committed, ...others].map((t) => `<option>${esc(t)}</option>`).join("");
+  });
+  toSel.addEventListener("change", () => { valueIn.hidden = ["earliest", "latest"].includes(toSel.value); });
+  const body = (apply) => {
+    const b = { topic: topicSel.value, to: toSel.value, apply };
+    if (!valueIn.hidden) {
+      const v = valueIn.value.trim();
+      b.value = toSel.value === "timestamp" && !/^\d+$/.test(v) ? Date.parse(v) : Number(v);
+      if (v === "" || !Number.isFinite(b.value)) throw new ApiError(422, { message: `enter a value for ${toSel.value}` });
+    }
+    return b;
+  };
+  const show = (r, applied) => {
+    result.innerHTML = `<table id="reset-table"><thead><tr><th>Topic</th><th class="num">Partition</th>
+      <th class="num">Current</th><th></th><th class="num">New</th><th class="num">Log start</th><th class="num">High watermark</th></tr></thead>
+      <tbody>${r.partitions.map((p) => `<tr data-partition="${p.partition}"><td>${esc(p.topic)}</td><td class="num">${p.partition}</td>
+      <td class="num current">${p.current ?? "–"}</td><td>→</td><td class="num new">${p.new}</td>
+      <td class="num">${p.log_start_offset}</td><td class="num">${p.high_watermark}</td></tr>`).join("")}</tbody></table>
+      <p id="reset-status" class="muted">${applied ? "Applied: the new offsets are committed."
+        : "Preview: nothing has changed yet."}</p>${applied ? "" : `<button id="reset-apply">Apply</button>`}`;
+    const btn = document.getElementById("reset-apply");
+    if (btn) btn.addEventListener("click", () => guarded(async () => {
+      const b = { ...r.request, apply: true };
+      const done = await api(`/groups/${enc}/offsets/reset`, { method: "POST", body: JSON.stringify(b) });
+      show({ ...done, request: b }, true);
+      clearError();
+    }));
+  };
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    guarded(async () => {
+      result.innerHTML = "";
+      const b = body(false);
+      const r = await api(`/groups/${enc}/offsets/reset`, { method: "POST", body: JSON.stringify(b) });
+      show({ ...r, request: b }, false);
+      clearError();
+    });
+  });
+  document.getElementById("offsets-delete").addEventListener("click", () => {
+    const t = topicSel.value;
+    if (!t || !confirm(`Delete the committed offsets of group ${id} on topic ${t}?`)) return;
+    guarded(async () => {
+      await api(`/groups/${enc}/offsets/${encodeURIComponent(t)}`, { method: "DELETE" });
+      result.innerHTML = `<p id="reset-status" class="muted">Deleted the offsets of ${esc(id)} on ${esc(t)}.</p>`;
+      clearError();
+    });
+  });
+  document.getElementById("group-delete").addEventListener("click", () => {
+    if (!confirm(`Delete group ${id} and all its committed offsets?`)) return;
+    guarded(async () => {
+      await api(`/groups/${enc}`, { method: "DELETE" });
+      location.hash = "#/groups";
+    });
+  });
 }
 
 function fmtAge(ms) {
