@@ -59,6 +59,17 @@ ClientSettings = Annotated[
     ),
 ]
 
+Profile = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        envvar="YAK_PROFILE",
+        help="Connection profile (see 'yak profile'): its bootstrap, client settings and "
+        "registry are defaults that explicit flags override. Default: the current profile.",
+        show_envvar=True,
+    ),
+]
+
 # The client security of this invocation (set by `secured` before the command runs).
 _security: Any = None
 
@@ -70,16 +81,48 @@ def client_security() -> Any:
     return _security if _security is not None else ClientSecurity()
 
 
-def use_client_security(command_config: str | None, settings: list[str] | None) -> Any:
-    """Parse --command-config / -X; a bad setting is a usage error (one line, exit 2)."""
+def use_client_security(command_config: str | None, settings: list[str] | None,
+                        defaults: dict[str, str] | None = None) -> Any:
+    """Parse --command-config / -X over a profile's `defaults`; a bad setting is a usage
+    error (one line, exit 2)."""
     global _security
-    from yak.security.client import ClientSecurity
+    from yak.security.client import ClientSecurity, client_properties
 
     try:
-        _security = ClientSecurity.from_args(command_config, list(settings or []))
+        props = {**(defaults or {}), **client_properties(command_config, list(settings or []))}
+        _security = ClientSecurity.from_properties(props)
     except ValueError as e:
         fail(str(e), exit_code=2)
     return _security
+
+
+# Command parameters a profile gives defaults for (profile key -> parameter name).
+_PROFILE_PARAMS = {"bootstrap": "bootstrap", "registry": "registry"}
+
+
+def _apply_profile(name: str | None, kwargs: dict[str, Any]) -> dict[str, str]:
+    """Fill the parameters left at their defaults from the profile; its client settings."""
+    try:  # typer >= 0.20 runs its own copy of click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+
+    from yak.cli.profile import resolve
+
+    profile = resolve(name)
+    if profile is None:
+        return {}
+    ctx = get_current_context(silent=True)
+    for key, param in _PROFILE_PARAMS.items():
+        value = profile.get(key)
+        # An option left at None is a switch (consume's --registry turns decoding on, as
+        # rpk's --use-schema-registry): a profile fills addresses, it does not switch.
+        if value is None or kwargs.get(param) is None:
+            continue
+        source = ctx.get_parameter_source(param) if ctx is not None else None
+        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+            kwargs[param] = value
+    return dict(profile.get("client_settings") or {})
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,26 +130,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def secured(fn: F) -> F:
     """Give a client command `--command-config FILE` and `-X KEY=VALUE`, the client
-    security settings of Kafka's tools and kcat, applied by `client_config()`."""
+    security settings of Kafka's tools and kcat, applied by `client_config()`, and
+    `--profile NAME`, whose values are defaults for the options not given."""
     sig = inspect.signature(fn, eval_str=True)
     extra = [
         inspect.Parameter("command_config", inspect.Parameter.KEYWORD_ONLY, default=None,
                           annotation=CommandConfig),
         inspect.Parameter("client_setting", inspect.Parameter.KEYWORD_ONLY, default=None,
                           annotation=ClientSettings),
+        inspect.Parameter("profile", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=Profile),
     ]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, command_config: str | None = None,
-                client_setting: list[str] | None = None, **kwargs: Any) -> Any:
-        use_client_security(command_config, client_setting)
+                client_setting: list[str] | None = None, profile: str | None = None,
+                **kwargs: Any) -> Any:
+        defaults = _apply_profile(profile, kwargs)
+        use_client_security(command_config, client_setting, defaults)
         return fn(*args, **kwargs)
 
     wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=[*sig.parameters.values(), *extra])
     wrapper.__annotations__ = {**{k: v.annotation for k, v in sig.parameters.items()},
                                "command_config": CommandConfig,
-                               "client_setting": ClientSettings}
+                               "client_setting": ClientSettings,
+                               "profile": Profile}
     return wrapper  # type: ignore[return-value]
 
 

@@ -19,6 +19,7 @@ from yak.cli import consume as _consume
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
 from yak.cli import produce as _produce
+from yak.cli import profile as _profile
 from yak.cli import quota as _quota
 from yak.cli import schema as _schema
 from yak.cli import serve as _serve
@@ -54,7 +55,7 @@ app = YakApp(
     name="yak",
     help="Yak: a Kafka-compatible event-streaming broker, and tools for any Kafka cluster.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -90,6 +91,7 @@ app.add_typer(_quota.app, name="quota")
 app.add_typer(_cluster.app, name="cluster")
 app.add_typer(_chaos.app, name="chaos")
 app.add_typer(_txn.app, name="txn")
+app.add_typer(_profile.app, name="profile")
 
 if __name__ == "__main__":  # python -m yak.cli.main
     app()
