@@ -261,7 +261,7 @@ def test_quotas_page(page: Any, served: Any) -> None:
     assert "name a user, a client id, or both" in page.inner_text("#banner")
     r = httpx.post(f"{served.url}/api/quotas", json={"entity": {"user": "x"},
                                                       "quotas": {"bogus_rate": 1}}, timeout=30)
-    assert r.status_code == 422 and "unknown quota 'bogus_rate'" in r.json()["message"]
+    assert r.status_code == 422 and "bogus_rate" in r.json()["message"]
     page.fill("input[data-filter=quota-list]", "alice")
     assert len(visible_rows(page, "quotas-table")) == 1
     page.fill("input[data-filter=quota-list]", "")

@@ -75,6 +75,20 @@ def test_throttle_time_is_kafkas_formula():
     assert q.produce.record_and_get_throttle_time_ms(U("bob"), "c", 10**9, 0) == 0  # no quota
 
 
+def test_a_tiny_quota_throttles_by_the_most_a_response_can_carry():
+    """request_percentage=5e-324 (a positive double AlterClientQuotas accepts, found by
+    schemathesis through the console's quota API) made the throttle infinite: round()
+    raised, and every request of that client failed its connection. Now it is capped at
+    the window (request quota) or the int32 the wire carries (byte rates)."""
+    clock = Clock(0)
+    q = quotas(clock)
+    alter(q, ([(USER, "alice")], [("producer_byte_rate", 5e-324, False),
+                                   ("request_percentage", 5e-324, False)]))
+    assert q.produce.record_and_get_throttle_time_ms(U("alice"), "c", 1000, 0) == 2**31 - 1
+    t = q.request.record_and_get_throttle_time_ms(U("alice"), "c", 50.0, 0)
+    assert 0 < t <= q.request.max_throttle_ms
+
+
 def test_a_producer_that_honours_throttle_time_gets_its_byte_rate():
     """Simulated time: the client sends 10 KiB batches as fast as allowed, waiting out each
     throttle_time_ms. After the first window (where, as in Kafka, up to (samples - 1)

@@ -90,6 +90,10 @@ def wall_clock_ms() -> int:
 # --------------------------------------------------------------------------- entities
 
 
+# The largest throttle a response can carry (throttle_time_ms is an int32 on the wire).
+MAX_THROTTLE_MS = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaEntity:
     """`user`/`client_id`: absent (`present=False`), the default (None) or a name."""
@@ -296,10 +300,15 @@ class ClientQuotaManager:
         observed = rate.measure(now)
         if observed <= bound:
             return 0
-        throttle = round((observed - bound) / bound * rate.window_size_ms(now))
-        if self.max_throttle_ms is not None:
-            throttle = min(throttle, self.max_throttle_ms)
-        return int(throttle)
+        # In floats, bounded before any int(): a tiny bound (5e-324 is a valid double, and
+        # AlterClientQuotas takes any positive one) makes the ratio infinite, which round()
+        # cannot convert; the wire's throttle_time_ms is an int32 anyway.
+        throttle = (observed - bound) / bound * rate.window_size_ms(now)
+        cap = MAX_THROTTLE_MS if self.max_throttle_ms is None \
+            else min(self.max_throttle_ms, MAX_THROTTLE_MS)
+        if not throttle < cap:  # also infinity and NaN
+            return cap
+        return round(throttle)
 
     def unrecord(
         self, principal: KafkaPrincipal, client_id: str, value: float, now_ms: int | None = None
