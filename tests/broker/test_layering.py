@@ -19,8 +19,12 @@ ROOT = Path(yak.__file__).resolve().parent
 RANK = {
     "errors": 0, "settings": 0, "clock": 0,
     "protocol": 1,
+    # wire/: the one Kafka client connection (framing, pipelining, timeouts) over protocol/
+    "wire": 2,
     "storage": 3,
     "config": 4, "partition": 4,
+    # the coordinator runtime (yak/coordinator/): the group and transaction coordinators run on it
+    "coordinator": 4.5,
     # The transaction coordinator reuses the group's timer queue and record helpers
     # (TxnOffsetCommit writes group records); the group coordinator never imports txn.
     "group": 5, "txn": 5.5,

@@ -1,56 +1,39 @@
-"""Asyncio connections to a broker, logged in as a `ClientSecurity` says.
+"""Connections to a broker, with TLS and logged in as a `ClientSecurity` says.
 
-For whoever speaks a few requests itself rather than through a client library: a broker
-reaching another one on its inter-broker listener (replica fetchers, transaction markers,
-KIP-890 checks), the gateway checking a caller's password with one real SASL login, the
-schema registry's leader election keeping a group membership (the edges import it as
-`yak.client.aio`). The SASL exchange itself (the tokens) is
-`ClientSecurity.sasl_exchange()`, sans-IO in `yak.security.client`; this module owns the
-socket, TLS and the SaslHandshake/SaslAuthenticate framing.
+The connection itself is `yak.wire.KafkaConnection` (the one Kafka client stack inside
+Yak: framing, correlation ids, pipelining, timeouts); this module gives it what the
+security layer knows: the TLS context and the SASL login (`dialer`). The composition hands
+a broker's `Dialer` to the replica fetchers and the inter-broker client (cluster layer,
+which only takes one); the edges (the gateway checking a caller's password with one real
+login, the schema registry's election) use it as `yak.client.aio`. The SASL exchange
+itself (the tokens) is `ClientSecurity.sasl_exchange()`, sans-IO in
+`yak.security.client`; this module drives SaslHandshake/SaslAuthenticate over the
+connection's requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-import struct
+from functools import partial
 from typing import Any
 
 from yak.security.client import ClientSecurity
+from yak.wire import Call, Dialer, KafkaConnection
 
-__all__ = ["login", "open_connection"]
-
-_FRAME = struct.Struct(">i")
-_MAX_LOGIN_FRAME = 1 << 20
+__all__ = ["connection", "dialer", "login", "open_connection"]
 
 
-async def login(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                security: ClientSecurity, client_id: str = "yak") -> None:
-    """Log an asyncio connection in, as Kafka's clients do: SaslHandshake v1, then
+async def login(call: Call, security: ClientSecurity) -> None:
+    """Log a new connection in, as Kafka's clients do: SaslHandshake v1, then
     SaslAuthenticate v1 until the mechanism is done (nothing to do on a non-SASL
     protocol). A refused login raises `SaslAuthenticationError` with the broker's message,
     a mechanism the listener does not take `UnsupportedSaslMechanismError`; a broken
-    connection OSError / asyncio.IncompleteReadError. The caller bounds the time."""
+    connection `BrokerConnectionError`. The connection bounds the time."""
     if not security.uses_sasl:
         return
     from yak.errors import SaslAuthenticationError, UnsupportedSaslMechanismError
     from yak.protocol import kio_compat
-
-    cid = 0
-
-    async def call(request: Any) -> Any:
-        nonlocal cid
-        cid += 1
-        writer.write(kio_compat.encode_request(request, cid, client_id))
-        await writer.drain()
-        (size,) = _FRAME.unpack(await reader.readexactly(4))
-        if not 0 < size <= _MAX_LOGIN_FRAME:
-            raise OSError(f"bad frame size {size} from the broker")
-        got, response = kio_compat.decode_response(
-            int(request.__api_key__), int(request.__version__), await reader.readexactly(size))
-        if got != cid:
-            raise OSError("correlation id mismatch")
-        return response
 
     hs_mod = kio_compat.schema_module("sasl_handshake", 1, "request")
     auth_mod = kio_compat.schema_module("sasl_authenticate", 1, "request")
@@ -72,25 +55,37 @@ async def login(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             raise SaslAuthenticationError(f"the broker's SCRAM proof is wrong: {e}") from None
 
 
+def dialer(security: ClientSecurity | None) -> Dialer:
+    """How to reach a broker as `security` says: its TLS context, its SASL login."""
+    if security is None:
+        return Dialer()
+    ctx = _cached_context(security) if security.uses_tls else None
+    return Dialer(ssl=ctx, login=partial(_login, security=security)
+                  if security.uses_sasl else None)
+
+
+async def _login(call: Call, *, security: ClientSecurity) -> None:
+    await login(call, security)
+
+
+def connection(host: str, port: int, security: ClientSecurity | None, timeout_s: float,
+               client_id: str = "yak") -> KafkaConnection:
+    """A `KafkaConnection` to `host:port`, secured as `security` says (opened on first
+    use)."""
+    return KafkaConnection(host, port, client_id=client_id, dialer=dialer(security),
+                           timeout_s=timeout_s)
+
+
 async def open_connection(host: str, port: int, security: ClientSecurity | None,
                           timeout_s: float, client_id: str = "yak", limit: int = 1 << 16,
                           ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """An asyncio connection to a broker, with TLS and logged in as `security` says
-    (`limit`: the StreamReader's buffer limit)."""
-    ctx = None
-    if security is not None and security.uses_tls:
-        ctx = _cached_context(security)
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, ssl=ctx, limit=limit,
-                                server_hostname=host if ctx is not None else None),
-        timeout_s)
-    if security is not None and security.uses_sasl:
-        try:
-            await asyncio.wait_for(login(reader, writer, security, client_id), timeout_s)
-        except BaseException:
-            writer.close()
-            raise
-    return reader, writer
+    """An open, logged-in connection handed over as asyncio streams, for a caller that
+    only needs the login (the gateway's password check). `limit` is kept for the
+    callers' signature; the reader's buffer limit is the streams' default."""
+    del limit
+    conn = connection(host, port, security, timeout_s, client_id)
+    await conn.open()
+    return conn.detach()
 
 
 _contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
