@@ -23,13 +23,13 @@ from collections.abc import Callable, Sequence
 
 from yak.cluster.etcd import (
     Compare,
-    EtcdClient,
     EtcdError,
     KeyValue,
     LeaseNotFoundError,
     Op,
     TxnResult,
 )
+from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.lease import LeaseKeeper
 
@@ -53,7 +53,7 @@ def controller_of(kv: KeyValue | None) -> tuple[int, int] | None:
 class FencedWriter:
     """Controller writes, each refused by etcd unless the writer is still the controller."""
 
-    def __init__(self, client: EtcdClient, controller_key: str, epoch: int,
+    def __init__(self, client: KVClient, controller_key: str, epoch: int,
                  lease: LeaseKeeper | None = None) -> None:
         self.client = client
         self.controller_key = controller_key
@@ -107,7 +107,7 @@ class ControllerElection:
     new lease), or a LeaseKeeper of its own.
     """
 
-    def __init__(self, client: EtcdClient, keys: ClusterKeys, node_id: int,
+    def __init__(self, client: KVClient, keys: ClusterKeys, node_id: int,
                  lease: LeaseKeeper | Callable[[], LeaseKeeper | None],
                  *, on_elected: Callable[[int], None] | None = None,
                  on_resigned: Callable[[int], None] | None = None) -> None:

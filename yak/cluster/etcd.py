@@ -363,6 +363,12 @@ class EtcdClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    def for_thread(self) -> EtcdClient:
+        """A client of the same endpoints for another thread's event loop (an httpx
+        client belongs to the loop it runs on); the caller closes it."""
+        return EtcdClient(self.endpoints, timeout=self.timeout,
+                          connect_timeout=self.connect_timeout)
+
     async def __aenter__(self) -> EtcdClient:
         return self
 

@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yak.cluster.etcd import Compare, EtcdClient, EtcdUnavailable, KeyValue, Op
+from yak.cluster.etcd import Compare, EtcdUnavailable, KeyValue, Op
 from yak.cluster.identity import check_data_dir, ensure_cluster_id, read_meta_properties
+from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.metadata import (
     StalePartitionStateError,
@@ -154,7 +155,7 @@ Listener = Callable[[MetadataDelta], None]
 class EtcdMetadataStore:
     """The metadata image of one cluster namespace, and its writes (see module docstring)."""
 
-    def __init__(self, client: EtcdClient, keys: ClusterKeys, node_id: int,
+    def __init__(self, client: KVClient, keys: ClusterKeys, node_id: int,
                  data_dir: str | Path | None = None) -> None:
         self.client = client
         self.keys = keys

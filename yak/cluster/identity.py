@@ -14,7 +14,8 @@ import os
 import uuid
 from pathlib import Path
 
-from yak.cluster.etcd import Compare, EtcdClient, Op
+from yak.cluster.etcd import Compare, Op
+from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 
 __all__ = [
@@ -39,7 +40,7 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
 
 
-async def ensure_cluster_id(client: EtcdClient, keys: ClusterKeys,
+async def ensure_cluster_id(client: KVClient, keys: ClusterKeys,
                             proposed: str | None = None) -> str:
     """The cluster's id, creating it (as `proposed`, or a new one) if this is the first broker.
     Concurrent first brokers agree: only one create can succeed, the others read it."""

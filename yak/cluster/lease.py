@@ -35,7 +35,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from yak.cluster.etcd import EtcdClient, EtcdError, EtcdUnavailable, LeaseNotFoundError
+from yak.cluster.etcd import EtcdError, EtcdUnavailable, LeaseNotFoundError
+from yak.cluster.kv import KVClient
 
 __all__ = ["LeaseKeeper", "LeaseState"]
 
@@ -62,7 +63,7 @@ class LeaseKeeper:
     it writes nothing.
     """
 
-    def __init__(self, client: EtcdClient, ttl_ms: int, interval_ms: int, *,
+    def __init__(self, client: KVClient, ttl_ms: int, interval_ms: int, *,
                  on_lost: Callable[[str], None] | None = None, name: str = "lease",
                  clock: Callable[[], float] = time.monotonic) -> None:
         if interval_ms <= 0 or ttl_ms <= 0:
@@ -200,15 +201,16 @@ class LeaseKeeper:
             loop.close()
 
     async def _renew(self) -> None:
-        # A client of this thread's own: an httpx client belongs to the loop it runs on.
-        client = EtcdClient(self.client.endpoints, timeout=self.client.timeout,
-                            connect_timeout=self.client.connect_timeout)
+        # A client of this thread's own: an httpx client belongs to the loop it runs on
+        # (the local backend is thread-safe and hands back itself, which is not closed).
+        client = self.client.for_thread()
         try:
             await self._run(client)
         finally:
-            await client.aclose()
+            if client is not self.client:
+                await client.aclose()
 
-    async def _run(self, client: EtcdClient) -> None:
+    async def _run(self, client: KVClient) -> None:
         while not self._halted:
             await asyncio.sleep(self.interval_s)
             owner = self._owner_loop

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from yak.cluster.etcd import Compare, EtcdClient, EtcdError, Op
+from yak.cluster.etcd import Compare, EtcdError, Op
+from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.lease import LeaseKeeper
 from yak.cluster.prefix_view import PrefixView
@@ -72,7 +73,7 @@ class BrokerRegistration:
     restarted broker waits for its previous incarnation's session to end).
     """
 
-    def __init__(self, client: EtcdClient, keys: ClusterKeys, record: RegisterBrokerRecord, *,
+    def __init__(self, client: KVClient, keys: ClusterKeys, record: RegisterBrokerRecord, *,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
                  on_state: Callable[[RegistrationState, int], None] | None = None,
@@ -224,7 +225,7 @@ class LiveBrokers:
     `on_change(brokers, added, removed)` is called after each change with the node ids that
     appeared (or re-registered with a new epoch) and disappeared."""
 
-    def __init__(self, client: EtcdClient, keys: ClusterKeys, *,
+    def __init__(self, client: KVClient, keys: ClusterKeys, *,
                  on_change: Callable[[dict[int, LiveBroker], set[int], set[int]], None]
                  | None = None) -> None:
         self.keys = keys

@@ -12,7 +12,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from yak.cluster.etcd import EtcdClient, KeyValue
+from yak.cluster.etcd import KeyValue
+from yak.cluster.kv import KVClient
 
 __all__ = ["PrefixView"]
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class PrefixView:
-    def __init__(self, client: EtcdClient, prefix: str, *, exact: bool = False,
+    def __init__(self, client: KVClient, prefix: str, *, exact: bool = False,
                  on_change: Callable[[PrefixView, set[str]], None] | None = None) -> None:
         self.client = client
         self.prefix = prefix
