@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
+from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
 from yak.group.offsets_log import MemoryOffsetsLog
-from yak.group.timers import ManualClock
 
 pytestmark = pytest.mark.timeout(60)
 

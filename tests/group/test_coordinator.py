@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode, KafkaStorageError
 from yak.group import records as rec
 from yak.group.consumer_protocol import encode_assignment, encode_subscription
@@ -25,7 +26,6 @@ from yak.group.coordinator import (
 )
 from yak.group.offsets_log import MemoryOffsetsLog
 from yak.group.state import GroupState
-from yak.group.timers import ManualClock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -533,7 +533,7 @@ def test_without_initial_delay_single_member_joins_at_once(delay: int) -> None:
 
 
 def test_timer_queue_stays_small_when_timers_are_rearmed() -> None:
-    from yak.group.timers import TimerQueue
+    from yak.coordinator.timer import TimerQueue
 
     clock = ManualClock()
     q = TimerQueue(clock)

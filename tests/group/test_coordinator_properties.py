@@ -14,12 +14,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode
 from yak.group.consumer_protocol import encode_subscription
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
 from yak.group.offsets_log import MemoryOffsetsLog
 from yak.group.state import GroupState
-from yak.group.timers import ManualClock
 
 SUB = encode_subscription(["t"])
 OPS = st.lists(

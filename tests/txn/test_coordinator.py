@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from yak.coordinator.timer import ManualClock, TimerQueue
 from yak.errors import (
     ErrorCode,
     KafkaStorageError,
@@ -22,7 +23,6 @@ from yak.errors import (
     error_for_code,
 )
 from yak.group import records as group_records
-from yak.group.timers import ManualClock, TimerQueue
 from yak.txn import records as rec
 from yak.txn.coordinator import (
     TransactionCoordinator,

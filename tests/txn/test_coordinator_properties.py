@@ -32,8 +32,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from yak.coordinator.timer import ManualClock, TimerQueue
 from yak.errors import ErrorCode, error_for_code
-from yak.group.timers import ManualClock, TimerQueue
 from yak.txn import records as rec
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
 from yak.txn.state import TransactionState, valid_previous_states

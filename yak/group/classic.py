@@ -26,13 +26,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import GroupConfig, JoinResult, LeaveResult, SyncResult, storage_error_code
 from yak.group.consumer_group import ConsumerGroups
 from yak.group.offsets_log import OffsetsLog
 from yak.group.state import Group, GroupState, Member, group_from_value, group_value
-from yak.group.timers import Clock, TimerQueue
 
 __all__ = ["ClassicGroups"]
 

@@ -24,6 +24,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from yak.coordinator.timer import Clock, SystemClock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group.api import (
     FetchedOffset,
@@ -43,7 +44,6 @@ from yak.group.offsets import OffsetMetadataManager
 from yak.group.offsets_log import OffsetsLog
 from yak.group.shard import GroupShards, PartitionRouter
 from yak.group.state import GroupState
-from yak.group.timers import Clock, SystemClock, TimerQueue
 
 __all__ = [
     "GroupConfig",

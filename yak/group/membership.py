@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import GroupConfig, GroupDescription, GroupListing, MemberDescription
@@ -25,7 +26,6 @@ from yak.group.classic import ClassicGroups
 from yak.group.consumer_group import ConsumerGroups, HeartbeatResult, TopicResolver
 from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import Group, GroupState
-from yak.group.timers import Clock, TimerQueue
 
 __all__ = ["GroupMetadataManager"]
 

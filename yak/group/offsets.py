@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import (
@@ -32,7 +33,6 @@ from yak.group.consumer_group import TopicResolver
 from yak.group.consumer_protocol import subscribed_topics
 from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import CommittedOffset, Group, GroupState
-from yak.group.timers import Clock, TimerQueue
 
 if TYPE_CHECKING:
     from yak.group.membership import GroupMetadataManager

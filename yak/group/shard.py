@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 
+from yak.coordinator.timer import Clock
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
 from yak.group.offsets_log import OffsetsLog
-from yak.group.timers import Clock
 
 __all__ = ["PartitionRouter", "GroupShards"]
 

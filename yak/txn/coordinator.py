@@ -41,9 +41,9 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from yak.coordinator.timer import Clock, SystemClock, TimerQueue
 from yak.errors import ErrorCode, KafkaError
 from yak.group import records as group_records
-from yak.group.timers import Clock, SystemClock, TimerQueue
 from yak.txn import records as rec
 from yak.txn.config import OFFSETS_TOPIC, TxnConfig, TxnStats
 from yak.txn.errors import compat_error, produce_verification_error

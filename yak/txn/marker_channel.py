@@ -23,8 +23,8 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
-from yak.group.timers import Clock, TimerQueue
 from yak.txn.config import TxnConfig, TxnStats
 from yak.txn.log import MarkerWriter
 from yak.txn.state import TopicPartition, TransactionMetadata, TransactionState, TxnTransitMetadata

@@ -25,8 +25,8 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from yak.coordinator.timer import Clock
 from yak.errors import ErrorCode, KafkaError
-from yak.group.timers import Clock
 from yak.txn import records as rec
 from yak.txn.config import TxnConfig, TxnStats
 from yak.txn.log import TransactionLog

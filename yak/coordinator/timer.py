@@ -1,8 +1,9 @@
-"""Deadlines of the group coordinator, kept as data in one queue.
+"""Deadlines of the coordinators on the runtime, kept as data in one queue.
 
-Kafka's coordinator is driven by many timers per group (session timeouts, the join
-barrier, the initial rebalance delay, offset expiration). Keeping them as keyed
-deadlines in one heap instead of one `loop.call_later` handle each makes two things
+Kafka's coordinators are driven by many timers (the group's session timeouts, join
+barrier, initial rebalance delay and offset expiration; the transaction coordinator's
+sweeps and marker retries); Kafka's runtime gives each shard a `CoordinatorTimer`.
+Keeping them as keyed deadlines in one heap instead of one `loop.call_later` handle each makes two things
 easy: re-arming a member's session timer on every heartbeat is an O(log n) push
 with lazy deletion, and tests can drive every timeout with a fake clock
 (`ManualClock` + `run_due()`) instead of sleeping.
@@ -52,6 +53,16 @@ class TimerQueue:
     def cancel(self, key: Hashable) -> None:
         self._live.pop(key, None)
 
+    def cancel_shard(self, shard: Hashable) -> int:
+        """Cancel every timer whose key is a tuple starting with `shard` (the runtime's
+        per-shard timers, `("shard", topic, partition, ...)`, when the shard unloads)."""
+        n = len(shard) if isinstance(shard, tuple) else 1
+        prefix = shard if isinstance(shard, tuple) else (shard,)
+        gone = [k for k in self._live if isinstance(k, tuple) and k[:n] == prefix]
+        for k in gone:
+            del self._live[k]
+        return len(gone)
+
     def is_scheduled(self, key: Hashable) -> bool:
         return key in self._live
 
@@ -76,8 +87,8 @@ class TimerQueue:
             del self._live[key]
             try:
                 live[2]()
-            except Exception:  # one broken timer must not stop every other group's
-                log.exception("group timer %r failed", key)
+            except Exception:  # one broken timer must not stop every other one
+                log.exception("coordinator timer %r failed", key)
             fired += 1
         return fired
 
