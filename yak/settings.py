@@ -154,6 +154,25 @@ def _check_metadata_store(key: str, value: str) -> None:
                           " be letters, digits, '.', '_' or '-'")
 
 
+def _check_remote_uri(key: str, value: str) -> None:
+    """`s3://BUCKET[/PREFIX][?endpoint=...&region=...]` or `file:///PATH` (the form; whether
+    the bucket answers is checked when the broker starts)."""
+    v = value.strip()
+    if v.startswith("file://") and len(v) > len("file://") and v[len("file://")] == "/":
+        return
+    if v.startswith("s3://"):
+        bucket = v[len("s3://"):].split("?", 1)[0].split("/", 1)[0]
+        if re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            return
+    raise ConfigError(f"invalid value {value!r} for {key}: expected"
+                      " s3://BUCKET[/PREFIX][?endpoint=URL&region=R] or file:///PATH")
+
+
+def _check_credential(key: str, value: str) -> None:
+    if not value or not value.isprintable() or any(c.isspace() for c in value):
+        raise ConfigError(f"invalid value for {key}: a non-empty key without spaces")
+
+
 def _check_rack(key: str, value: str) -> None:
     if not value.strip() or not value.isprintable():
         raise ConfigError(f"invalid value {value!r} for {key}: a rack is a non-empty,"
@@ -314,9 +333,15 @@ TOPIC_CONFIGS: dict[str, Setting] = {
         Setting("compression.zstd.level", "int", "3", "storage", ACCEPTED, lo=-131072, hi=22),
         Setting("leader.replication.throttled.replicas", "list", "", "storage", ACCEPTED),
         Setting("follower.replication.throttled.replicas", "list", "", "storage", ACCEPTED),
-        Setting("local.retention.ms", "long", "-2", "storage", ACCEPTED, lo=-2),
-        Setting("local.retention.bytes", "long", "-2", "storage", ACCEPTED, lo=-2),
-        Setting("remote.storage.enable", "boolean", "false", "storage", ACCEPTED),
+        # Tiered storage (KIP-405, docs/tiered.md). -2: the same as retention.ms/bytes.
+        Setting("local.retention.ms", "long", "-2", "storage", lo=-2,
+                synonyms=(("log.local.retention.ms", 1),),
+                doc="how long a tiered topic keeps segments on the broker once uploaded"),
+        Setting("local.retention.bytes", "long", "-2", "storage", lo=-2,
+                synonyms=(("log.local.retention.bytes", 1),),
+                doc="how much a tiered partition keeps on the broker once uploaded"),
+        Setting("remote.storage.enable", "boolean", "false", "storage",
+                doc="upload rolled segments to remote.storage.uri (not on compacted topics)"),
         # Removed in Kafka 4.0; Kafka 3.x accepts them with a deprecation warning.
         Setting("message.format.version", "string", "3.0-IV1", "storage", DEPRECATED),
         Setting("message.downconversion.enable", "boolean", "true", "storage", DEPRECATED),
@@ -505,6 +530,29 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("log.cleaner.enable", "boolean", "true", "storage", effect=ACCEPTED),
         _b("num.recovery.threads.per.data.dir", "int", "2", "storage", effect=ACCEPTED, lo=1),
         _b("producer.id.expiration.ms", "int", "86400000", "storage", effect=ACCEPTED, lo=1),
+        # --- tiered storage (KIP-405; yak.tiered, docs/tiered.md)
+        _b("remote.log.storage.system.enable", "boolean", "false", "storage",
+           doc="run the remote log manager: topics with remote.storage.enable are tiered"),
+        _b("remote.storage.uri", "string", None, "storage", check=_check_remote_uri,
+           doc="Yak's: s3://BUCKET[/PREFIX][?endpoint=URL&region=R] or file:///PATH"),
+        _b("remote.storage.access.key.id", "string", None, "storage", check=_check_credential,
+           doc="Yak's: S3 access key (else AWS_ACCESS_KEY_ID)"),
+        _b("remote.storage.secret.access.key", "password", None, "storage",
+           check=_check_credential, doc="Yak's: S3 secret key (else AWS_SECRET_ACCESS_KEY)"),
+        _b("remote.log.manager.task.interval.ms", "long", "30000", "storage", lo=1,
+           doc="how often each partition's uploads and remote retention run"),
+        _b("remote.log.manager.copier.thread.pool.size", "int", "10", "storage", lo=1,
+           doc="segment uploads in flight at once, over all partitions"),
+        _b("remote.log.manager.copy.max.bytes.per.second", "long", _LONG, "storage", lo=1,
+           doc="copy quota: upload rate over all partitions"),
+        _b("remote.log.manager.task.retry.backoff.ms", "long", "500", "storage", lo=0,
+           doc="first pause after a failed upload; doubles per failure"),
+        _b("remote.log.manager.task.retry.backoff.max.ms", "long", "30000", "storage", lo=0),
+        _b("remote.fetch.max.wait.ms", "int", "500", "storage", lo=1,
+           doc="a Fetch waits this long for a remote read, then answers without it (the read"
+           " goes on and fills the cache)"),
+        _b("remote.log.reader.cache.bytes", "long", "134217728", "storage", lo=0,
+           doc="Yak's: in-memory LRU cache of remote segment chunks"),
         # --- the group coordinator
         _b("group.initial.rebalance.delay.ms", "int", "3000", "group",
            "group_initial_rebalance_delay_ms", lo=0),

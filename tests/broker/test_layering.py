@@ -22,6 +22,7 @@ RANK = {
     # wire/: the one Kafka client connection (framing, pipelining, timeouts) over protocol/
     "wire": 2,
     "storage": 3,
+    "tiered": 3.5,  # tiered storage: reads storage's logs, read by partition's fetch path
     "config": 4, "partition": 4,
     # the coordinator runtime (yak/coordinator/): the group and transaction coordinators run on it
     "coordinator": 4.5,

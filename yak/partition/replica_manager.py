@@ -56,7 +56,13 @@ from yak.errors import (
     UnknownTopicOrPartitionError,
 )
 from yak.partition.isr import AlterPartitionManager, IsrChange
-from yak.partition.partition import FetchIsolation, LogAppendInfo, Partition
+from yak.partition.partition import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    FetchIsolation,
+    LogAppendInfo,
+    Partition,
+)
 from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
 from yak.partition.state import INTERNAL_TOPICS, PartitionState
 from yak.partition.verification import TxnVerifier, VerificationGuard
@@ -75,6 +81,7 @@ if TYPE_CHECKING:
     from yak.partition.ordering import EffectTurn
     from yak.protocol.records import BatchHeader
     from yak.storage import LogConfig, LogManager
+    from yak.tiered import RemoteLogManager
 
 __all__ = [
     "AppendOrigin",
@@ -258,6 +265,9 @@ class ReplicaManager:
         self._maintenance_pool = ThreadPoolExecutor(max_workers=1,
                                                     thread_name_prefix="yak-maintenance")
         self._maintenance: asyncio.Task[None] | None = None
+        # Tiered storage (issue 25, docs/tiered.md): serves fetches below the local log
+        # start of topics with remote.storage.enable; set by the composition, or None.
+        self.remote_log: RemoteLogManager | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -832,10 +842,11 @@ class ReplicaManager:
             if turn is not None and not turn.ready:
                 await turn.wait()
             resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
+            remote: list[int] = []  # indexes of tiered reads below the local log start
             if params.replica_id >= 0:
                 results, total, errors = self._read_for_follower(params, wanted, resolved)
             else:
-                results, total, errors = self._read_all(params, wanted, resolved)
+                results, total, errors = self._read_all(params, wanted, resolved, remote)
         finally:
             if turn is not None:
                 turn.release()
@@ -847,6 +858,9 @@ class ReplicaManager:
             for p in followed:
                 p.follower_fetch_started(params.replica_id)
         try:
+            if remote:
+                await self._read_remote(params, wanted, resolved, results, remote, total)
+                return results
             if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
                 return results
             loop = asyncio.get_running_loop()
@@ -923,7 +937,7 @@ class ReplicaManager:
 
     def _read_all(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
-        resolved: Sequence[Partition | None],
+        resolved: Sequence[Partition | None], remote: list[int] | None = None,
     ) -> tuple[list[PartitionReadResult], int, bool]:
         """Kafka's byte limits: each partition at most its `max_bytes`, the response at
         most `params.max_bytes`, except that the first partition with data returns at
@@ -943,6 +957,12 @@ class ReplicaManager:
                 info = p.read(w.fetch_offset, min(w.max_bytes, max_bytes - total), isolation,
                               total == 0)
             except OffsetOutOfRangeError:
+                if (remote is not None and self.remote_log is not None
+                        and p.log.config.remote_storage_enable
+                        and w.fetch_offset < p.log_start_offset):
+                    remote.append(len(out))  # tiered: read by _read_remote
+                    out.append(PartitionReadResult(_NONE))
+                    continue
                 out.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
                                                p.last_stable_offset, p.log_start_offset))
                 errors = True
@@ -959,6 +979,40 @@ class ReplicaManager:
                                            info.log_start_offset, info.buffers, info.size,
                                            info.aborted_transactions))
         return out, total, errors
+
+    async def _read_remote(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None], results: list[PartitionReadResult],
+        slots: list[int], total: int,
+    ) -> None:
+        """Fill `results[i]` for the tiered partitions whose fetch offset is below the local
+        log start (issue 25): from the remote log, after the local reads, within what is
+        left of the response's byte budget. The remote log holds only records below the
+        high watermark that nothing can change any more, so no order of effects applies."""
+        rl = self.remote_log
+        assert rl is not None
+        committed = params.isolation is FetchIsolation.TXN_COMMITTED
+        for i in slots:
+            w, p = wanted[i], resolved[i]
+            assert p is not None
+            log_ = p.log
+            hw = log_.high_watermark
+            lso = min(log_.last_stable_offset, hw)
+            start = rl.log_start_offset(w.topic, w.partition)
+            low = log_.log_start_offset if start is None else start
+            try:
+                rr, aborted = await rl.read(
+                    w.topic, w.partition, str(p.topic_id), log_, w.fetch_offset,
+                    min(w.max_bytes, params.max_bytes - total), lso if committed else hw,
+                    total == 0, committed)
+            except OffsetOutOfRangeError:
+                results[i] = PartitionReadResult(_OUT_OF_RANGE, hw, lso, low)
+                continue
+            except KafkaError as e:
+                results[i] = PartitionReadResult(int(e.code), hw, lso, low)
+                continue
+            total += rr.size
+            results[i] = PartitionReadResult(_NONE, hw, lso, low, rr.buffers, rr.size, aborted)
 
     # ------------------------------------------------------------------ follower side
 
@@ -1035,7 +1089,19 @@ class ReplicaManager:
         """ListOffsets on the leader: (offset, timestamp, leader epoch); raises KafkaError."""
         p = self.partition_or_error(topic, partition)
         p.check_epoch(current_leader_epoch)
-        return p.fetch_offset_for_timestamp(timestamp, isolation)
+        found = p.fetch_offset_for_timestamp(timestamp, isolation)
+        rl = self.remote_log
+        if rl is not None and p.log.config.remote_storage_enable:
+            # Tiered (issue 25): earliest is the remote log's start; -4 stays local.
+            if timestamp == EARLIEST_TIMESTAMP:
+                start = rl.log_start_offset(topic, partition)
+                if start is not None and start < found[0]:
+                    return start, -1, rl.epoch_for(topic, partition, start)
+            elif timestamp == LATEST_TIERED_TIMESTAMP:
+                last = rl.highest_copied_offset(topic, partition)
+                if last is not None:
+                    return last, -1, rl.epoch_for(topic, partition, last)
+        return found
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords on the leader; returns the new low watermark; raises KafkaError."""

@@ -59,6 +59,10 @@ class LogConfig:
     unclean_leader_election_enable: bool = _default(  # type: ignore[assignment]
         "unclean.leader.election.enable")
     compression_type: str = _default("compression.type")  # type: ignore[assignment]
+    # Tiered storage (docs/tiered.md): -2 = the same as retention.ms / retention.bytes.
+    remote_storage_enable: bool = _default("remote.storage.enable")  # type: ignore[assignment]
+    local_retention_ms: int = _default("local.retention.ms")  # type: ignore[assignment]
+    local_retention_bytes: int = _default("local.retention.bytes")  # type: ignore[assignment]
 
     @property
     def compact(self) -> bool:
@@ -71,6 +75,15 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def local_retention(self) -> tuple[int, int]:
+        """(ms, bytes) a tiered log keeps locally once uploaded: `local.retention.*`, where
+        -2 means the whole log's `retention.*` (Kafka's rule)."""
+        ms = self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+        size = (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
+        return ms, size
 
     def to_props(self) -> dict[str, str]:
         """Kafka names -> values as strings (DescribeConfigs)."""
@@ -105,6 +118,23 @@ class LogConfig:
         """Every field within the bounds the settings table gives its topic config."""
         for name, attr in _FIELD_OF.items():
             _parse(name, _to_str(getattr(self, attr)))
+        if self.remote_storage_enable and self.compact:
+            # Kafka's rule (LogConfig.validateRemoteStorageOnlyIfSystemEnabled & co.): a
+            # compacted log rewrites old segments, which an uploaded copy cannot follow.
+            raise InvalidConfigurationError(
+                "remote.storage.enable=true is not supported on a topic with"
+                f" cleanup.policy={self.cleanup_policy}: tiered topics must be delete-only")
+        for local, whole, name in (
+                (self.local_retention_ms, self.retention_ms, "ms"),
+                (self.local_retention_bytes, self.retention_bytes, "bytes")):
+            if whole != -1 and local not in (-2, -1) and local > whole:
+                raise InvalidConfigurationError(
+                    f"local.retention.{name}={local} must not be above"
+                    f" retention.{name}={whole}")
+            if whole != -1 and local == -1:
+                raise InvalidConfigurationError(
+                    f"local.retention.{name}=-1 (unlimited) must not be above"
+                    f" retention.{name}={whole}")
 
 
 # Kafka topic config name -> LogConfig attribute.

@@ -22,6 +22,7 @@ immutable view of the segment list).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from bisect import bisect_right
 from collections.abc import Callable
@@ -118,6 +119,11 @@ class PartitionLog(LocalLog):
             os.path.join(directory, checkpoint.LEADER_EPOCH_FILE)
         )
         self.first_dirty_offset = -1  # cleaner checkpoint, set by the LogManager
+        # Tiered storage (yak.tiered): the offset below which every record is in the remote
+        # log, set by the remote log manager after each manifest commit. None: this log is
+        # not tiered (or the manager has not read its manifest yet): ordinary retention.
+        # Set: local retention (`local.retention.*`) and never a segment not wholly below it.
+        self.tiered_upto: int | None = None
         self._load(recovery_point, log_start_offset, high_watermark, clean)
 
     # --- loading and recovery ---------------------------------------------------------------
@@ -467,9 +473,18 @@ class PartitionLog(LocalLog):
         if not cfg.delete:
             return 0
         now = now_ms() if now is None else now
+        bound = self.high_watermark
+        tiered_upto = self.tiered_upto
+        if cfg.remote_storage_enable and tiered_upto is not None:
+            # A tiered log: only what the remote log holds may go, by local retention.
+            ms, size = cfg.local_retention
+            cfg = dataclasses.replace(cfg, retention_ms=ms, retention_bytes=size)
+            bound = min(bound, tiered_upto)
         with self.lock:
             segs = self._view.segments
-            n_drop = segments_to_delete(segs, self.log_end_offset, self.high_watermark, cfg, now)
+            n_drop = segments_to_delete(segs, self.log_end_offset, bound, cfg, now)
+            if n_drop == len(segs) and bound < self.log_end_offset:
+                n_drop -= 1  # the active segment is not uploaded: keep it, never roll it
             if n_drop == len(segs):
                 # The active segment expired: rolled, so it can go too (Kafka 2.x+).
                 self._roll(self.log_end_offset, now)

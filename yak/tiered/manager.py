@@ -1,0 +1,577 @@
+"""The remote log manager (KIP-405's RemoteLogManager): for every hosted partition of a
+topic with `remote.storage.enable=true`, one task per `remote.log.manager.task.interval.ms`:
+
+- on the leader, copy: each rolled segment wholly below the high watermark, the last stable
+  offset and the recovery point (so what is uploaded is committed, decided and on disk) is
+  uploaded once with its `.index`, `.timeindex`, `.txnindex`, producer snapshot and the
+  leader epochs it spans, at most `remote.log.manager.copier.thread.pool.size` uploads at a
+  time over the broker and at most `remote.log.manager.copy.max.bytes.per.second`. The
+  manifest (`yak.tiered.metadata`) is committed first with the segments COPY_SEGMENT_STARTED
+  and then COPY_SEGMENT_FINISHED; only then does `PartitionLog.tiered_upto` move, which is
+  what lets local retention (`local.retention.*`) delete the local copies;
+- on the leader, remote retention: segments past `retention.ms` / `retention.bytes` (the
+  whole log's) are marked DELETE_SEGMENT_STARTED with the remote log start offset moved
+  past them, their objects deleted, then dropped from the manifest;
+- a new leader reads the newest manifest and carries on after its last copied offset (no
+  duplicate uploads); entries left STARTED by a leader that died between upload and commit
+  are swept (their objects deleted) before anything else;
+- on a follower, the manifest is re-read so its local retention honours what was uploaded.
+
+A failed round (the store down, slow or answering errors) backs off per partition
+(`remote.log.manager.task.retry.backoff.ms`, doubling to `...backoff.max.ms`); nothing local
+is deleted meanwhile, and produce and local fetches never wait on the store.
+
+Reads (`read`): a Fetch below the local log start is served from the remote segment that
+holds the offset (`yak.tiered.reader`); a read that takes longer than
+`remote.fetch.max.wait.ms` answers empty (Kafka's DelayedRemoteFetch expiry) while it goes on
+filling the cache; a store failure or a corrupt object is `KafkaStorageError` (retriable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+import crc32c
+
+from yak.errors import KafkaStorageError, OffsetOutOfRangeError
+from yak.settings import BROKER_SETTINGS, ConfigError
+from yak.storage import PartitionLog
+from yak.tiered.metadata import (
+    Manifest,
+    ManifestStore,
+    RemoteLogSegmentMetadata,
+    SegmentState,
+    partition_dir,
+)
+from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
+from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
+
+__all__ = ["HostedPartition", "RemoteLogManager", "TieredConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TieredConfig:
+    """The broker's tiered-storage settings (`yak.settings`), typed."""
+
+    enabled: bool = False
+    uri: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    task_interval_ms: int = 30_000
+    copier_pool_size: int = 10
+    copy_max_bytes_per_second: int = 2**63 - 1
+    retry_backoff_ms: int = 500
+    retry_backoff_max_ms: int = 30_000
+    fetch_max_wait_ms: int = 500
+    cache_bytes: int = 128 << 20
+
+    @classmethod
+    def from_settings(cls, raw: Mapping[str, str]) -> TieredConfig:
+        """ConfigError (one line naming the key) for a bad or missing value."""
+        def get(name: str) -> Any:
+            spec = BROKER_SETTINGS[name]
+            value = raw.get(name)
+            return spec.parse_default() if value is None else spec.parse(value)
+
+        cfg = cls(
+            enabled=get("remote.log.storage.system.enable"),
+            uri=get("remote.storage.uri"),
+            access_key_id=get("remote.storage.access.key.id"),
+            secret_access_key=get("remote.storage.secret.access.key"),
+            task_interval_ms=get("remote.log.manager.task.interval.ms"),
+            copier_pool_size=get("remote.log.manager.copier.thread.pool.size"),
+            copy_max_bytes_per_second=get("remote.log.manager.copy.max.bytes.per.second"),
+            retry_backoff_ms=get("remote.log.manager.task.retry.backoff.ms"),
+            retry_backoff_max_ms=get("remote.log.manager.task.retry.backoff.max.ms"),
+            fetch_max_wait_ms=get("remote.fetch.max.wait.ms"),
+            cache_bytes=get("remote.log.reader.cache.bytes"),
+        )
+        if cfg.enabled and not cfg.uri:
+            raise ConfigError("remote.log.storage.system.enable=true needs remote.storage.uri"
+                              " (s3://BUCKET[/PREFIX]?endpoint=...&region=... or"
+                              " file:///PATH)")
+        if cfg.uri:
+            try:
+                parse_uri(cfg.uri)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        return cfg
+
+
+class HostedPartition(NamedTuple):
+    """What the manager needs of a hosted partition (the composition builds these from the
+    replica manager, which this layer may not import)."""
+
+    topic: str
+    partition: int
+    topic_id: str
+    log: PartitionLog
+    leader_epoch: int
+    is_leader: bool
+
+
+class _Fenced(Exception):
+    """Another writer committed the manifest version this broker meant to write."""
+
+
+@dataclass
+class _State:
+    topic_id: str
+    manifest: Manifest | None = None
+    epoch: int = -2  # leader epoch the manifest was (re)loaded for; -1: as a follower
+    failures: int = 0
+    backoff_until: float = 0.0
+    task: asyncio.Task[None] | None = None
+
+
+class RemoteLogManager:
+    def __init__(self, config: TieredConfig, node_id: int,
+                 hosted: Callable[[], Iterable[HostedPartition]],
+                 store: RemoteStore | None = None) -> None:
+        assert config.uri is not None
+        self.config = config
+        self.node_id = node_id
+        self._hosted = hosted
+        self.store = store or RemoteStore(parse_uri(config.uri), {
+            "access_key_id": config.access_key_id,
+            "secret_access_key": config.secret_access_key})
+        self.manifests = ManifestStore(self.store)
+        self.cache = ChunkCache(config.cache_bytes)
+        self.reader = RemoteSegmentReader(self.store, self.cache)
+        self._states: dict[tuple[str, int], _State] = {}
+        self._copy_slots: asyncio.Semaphore | None = None
+        self._quota_next = 0.0
+        self._loop_task: asyncio.Task[None] | None = None
+        self._reads: set[asyncio.Task[Any]] = set()
+        # Kafka's RemoteCopyBytesPerSec / RemoteFetchBytesPerSec and their errors, as totals.
+        self.copy_bytes = 0
+        self.copy_errors = 0
+        self.fetch_bytes = 0
+        self.fetch_errors = 0
+        self.segments_copied = 0
+        self.segments_deleted = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Check the store (RemoteStorageError: the caller exits with one line), read the
+        manifests of the tiered partitions hosted now, then run the task loop."""
+        self._copy_slots = asyncio.Semaphore(self.config.copier_pool_size)
+        await self.store.check()
+        await asyncio.gather(*(self._load(h) for h in self._tiered()),
+                             return_exceptions=True)
+        self._loop_task = asyncio.create_task(self._loop(), name="yak-remote-log-manager")
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._loop_task, *(s.task for s in self._states.values()),
+                             *self._reads] if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._loop_task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.task_interval_ms / 1000)
+            self.run_once()
+
+    def run_once(self) -> list[asyncio.Task[None]]:
+        """Start a round for every tiered partition whose previous round is over."""
+        started = []
+        hosted = {(h.topic, h.partition): h for h in self._tiered()}
+        for key in [k for k in self._states if k not in hosted]:
+            st = self._states.pop(key)
+            if st.task is not None:
+                st.task.cancel()
+        now = time.monotonic()
+        for key, h in hosted.items():
+            st = self._state(h)
+            if (st.task is not None and not st.task.done()) or now < st.backoff_until:
+                continue
+            st.task = asyncio.create_task(self._round(h, st), name=f"yak-rlm-{key[0]}-{key[1]}")
+            started.append(st.task)
+        return started
+
+    async def wait_idle(self) -> None:
+        """Every partition's current round is over (tests, benchmarks)."""
+        await asyncio.gather(*(s.task for s in self._states.values() if s.task is not None),
+                             return_exceptions=True)
+
+    def _tiered(self) -> list[HostedPartition]:
+        return [h for h in self._hosted() if h.log.config.remote_storage_enable]
+
+    def _state(self, h: HostedPartition) -> _State:
+        st = self._states.get((h.topic, h.partition))
+        if st is None or st.topic_id != h.topic_id:
+            st = self._states[(h.topic, h.partition)] = _State(h.topic_id)
+        return st
+
+    async def _load(self, h: HostedPartition) -> Manifest:
+        st = self._state(h)
+        m = await self.manifests.load(h.topic, h.topic_id, h.partition)
+        st.manifest = m
+        h.log.tiered_upto = m.copied_upto
+        return m
+
+    # ------------------------------------------------------------------ one round
+
+    async def _round(self, h: HostedPartition, st: _State) -> None:
+        try:
+            if h.is_leader:
+                await self._leader_round(h, st)
+            else:
+                st.epoch = -1
+                await self._load(h)
+            st.failures = 0
+        except asyncio.CancelledError:
+            raise
+        except _Fenced as e:
+            log.info("%s-%d: %s", h.topic, h.partition, e)
+        except Exception as e:  # noqa: BLE001 - the store's or ours: back off, never crash
+            st.failures += 1
+            self.copy_errors += 1
+            delay = min(self.config.retry_backoff_max_ms,
+                        self.config.retry_backoff_ms * 2 ** (st.failures - 1)) / 1000
+            st.backoff_until = time.monotonic() + delay
+            level = logging.WARNING if isinstance(e, RemoteStorageError) else logging.ERROR
+            log.log(level, "%s-%d: remote log task failed (attempt %d, next in %.1fs): %s",
+                    h.topic, h.partition, st.failures, delay, e,
+                    exc_info=not isinstance(e, RemoteStorageError))
+
+    async def _leader_round(self, h: HostedPartition, st: _State) -> None:
+        if st.manifest is None or st.epoch != h.leader_epoch:
+            # A new leadership: carry on from the newest manifest, whoever wrote it.
+            await self._load(h)
+            st.epoch = h.leader_epoch
+        assert st.manifest is not None
+        if st.manifest.leader_epoch > h.leader_epoch:
+            return  # a newer leader owns the remote log; our leadership is stale
+        await self._sweep(h, st)
+        await self._copy(h, st)
+        await self._remote_retention(h, st)
+
+    async def _commit(self, h: HostedPartition, st: _State, **changes: Any) -> Manifest:
+        """Commit the next manifest version; _Fenced if someone else committed it."""
+        assert st.manifest is not None
+        new = replace(st.manifest, version=st.manifest.version + 1,
+                      leader_epoch=max(h.leader_epoch, st.manifest.leader_epoch),
+                      broker_id=self.node_id, **changes)
+        if not await self.manifests.commit(new):
+            latest = await self.manifests.load(h.topic, h.topic_id, h.partition)
+            st.manifest = latest
+            h.log.tiered_upto = latest.copied_upto
+            raise _Fenced(f"manifest version {new.version} was committed by broker"
+                          f" {latest.broker_id} at leader epoch {latest.leader_epoch}")
+        st.manifest = new
+        return new
+
+    async def _sweep(self, h: HostedPartition, st: _State) -> None:
+        """Entries left COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED (a leader died or
+        failed between upload and commit): delete their objects, drop them."""
+        assert st.manifest is not None
+        stale = [s for s in st.manifest.segments
+                 if s.state in (SegmentState.COPY_SEGMENT_STARTED,
+                                SegmentState.DELETE_SEGMENT_STARTED)]
+        if not stale:
+            return
+        d = partition_dir(h.topic, h.topic_id, h.partition)
+        await self.store.delete([s.object_key(d, k) for s in stale for k in s.files])
+        ids = {s.segment_id for s in stale}
+        await self._commit(h, st, segments=tuple(
+            s for s in st.manifest.segments if s.segment_id not in ids))
+        log.info("%s-%d: swept %d unfinished remote segment(s)", h.topic, h.partition,
+                 len(stale))
+
+    # ------------------------------------------------------------------ copy
+
+    async def _copy(self, h: HostedPartition, st: _State) -> None:
+        assert st.manifest is not None
+        plog = h.log
+        plog.tiered_upto = st.manifest.copied_upto
+        bound = min(plog.high_watermark, plog.last_stable_offset, plog.recovery_point)
+        todo = await asyncio.to_thread(
+            _segments_to_copy, plog, st.manifest.copied_upto, bound,
+            self.config.copier_pool_size, self.node_id)
+        if not todo:
+            return
+        metas = [m for m, _, _ in todo]
+        await self._commit(h, st, segments=st.manifest.segments + tuple(metas))
+        d = partition_dir(h.topic, h.topic_id, h.partition)
+        results = await asyncio.gather(
+            *(self._upload(d, meta, path, small) for meta, path, small in todo),
+            return_exceptions=True)
+        now = _now_ms()
+        done = {m.segment_id for m, r in zip(metas, results, strict=True)
+                if not isinstance(r, BaseException)}
+        failed = [m for m in metas if m.segment_id not in done]
+        # Keep only a prefix of finished uploads: a later segment without the one before it
+        # would leave a hole below `tiered_upto`.
+        ordered = sorted(metas, key=lambda m: m.base_offset)
+        keep: set[str] = set()
+        for m in ordered:
+            if m.segment_id not in done:
+                break
+            keep.add(m.segment_id)
+        segs = tuple(s.with_state(SegmentState.COPY_SEGMENT_FINISHED, now)
+                     if s.segment_id in keep else s
+                     for s in st.manifest.segments
+                     if s.segment_id in keep or s.segment_id not in {m.segment_id for m in metas})
+        await self._commit(h, st, segments=segs)
+        plog.tiered_upto = st.manifest.copied_upto
+        self.segments_copied += len(keep)
+        dropped = [m for m in metas if m.segment_id not in keep]
+        if dropped:
+            with contextlib.suppress(RemoteStorageError):
+                await self.store.delete([m.object_key(d, k) for m in dropped for k in m.files])
+        if failed:
+            err = next(r for r in results if isinstance(r, BaseException))
+            raise err
+
+    async def _upload(self, part_dir: str, meta: RemoteLogSegmentMetadata, log_path: str,
+                      small: dict[str, bytes]) -> None:
+        assert self._copy_slots is not None
+        async with self._copy_slots:
+            await self._pace(meta.size + sum(len(b) for b in small.values()))
+            await self.store.put_file(meta.object_key(part_dir, "log"), log_path)
+            for kind, data in small.items():
+                await self.store.put_bytes(meta.object_key(part_dir, kind), data)
+            self.copy_bytes += meta.size + sum(len(b) for b in small.values())
+
+    async def _pace(self, nbytes: int) -> None:
+        """The copy quota: uploads start no faster than the configured byte rate."""
+        rate = self.config.copy_max_bytes_per_second
+        if rate >= 2**62:
+            return
+        now = time.monotonic()
+        start = max(now, self._quota_next)
+        self._quota_next = start + nbytes / rate
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    # ------------------------------------------------------------------ remote retention
+
+    async def _remote_retention(self, h: HostedPartition, st: _State) -> None:
+        assert st.manifest is not None
+        cfg = h.log.config
+        done = sorted(st.manifest.copied, key=lambda s: s.base_offset)
+        if not done or not cfg.delete:
+            return
+        drop: list[RemoteLogSegmentMetadata] = []
+        if cfg.retention_ms >= 0:
+            now = _now_ms()
+            for s in done:
+                if now - s.max_timestamp <= cfg.retention_ms:
+                    break
+                drop.append(s)
+        if cfg.retention_bytes >= 0:
+            upto = st.manifest.copied_upto
+            local_only = sum(seg.size for seg in h.log.segments if seg.base_offset >= upto)
+            total = sum(s.size for s in done[len(drop):]) + local_only
+            for s in done[len(drop):]:
+                if total - s.size < cfg.retention_bytes:
+                    break
+                total -= s.size
+                drop.append(s)
+        if not drop:
+            return
+        new_start = max(s.end_offset for s in drop) + 1
+        ids = {s.segment_id for s in drop}
+        now = _now_ms()
+        await self._commit(h, st, log_start_offset=max(new_start, st.manifest.log_start_offset),
+                           segments=tuple(
+                               s.with_state(SegmentState.DELETE_SEGMENT_STARTED, now)
+                               if s.segment_id in ids else s for s in st.manifest.segments))
+        d = partition_dir(h.topic, h.topic_id, h.partition)
+        await self.store.delete([s.object_key(d, k) for s in drop for k in s.files])
+        self.cache.drop_prefix(f"{d}/")
+        await self._commit(h, st, segments=tuple(
+            s for s in st.manifest.segments if s.segment_id not in ids))
+        self.segments_deleted += len(drop)
+        if new_start > h.log.log_start_offset:
+            # The whole log's start moved past data still held locally: drop it too.
+            await asyncio.to_thread(h.log.delete_records, min(new_start, h.log.high_watermark))
+        log.info("%s-%d: remote retention deleted %d segment(s); log start offset now %d",
+                 h.topic, h.partition, len(drop), new_start)
+
+    # ------------------------------------------------------------------ reads
+
+    def log_start_offset(self, topic: str, partition: int) -> int | None:
+        """The remote log's start (the whole log's start), None if nothing is remote."""
+        st = self._states.get((topic, partition))
+        if st is None or st.manifest is None:
+            return None
+        return st.manifest.start_offset
+
+    def highest_copied_offset(self, topic: str, partition: int) -> int | None:
+        """The last offset in the remote log (ListOffsets LATEST_TIERED_TIMESTAMP)."""
+        st = self._states.get((topic, partition))
+        if st is None or st.manifest is None or not st.manifest.copied:
+            return None
+        return st.manifest.copied_upto - 1
+
+    def epoch_for(self, topic: str, partition: int, offset: int) -> int:
+        st = self._states.get((topic, partition))
+        seg = None if st is None or st.manifest is None else st.manifest.find(offset)
+        if seg is None:
+            return -1
+        epoch = -1
+        for e, start in seg.leader_epochs:
+            if start <= offset:
+                epoch = e
+        return epoch
+
+    def tiered(self, log_: PartitionLog) -> bool:
+        return log_.config.remote_storage_enable
+
+    async def read(self, topic: str, partition: int, topic_id: str, log_: PartitionLog,
+                   offset: int, max_bytes: int, upper: int, min_one: bool,
+                   committed: bool) -> tuple[RemoteRead, list[tuple[int, int]] | None]:
+        """A Fetch below the local log start. OffsetOutOfRangeError if no remote segment
+        holds `offset`; KafkaStorageError (retriable) if the store fails or an object is
+        corrupt; an empty read if the store takes longer than remote.fetch.max.wait.ms."""
+        task = asyncio.create_task(self._read(topic, partition, topic_id, log_, offset,
+                                              max_bytes, upper, min_one, committed))
+        self._reads.add(task)
+        task.add_done_callback(self._read_done)
+        done, _ = await asyncio.wait({task}, timeout=self.config.fetch_max_wait_ms / 1000)
+        if not done:
+            return RemoteRead(), [] if committed else None
+        return task.result()
+
+    def _read_done(self, task: asyncio.Task[Any]) -> None:
+        self._reads.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a fetch that gave up waiting never will
+
+    async def _read(self, topic: str, partition: int, topic_id: str, log_: PartitionLog,
+                    offset: int, max_bytes: int, upper: int, min_one: bool,
+                    committed: bool) -> tuple[RemoteRead, list[tuple[int, int]] | None]:
+        st = self._states.get((topic, partition))
+        try:
+            if st is None or st.manifest is None:
+                h = HostedPartition(topic, partition, topic_id, log_, -1, False)
+                m = await self._load(h)
+            else:
+                m = st.manifest
+            seg = m.find(offset)
+            start = m.start_offset
+            if seg is None or start is None or offset < start:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} of {topic}-{partition} is in neither the remote log"
+                    f" (from {start}) nor the local one (from {log_.log_start_offset})")
+            d = partition_dir(topic, topic_id, partition)
+            before = self.reader.bytes_fetched
+            rr = await self.reader.read(seg, d, offset, max_bytes, upper, min_one)
+            aborted = None
+            if committed:
+                aborted_txns: list[Any] = []
+                if rr.size:
+                    later = sorted((s for s in m.copied if s.base_offset >= seg.base_offset),
+                                   key=lambda s: s.base_offset)
+                    found, complete = await self.reader.aborted(later, d, offset,
+                                                                rr.next_offset)
+                    aborted_txns = found
+                    if not complete:
+                        aborted_txns += log_.collect_aborted_txns(offset, rr.next_offset)
+                aborted = sorted({(a.producer_id, a.first_offset) for a in aborted_txns},
+                                 key=lambda a: a[1])
+            self.fetch_bytes += self.reader.bytes_fetched - before
+            return rr, aborted
+        except RemoteStorageError as e:
+            self.fetch_errors += 1
+            log.warning("%s-%d: remote read at %d failed: %s", topic, partition, offset, e)
+            raise KafkaStorageError(f"remote read of {topic}-{partition} failed: {e}") from e
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per tiered partition: remote start, copied up to, lag in bytes and segments
+        (the data of `yak tiered status`)."""
+        out = []
+        for h in self._tiered():
+            st = self._states.get((h.topic, h.partition))
+            m = st.manifest if st is not None else None
+            upto = m.copied_upto if m is not None else 0
+            pending = [s for s in h.log.segments[:-1] if s.base_offset >= upto]
+            out.append({
+                "topic": h.topic, "partition": h.partition, "leader": h.is_leader,
+                "remote_start": m.start_offset if m else None, "copied_upto": upto,
+                "remote_segments": len(m.copied) if m else 0,
+                "remote_bytes": sum(s.size for s in m.copied) if m else 0,
+                "local_start": h.log.log_start_offset,
+                "lag_segments": len(pending), "lag_bytes": sum(s.size for s in pending),
+            })
+        return out
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _segments_to_copy(plog: PartitionLog, copied_upto: int, bound: int, limit: int,
+                      node_id: int) -> list[tuple[RemoteLogSegmentMetadata, str, dict[str, bytes]]]:
+    """In a thread (it reads index files): the oldest rolled segments not yet copied that
+    end at or below `bound`, with their metadata (COPY_SEGMENT_STARTED), `.log` path and
+    the small files' bytes (uploaded as read, so their CRCs in the manifest match)."""
+    segs = plog.segments
+    epochs = plog.leader_epoch_cache.entries
+    out = []
+    now = _now_ms()
+    for i in range(len(segs) - 1):
+        seg = segs[i]
+        nxt = segs[i + 1].base_offset
+        end = nxt - 1
+        if nxt > bound or len(out) >= limit:
+            break
+        if end < copied_upto or seg.size == 0:
+            continue
+        seg.ensure_indexes()
+        small: dict[str, bytes] = {}
+        for kind, path in (("index", seg.index.path), ("timeindex", seg.time_index.path),
+                           ("txnindex", seg.txn_index.path),
+                           ("snapshot", os.path.join(plog.directory, f"{nxt:020d}.snapshot"))):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                if kind in ("index", "timeindex"):
+                    raise
+                continue
+            if kind == "txnindex" and not data:
+                continue
+            small[kind] = data
+        spans = _epochs_in(epochs, seg.base_offset, end)
+        small["leader-epoch-checkpoint"] = (
+            f"0\n{len(spans)}\n" + "".join(f"{e} {o}\n" for e, o in spans)).encode()
+        files = {"log": (seg.size, 0)}
+        files.update({k: (len(v), crc32c.crc32c(v)) for k, v in small.items()})
+        meta = RemoteLogSegmentMetadata(
+            segment_id=RemoteLogSegmentMetadata.new_id(), base_offset=seg.base_offset,
+            end_offset=end, max_timestamp=seg.largest_timestamp, size=seg.size,
+            leader_epochs=spans, state=SegmentState.COPY_SEGMENT_STARTED, files=files,
+            broker_id=node_id, event_ms=now)
+        out.append((meta, seg.log_path, small))
+    return out
+
+
+def _epochs_in(entries: list[tuple[int, int]], base: int, end: int) -> list[tuple[int, int]]:
+    """The leader epochs of [base, end]: the one in force at `base` (from `base`) and every
+    later one that starts inside."""
+    out: list[tuple[int, int]] = []
+    for e, start in entries:
+        if start <= base:
+            out = [(e, base)]
+        elif start <= end:
+            out.append((e, start))
+    return out
