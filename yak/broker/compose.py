@@ -47,7 +47,7 @@ from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
 from yak.cluster.identity import DataDirMismatchError
-from yak.cluster.inter_broker import Connect, InterBrokerClient, RemoteMarkerSender
+from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore, MetadataView
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
@@ -77,6 +77,7 @@ from yak.txn.state_topic import (
     TransactionStateHost,
     transaction_topic_configs,
 )
+from yak.wire import Dialer
 
 __all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config",
            "txn_config"]
@@ -179,7 +180,7 @@ def build_broker(config: BrokerConfig) -> Broker:
             "inter-broker security", lambda: _inter_broker_connect(config, security))
         fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
             replica_manager, node.resolve, FetcherConfig.from_broker_config(
-                config, broker_epoch=lambda: node.broker_epoch), connect=inter_broker_connect))
+                config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect))
         metadata = node.store
         topics = _construct("topic manager",
                             lambda: ClusterTopicManager(node.store, replica_manager, config))
@@ -275,7 +276,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         # Transactions across brokers: markers to partitions led elsewhere, and Produce's
         # KIP-890 check with a coordinator on another broker.
         inter_broker = InterBrokerClient(config.node_id, node.resolve,
-                                         connect=inter_broker_connect)
+                                         dialer=inter_broker_connect)
         txn_markers.remote = RemoteMarkerSender(inter_broker, coordinators.leader_of)
         coordinators.inter_broker = inter_broker
 
@@ -414,9 +415,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     return broker
 
 
-def _inter_broker_connect(config: BrokerConfig, security: SecurityConfig) -> Connect | None:
-    """How this broker opens a connection to another one's inter-broker listener: None
-    (plain TCP) on a PLAINTEXT listener; else TLS as the listener's settings say
+def _inter_broker_connect(config: BrokerConfig, security: SecurityConfig) -> Dialer | None:
+    """How this broker reaches another one's inter-broker listener (a `yak.wire.Dialer`):
+    None (plain TCP) on a PLAINTEXT listener; else TLS as the listener's settings say
     (truststore, keystore for mTLS) and a SASL login with the broker's own credentials from
     that listener's JAAS config (`ClientSecurity.for_inter_broker`). Missing credentials
     are bad configuration: the broker does not start rather than never replicate."""
@@ -425,21 +426,13 @@ def _inter_broker_connect(config: BrokerConfig, security: SecurityConfig) -> Con
         return None
     # Imported here: a PLAINTEXT broker never loads the SASL/TLS client side (scramp).
     from yak.security.client import ClientSecurity
-    from yak.security.connect import open_connection as open_secure_connection
+    from yak.security.connect import dialer
 
     try:
         client = ClientSecurity.for_inter_broker(config.raw, listeners)
     except ValueError as e:
         raise ConfigError(f"inter.broker.listener.name: {e}") from None
-    timeout_s = config.replica_socket_timeout_ms / 1000
-    client_id = f"yak-broker-{config.node_id}"
-
-    async def connect(host: str, port: int
-                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await open_secure_connection(host, port, client, timeout_s, client_id,
-                                            limit=1 << 20)
-
-    return connect
+    return dialer(client)
 
 
 def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> ClusterNode:

@@ -1,11 +1,12 @@
 """Requests one broker sends another besides replication: transaction markers and KIP-890
 verification, for a transaction coordinator and a partition leader on different brokers.
 
-`InterBrokerClient` keeps one connection per broker (resolved to its inter-broker endpoint
-from the metadata image), one request at a time on it, each bounded by a timeout; a
-connection that fails, or whose request was cancelled or timed out before its response
-was read, is dropped and opened again by the next request (a response left unread would
-otherwise be taken for the next request's, and every later one would be off by one).
+`InterBrokerClient` keeps one `yak.wire.KafkaConnection` per broker (resolved to its
+inter-broker endpoint from the metadata image, a new connection when the address
+changes), requests pipelined on it, each bounded by a timeout; the connection closes
+itself when a request fails, times out or is cancelled before its response was read (a
+response left unread would otherwise be taken for the next request's, and every later
+one would be off by one), and the next request opens it again.
 
 `RemoteMarkerSender` is the transaction coordinator's seam (`yak.txn.markers`): markers for
 partitions led elsewhere go to each leader as one WriteTxnMarkers request, and the per
@@ -18,59 +19,38 @@ verify_only) against a coordinator on another broker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from yak.errors import ErrorCode
+from yak.errors import ErrorCode, KafkaError
 from yak.partition import TxnMarker
 from yak.partition.state import NO_LEADER
 from yak.protocol import kio_compat
+from yak.wire import PLAIN, BrokerConnectionError, Dialer, KafkaConnection
 
-__all__ = ["InterBrokerClient", "RemoteMarkerSender", "remote_verify"]
+__all__ = ["InterBrokerClient", "InterBrokerError", "RemoteMarkerSender", "remote_verify"]
 
 log = logging.getLogger(__name__)
 
 Resolve = Callable[[int], "tuple[str, int] | None"]
-# Opens a connection to (host, port) of another broker (the replica fetcher's type).
-Connect = Callable[[str, int], Awaitable["tuple[asyncio.StreamReader, asyncio.StreamWriter]"]]
 REQUEST_TIMEOUT_S = 30.0
-_MAX_FRAME = 64 << 20
 
-
-class InterBrokerError(Exception):
-    """The broker could not be reached or answered nonsense."""
-
-
-class _Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 addr: tuple[str, int]) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.addr = addr
-        self.lock = asyncio.Lock()
-        self.correlation = 0
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-        with contextlib.suppress(Exception):
-            self.writer.close()
+InterBrokerError = BrokerConnectionError
+"""The broker could not be reached or answered nonsense (the connection's error)."""
 
 
 class InterBrokerClient:
     def __init__(self, node_id: int, resolve: Resolve,
                  timeout_s: float = REQUEST_TIMEOUT_S,
-                 connect: Connect | None = None) -> None:
+                 dialer: Dialer | None = None) -> None:
         self.node_id = node_id
         self.resolve = resolve
         self.timeout_s = timeout_s
         # How to reach another broker's inter-broker listener: TLS and the SASL login are
         # the composition's to give (the security layer is above this one); plain TCP else.
-        self.connect = connect
-        self._conns: dict[int, _Conn] = {}
+        self.dialer = dialer or PLAIN
+        self._conns: dict[int, KafkaConnection] = {}
 
     async def request(self, node: int, request: Any) -> Any:
         """Send `request` (a kio request object) to broker `node`; its response, or
@@ -79,56 +59,16 @@ class InterBrokerClient:
         if addr is None:
             raise InterBrokerError(f"broker {node} is not registered")
         conn = self._conns.get(node)
-        if conn is not None and conn.addr != addr:
-            conn.close()
-            conn = None
-        try:
-            if conn is None:
-                opening = (self.connect(addr[0], addr[1]) if self.connect is not None
-                           else asyncio.open_connection(addr[0], addr[1], limit=1 << 20))
-                reader, writer = await asyncio.wait_for(opening, self.timeout_s)
-                conn = self._conns[node] = _Conn(reader, writer, addr)
-            async with conn.lock:
-                if conn.closed:  # dropped while this request waited for its turn
-                    raise ConnectionResetError("the connection was dropped")
-                conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
-                cid = conn.correlation
-                done = False
-                try:
-                    conn.writer.write(kio_compat.encode_request(
-                        request, cid, f"yak-broker-{self.node_id}"))
-                    frame = await asyncio.wait_for(self._read_frame(conn), self.timeout_s)
-                    done = True
-                finally:
-                    if not done:
-                        # Failed, timed out or cancelled (a caller's task, e.g. a Produce
-                        # whose client went away) with the response maybe still on its
-                        # way: the next request on this connection would read it as its
-                        # own. Only a fresh connection is in step again.
-                        self._drop(node, conn)
-            got, response = kio_compat.decode_response(
-                int(request.__api_key__), int(request.__version__), frame)
-            if got != cid:
-                raise ValueError(f"correlation id {got}, expected {cid}")
-            return response
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
-                RuntimeError) as e:
-            # (RuntimeError: uvloop's write on a transport closed under it)
+        if conn is None or (conn.host, conn.port) != tuple(addr):
             if conn is not None:
-                self._drop(node, conn)
-            raise InterBrokerError(f"broker {node} at {addr[0]}:{addr[1]}: {e!r}") from e
-
-    def _drop(self, node: int, conn: _Conn) -> None:
-        if self._conns.get(node) is conn:
-            del self._conns[node]
-        conn.close()
-
-    @staticmethod
-    async def _read_frame(conn: _Conn) -> bytes:
-        (size,) = struct.unpack(">i", await conn.reader.readexactly(4))
-        if not 0 < size <= _MAX_FRAME:
-            raise ValueError(f"response frame of {size} bytes")
-        return await conn.reader.readexactly(size)
+                conn.close()
+            conn = self._conns[node] = KafkaConnection(
+                addr[0], addr[1], client_id=f"yak-broker-{self.node_id}",
+                dialer=self.dialer, timeout_s=self.timeout_s)
+        try:
+            return await conn.request(request)
+        except KafkaError as e:  # the connection's, or a refused login while opening it
+            raise InterBrokerError(f"broker {node}: {e}") from e
 
     async def close(self) -> None:
         for conn in self._conns.values():

@@ -28,9 +28,11 @@ partition it copies:
   leader's address. The publisher's next `follow` with a newer epoch clears a back-off.
 
 Data of a fetch answered under an older leadership than the one followed now is dropped.
-This module is in the cluster layer: it opens connections to other brokers and reaches
-the partitions only through the ReplicaManager. Inter-broker security (TLS/SASL) plugs in
-through `connect`, which by default opens a plain TCP connection.
+This module is in the cluster layer: it reaches other brokers through
+`yak.wire.KafkaConnection` (the Fetch frame hand-encoded, the response decoded by
+`fetch_client_codec` with the records left as slices of the received frame) and the
+partitions only through the ReplicaManager. Inter-broker security (TLS/SASL) plugs in as
+the `Dialer` the composition hands in (plain TCP by default).
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,7 @@ from yak.protocol.fetch_client_codec import (
     decode_fetch_response,
     encode_fetch_request,
 )
+from yak.wire import PLAIN, BrokerConnectionError, Dialer, KafkaConnection
 
 if TYPE_CHECKING:
     from yak.partition import ReplicaManager
@@ -65,12 +67,10 @@ log = logging.getLogger(__name__)
 
 # node id -> (host, port) of its inter-broker listener, or None if it is not known/live.
 Resolve = Callable[[int], "tuple[str, int] | None"]
-Connect = Callable[[str, int], Awaitable["tuple[asyncio.StreamReader, asyncio.StreamWriter]"]]
 
 MAX_RESPONSE_BYTES = 256 << 20  # a frame announcing more is a broken peer
 FETCH_VERSION = 15
 LIST_OFFSETS_VERSION = 7
-_I32 = struct.Struct(">i")
 _EMPTY = memoryview(b"")
 _NONE = int(ErrorCode.none)
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
@@ -109,11 +109,6 @@ class FetcherConfig:
         )
 
 
-async def _plain_connect(host: str, port: int
-                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection(host, port, limit=1 << 20)
-
-
 class _PartitionFetch:
     """One followed partition: the leadership it follows and whether it is backing off."""
 
@@ -130,11 +125,11 @@ class _PartitionFetch:
 
 class ReplicaFetcherManager:
     def __init__(self, replica_manager: ReplicaManager, resolve: Resolve,
-                 config: FetcherConfig, connect: Connect | None = None) -> None:
+                 config: FetcherConfig, dialer: Dialer | None = None) -> None:
         self.replica_manager = replica_manager
         self.resolve = resolve
         self.config = config
-        self.connect = connect or _plain_connect
+        self.dialer = dialer or PLAIN
         self._fetchers: dict[tuple[int, int], _SourceFetcher] = {}
         self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
         self._retired: set[_SourceFetcher] = set()  # shut down, task not yet finished
@@ -234,9 +229,7 @@ class _SourceFetcher:
         self.fetcher_id = fetcher_id
         self.partitions: dict[tuple[str, int], _PartitionFetch] = {}
         self._changed = asyncio.Event()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = 0
+        self._conn: KafkaConnection | None = None
         self._down_logged = False
         # For metrics and diagnosis: fetch round trips, bytes copied, time waiting for them.
         self.rounds = 0
@@ -290,12 +283,13 @@ class _SourceFetcher:
                                default=None)
                     await self._wait_changed(None if wake is None else wake - now)
                     continue
-                if self._writer is None and not await self._connect():
+                if (self._conn is None or not self._conn.is_open) \
+                        and not await self._connect():
                     self._delay(ready, backoff)
                     continue
                 try:
                     await self._fetch(ready)
-                except (TimeoutError, OSError, EOFError, FetchDecodeError) as e:
+                except (BrokerConnectionError, FetchDecodeError) as e:
                     self._connection_failed(e)
                     self._delay(ready, backoff)
         except asyncio.CancelledError:
@@ -316,16 +310,22 @@ class _SourceFetcher:
             pf.delayed_until = until
 
     async def _connect(self) -> bool:
+        """(Re)open the connection to the leader's address as resolved now."""
         address = self.manager.resolve(self.leader_id)
         if address is None:
             self._report_down(f"broker {self.leader_id} has no known address")
             return False
+        conn = self._conn
+        if conn is None or (conn.host, conn.port) != tuple(address):
+            self._close()
+            conn = self._conn = KafkaConnection(
+                address[0], address[1], client_id=f"yak-replica-{self.cfg.node_id}",
+                dialer=self.manager.dialer, timeout_s=self.cfg.socket_timeout_ms / 1000,
+                max_frame=MAX_RESPONSE_BYTES)
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                self.manager.connect(*address), self.cfg.socket_timeout_ms / 1000)
-        except (TimeoutError, OSError) as e:
-            self._report_down(f"cannot connect to broker {self.leader_id} at"
-                              f" {address[0]}:{address[1]}: {e!r}")
+            await conn.open()
+        except KafkaError as e:  # unreachable, or the login refused (SASL)
+            self._report_down(f"cannot connect to broker {self.leader_id}: {e}")
             return False
         if self._down_logged:
             log.info("replica fetcher connected to broker %d at %s:%d", self.leader_id,
@@ -345,33 +345,9 @@ class _SourceFetcher:
         self._close()
 
     def _close(self) -> None:
-        w = self._writer
-        self._reader = self._writer = None
-        if w is not None:
-            w.transport.abort()
-
-    async def _round_trip(self, frame: bytes | bytearray, timeout_s: float) -> memoryview:
-        reader, writer = self._reader, self._writer
-        assert reader is not None and writer is not None
-        writer.write(frame)
-        (correlation,) = _I32.unpack_from(frame, 8)
-
-        async def read() -> memoryview:
-            head = await reader.readexactly(4)
-            (size,) = _I32.unpack(head)
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                raise FetchDecodeError(f"response frame of {size} bytes")
-            return memoryview(await reader.readexactly(size))
-
-        body = await asyncio.wait_for(read(), timeout_s)
-        (got,) = _I32.unpack_from(body, 0)
-        if got != correlation:
-            raise FetchDecodeError(f"correlation id {got}, expected {correlation}")
-        return body
-
-    def _next_correlation(self) -> int:
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        return self._correlation
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     # ------------------------------------------------------------------ one fetch
 
@@ -395,13 +371,16 @@ class _SourceFetcher:
         if not sent:
             self._delay(ready, cfg.fetch_backoff_ms / 1000)
             return
+        conn = self._conn
+        assert conn is not None
+        cid = conn.next_correlation_id()
         frame = encode_fetch_request(
-            cfg.fetch_version, self._next_correlation(), f"yak-replica-{cfg.node_id}",
+            cfg.fetch_version, cid, f"yak-replica-{cfg.node_id}",
             cfg.node_id, cfg.broker_epoch(), cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
             cfg.fetch_response_max_bytes, list(by_topic.values()))
         sent_at = time.monotonic()
-        body = await self._round_trip(
-            frame, (cfg.socket_timeout_ms + cfg.fetch_wait_max_ms) / 1000)
+        body = await conn.request_frame(
+            frame, cid, (cfg.socket_timeout_ms + cfg.fetch_wait_max_ms) / 1000)
         self.rounds += 1
         self.bytes += len(body)
         self.wait_s += time.monotonic() - sent_at
@@ -505,10 +484,10 @@ class _SourceFetcher:
                 kio_compat.build(mod.ListOffsetsPartition, partition_index=pf.partition,
                                  current_leader_epoch=epoch, timestamp=-1,
                                  max_num_offsets=1),)),))
-        frame = kio_compat.encode_request(req, self._next_correlation(),
-                                          f"yak-replica-{self.cfg.node_id}")
-        body = await self._round_trip(frame, self.cfg.socket_timeout_ms / 1000)
-        _, resp = kio_compat.decode_response(2, v, body)
+        conn = self._conn
+        if conn is None:
+            raise BrokerConnectionError(f"broker {self.leader_id}: the connection was closed")
+        resp = await conn.request(req, self.cfg.socket_timeout_ms / 1000)
         for t in resp.topics:
             for part in t.partitions:
                 if part.error_code == ErrorCode.none and part.offset >= 0:

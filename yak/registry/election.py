@@ -5,8 +5,9 @@ As Confluent's Schema Registry does: every registry joins the consumer group
 eligibility) as member metadata; the group's leader member picks the registry leader and
 hands the choice to everyone in SyncGroup; heartbeats keep membership and a rebalance (a
 registry joining, leaving or dying, detected by the coordinator's session timeout) elects
-again. It is Kafka's classic group protocol spoken over the wire with kio's codecs, so it
-works against any Kafka cluster, not just Yak.
+again. It is Kafka's classic group protocol spoken over the wire with kio's codecs, through
+`yak.wire.KafkaConnection` (secured by `yak.security.connect`), so it works against any
+Kafka cluster, not just Yak.
 
 A member's view of the leader is `None` while a rebalance is in progress. Correctness does
 not rest on the election alone: the log decides which id assignment wins (see `state.py`).
@@ -16,18 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import i8, i32
+
+from yak.wire import KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ PROTOCOL_NAME = "v0"
 SESSION_TIMEOUT_MS = 10_000
 REBALANCE_TIMEOUT_MS = 15_000
 HEARTBEAT_S = 3.0
-_LEN = struct.Struct(">i")
+CLIENT_ID = "yak-registry"
 
 
 @dataclass(frozen=True)
@@ -63,62 +63,18 @@ class Identity:
                    bool(d.get("leader_eligibility", True)))
 
 
-class _Conn:
-    """One asyncio connection to one broker: a request, then its response (kio codecs)."""
+def _connection(host: str, port: int, security: Any) -> KafkaConnection:
+    """TLS and SASL login as `security` (a ClientSecurity, None: PLAINTEXT) says; imported
+    here, so a registry on a PLAINTEXT cluster never loads the SASL client side."""
+    from yak.security.connect import connection
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.correlation = 0
-
-    @classmethod
-    async def open(cls, host: str, port: int, timeout_s: float, security: Any = None) -> _Conn:
-        """TLS and SASL login as `security` (a ClientSecurity, None: PLAINTEXT) says."""
-        from yak.client.aio import open_connection
-
-        r, w = await open_connection(host, port, security, timeout_s, "yak-registry")
-        return cls(r, w)
-
-    async def send(self, request: Any, response_cls: Any, timeout_s: float) -> Any:
-        self.correlation += 1
-        header_cls = request.__header_schema__
-        fields = {"request_api_key": i16(request.__api_key__),
-                  "request_api_version": i16(request.__version__),
-                  "correlation_id": i32(self.correlation), "client_id": "yak-registry"}
-        import dataclasses
-
-        names = {f.name for f in dataclasses.fields(header_cls)}
-        header = header_cls(**{k: v for k, v in fields.items() if k in names})
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        entity_writer(header_cls)(buf, header)
-        entity_writer(type(request))(buf, request)
-        frame = buf.getbuffer()
-        _LEN.pack_into(frame, 0, len(frame) - 4)
-        self.writer.write(bytes(frame))
-        del frame
-        await self.writer.drain()
-        size = _LEN.unpack(await asyncio.wait_for(self.reader.readexactly(4), timeout_s))[0]
-        payload = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
-        view = memoryview(payload).toreadonly()
-        resp_header, used = entity_reader(response_cls.__header_schema__)(view, 0)
-        if resp_header.correlation_id != self.correlation:
-            raise ConnectionError("correlation id mismatch")
-        body, _ = entity_reader(response_cls)(view, used)
-        return body
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
+    return connection(host, port, security, 5.0, CLIENT_ID)
 
 
-def _api(name: str, version: int) -> tuple[Any, Any]:
+def _api(name: str, version: int) -> Any:
     from importlib import import_module
 
-    base = "".join(p.capitalize() for p in name.split("_"))
-    req = import_module(f"kio.schema.{name}.v{version}.request")
-    resp = import_module(f"kio.schema.{name}.v{version}.response")
-    return req, getattr(resp, base + "Response")
+    return import_module(f"kio.schema.{name}.v{version}.request")
 
 
 class LeaderElector:
@@ -136,7 +92,7 @@ class LeaderElector:
         self.leader: Identity | None = None
         self.generation = -1
         self.member_id = ""
-        self._conn: _Conn | None = None
+        self._conn: KafkaConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._stopping = False
@@ -192,10 +148,10 @@ class LeaderElector:
                 await self._task
         if self._conn is not None and self.member_id:
             with contextlib.suppress(Exception):
-                req, resp = _api("leave_group", 1)
-                await self._conn.send(
+                req = _api("leave_group", 1)
+                await self._conn.request(
                     req.LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id),
-                    resp, 2.0)
+                    2.0)
         if self._conn is not None:
             self._conn.close()
 
@@ -223,31 +179,33 @@ class LeaderElector:
     async def _coordinator(self) -> None:
         if self._conn is not None:
             return
-        req, resp = _api("find_coordinator", 2)
+        req = _api("find_coordinator", 2)
         last: Exception | None = None
         for host, port in self.bootstrap:
+            conn = _connection(host, port, self.security)
             try:
-                conn = await _Conn.open(host, port, 5.0, self.security)
-            except OSError as e:
+                await conn.open()
+            except OSError as e:  # unreachable: BrokerConnectionError is one
                 last = e
                 continue
             try:
-                r = await conn.send(req.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)),
-                                    resp, 10.0)
+                r = await conn.request(
+                    req.FindCoordinatorRequest(key=self.group_id, key_type=i8(0)), 10.0)
             finally:
                 conn.close()
             if r.error_code != ErrorCode.none:
                 raise ConnectionError(f"FindCoordinator: {r.error_code.name}")
-            self._conn = await _Conn.open(r.host, int(r.port), 5.0, self.security)
+            self._conn = _connection(r.host, int(r.port), self.security)
+            await self._conn.open()
             return
         raise ConnectionError(f"no broker reachable: {last}")
 
     async def _join_and_sync(self) -> None:
         assert self._conn is not None
-        jreq, jresp = _api("join_group", 5)
+        jreq = _api("join_group", 5)
         while True:
             self._set_leader(None)
-            r = await self._conn.send(jreq.JoinGroupRequest(
+            r = await self._conn.request(jreq.JoinGroupRequest(
                 group_id=self.group_id,
                 session_timeout=timedelta(milliseconds=SESSION_TIMEOUT_MS),
                 rebalance_timeout=timedelta(milliseconds=REBALANCE_TIMEOUT_MS),
@@ -255,7 +213,7 @@ class LeaderElector:
                 protocol_type=PROTOCOL_TYPE,
                 protocols=(jreq.JoinGroupRequestProtocol(name=PROTOCOL_NAME,
                                                          metadata=self.identity.to_json()),),
-            ), jresp, REBALANCE_TIMEOUT_MS / 1000 + 10)
+            ), REBALANCE_TIMEOUT_MS / 1000 + 10)
             if r.error_code == ErrorCode.member_id_required:
                 self.member_id = r.member_id
                 continue
@@ -267,13 +225,13 @@ class LeaderElector:
             self.member_id = r.member_id
             self.generation = int(r.generation_id)
             assignments = ()
-            sreq, sresp = _api("sync_group", 3)
+            sreq = _api("sync_group", 3)
             if r.leader == r.member_id:
                 assignments = self._assign(r.members, sreq)
-            s = await self._conn.send(sreq.SyncGroupRequest(
+            s = await self._conn.request(sreq.SyncGroupRequest(
                 group_id=self.group_id, generation_id=i32(self.generation),
                 member_id=self.member_id, group_instance_id=None, assignments=assignments,
-            ), sresp, REBALANCE_TIMEOUT_MS / 1000 + 10)
+            ), REBALANCE_TIMEOUT_MS / 1000 + 10)
             if s.error_code == ErrorCode.rebalance_in_progress:
                 continue
             if s.error_code != ErrorCode.none:
@@ -307,12 +265,12 @@ class LeaderElector:
 
     async def _heartbeat_until_rebalance(self) -> None:
         assert self._conn is not None
-        hreq, hresp = _api("heartbeat", 3)
+        hreq = _api("heartbeat", 3)
         while not self._stopping:
             await asyncio.sleep(HEARTBEAT_S)
-            r = await self._conn.send(hreq.HeartbeatRequest(
+            r = await self._conn.request(hreq.HeartbeatRequest(
                 group_id=self.group_id, generation_id=i32(self.generation),
-                member_id=self.member_id, group_instance_id=None), hresp, 10.0)
+                member_id=self.member_id, group_instance_id=None), 10.0)
             if r.error_code == ErrorCode.none:
                 continue
             if r.error_code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation,
