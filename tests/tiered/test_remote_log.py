@@ -73,11 +73,14 @@ def lead(rm: ReplicaManager, epoch: int = 0, config: LogConfig = CFG) -> None:
     rm.apply_partition_state("t", 0, TID, PartitionState((ME,), (ME,), ME, epoch, epoch), config)
 
 
-def produce(rm: ReplicaManager, batches: int, per_batch: int = 10, start: int = 0) -> None:
+def produce(rm: ReplicaManager, batches: int, per_batch: int = 10, start: int = 0,
+            ts0: int | None = None) -> None:
     async def go() -> None:
         for b in range(batches):
+            # ts0: record i gets ts0 + i ms (distinct, increasing timestamps)
             recs = [Record(b"k", b"v%08d" % (start + b * per_batch + i) + b"x" * 100,
-                           int(time.time() * 1000)) for i in range(per_batch)]
+                           int(time.time() * 1000) if ts0 is None
+                           else ts0 + start + b * per_batch + i) for i in range(per_batch)]
             (r,) = await rm.append_records([("t", 0, memoryview(build_batch(recs)))], 1,
                                            0, 5000)  # type: ignore[arg-type]
             assert r.error == 0
@@ -331,3 +334,26 @@ def test_compacted_topics_cannot_be_tiered() -> None:
         LogConfig.from_props({"remote.storage.enable": "true", "cleanup.policy": "compact"})
     with pytest.raises(InvalidConfigurationError, match="local.retention.bytes"):
         LogConfig.from_props({"retention.bytes": "100", "local.retention.bytes": "200"})
+
+
+def test_list_offsets_by_time_finds_records_older_than_the_local_log(rm: ReplicaManager,
+                                                                     tmp_path: Path) -> None:
+    lead(rm)
+    ts0 = int(time.time() * 1000) - 3_600_000
+    produce(rm, 150, ts0=ts0)
+    rlm = make_rlm(rm, tmp_path / "bucket")
+    plog = rm.get_partition("t", 0).log  # type: ignore[union-attr]
+
+    async def main() -> None:
+        await rlm.start()
+        await round_(rlm)
+        plog.apply_retention()
+        assert plog.log_start_offset > 300
+        iso = FetchIsolation.HIGH_WATERMARK
+        for target in (0, 1, 123, 299, plog.log_start_offset + 5):
+            local = rm.fetch_offset_for_timestamp("t", 0, ts0 + target, iso)
+            got = await rm.remote_offset_for_timestamp("t", 0, ts0 + target, local)
+            assert got[:2] == (target, ts0 + target), target
+            assert got[2] == 0  # the leader epoch of that record
+        await rlm.stop()
+    asyncio.run(main())

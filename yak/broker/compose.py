@@ -70,6 +70,7 @@ from yak.security.scram import CredentialStore, FileCredentialStore, ScramCreden
 from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
 from yak.storage import LogManager
+from yak.tiered import HostedPartition, RemoteLogManager, RemoteStorageError, TieredConfig
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
 from yak.txn.markers import PartitionMarkerWriter
 from yak.txn.state_topic import (
@@ -390,6 +391,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     if authorizer is not None:
         parts.append(Part("authorizer", start_authorizer))
     parts.append(Part("client quotas", start_quotas, stop_quotas))
+    tiered = make_tiered(config, replica_manager)
+    if tiered is not None:
+        parts.append(tiered)  # started last (partitions hosted), stopped first
     broker = Broker(
         config,
         cluster_id=metadata.cluster_id,
@@ -413,6 +417,34 @@ def build_broker(config: BrokerConfig) -> Broker:
     if node is not None:
         _join_cluster(broker, node, topics, fetchers)  # type: ignore[arg-type]
     return broker
+
+
+def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:
+    """Tiered storage (issue 25, docs/tiered.md): with `remote.log.storage.system.enable`,
+    the remote log manager over the replica manager's hosted partitions, plugged into its
+    fetch path. A bad URI, or a store that does not answer at start-up, is one line and
+    exit 2."""
+    tiered_config = _construct("remote log manager",
+                               lambda: TieredConfig.from_settings(config.raw))
+    if not tiered_config.enabled:
+        return None
+
+    def hosted() -> list[HostedPartition]:
+        return [HostedPartition(p.topic, p.index, str(p.topic_id), p.log, p.leader_epoch,
+                                p.is_leader) for p in replica_manager.partitions()]
+
+    rlm = _construct("remote log manager",
+                     lambda: RemoteLogManager(tiered_config, config.node_id, hosted))
+    replica_manager.remote_log = rlm
+
+    async def start() -> None:
+        try:
+            await rlm.start()
+        except RemoteStorageError as e:
+            raise StartupError(f"remote.storage.uri {tiered_config.uri}: {e}",
+                               exit_code=2) from e
+
+    return Part("remote log manager", start, rlm.stop)
 
 
 def _inter_broker_connect(config: BrokerConfig, security: SecurityConfig) -> Dialer | None:

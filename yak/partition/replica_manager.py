@@ -1103,6 +1103,21 @@ class ReplicaManager:
                     return last, -1, rl.epoch_for(topic, partition, last)
         return found
 
+    async def remote_offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int, found: tuple[int, int, int],
+    ) -> tuple[int, int, int]:
+        """ListOffsets by time on a tiered partition (issue 25): the first record at or after
+        `timestamp` may be in the remote log, older than anything local; `found` is the
+        local answer, kept when the remote log has none."""
+        rl = self.remote_log
+        p = self._partitions.get((topic, partition))
+        if rl is None or p is None or timestamp < 0 or not p.log.config.remote_storage_enable:
+            return found
+        remote = await rl.offset_for_timestamp(topic, partition, p.log, timestamp)
+        if remote is None:
+            return found
+        return remote[0], remote[1], rl.epoch_for(topic, partition, remote[0])
+
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords on the leader; returns the new low watermark; raises KafkaError."""
         return self.partition_or_error(topic, partition).delete_records_on_leader(offset)

@@ -467,7 +467,9 @@ class PartitionLog(LocalLog):
 
     def apply_retention(self, now: int | None = None) -> int:
         """Delete whole segments past `retention.ms` / over `retention.bytes` (only those
-        entirely below the high watermark; see `yak.storage.retention`). Returns how many
+        entirely below the high watermark; see `yak.storage.retention`). A tiered log
+        (`remote.storage.enable` and `tiered_upto` known) uses `local.retention.*` and keeps
+        every segment not wholly below `tiered_upto` (docs/tiered.md). Returns how many
         went."""
         cfg = self.config
         if not cfg.delete:

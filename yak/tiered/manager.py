@@ -431,6 +431,32 @@ class RemoteLogManager:
                 epoch = e
         return epoch
 
+    async def offset_for_timestamp(self, topic: str, partition: int, log_: PartitionLog,
+                                   timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by time below the local log start: (offset, timestamp) of the first
+        remote record at or after `timestamp` in a segment older than the local log, None
+        if the answer is local (or nothing qualifies remotely). KafkaStorageError if the
+        store fails."""
+        st = self._states.get((topic, partition))
+        if st is None or st.manifest is None:
+            return None
+        local_start = log_.log_start_offset
+        start = st.manifest.start_offset
+        for seg in sorted(st.manifest.copied, key=lambda s: s.base_offset):
+            if seg.base_offset >= local_start:
+                break
+            if seg.max_timestamp < timestamp or (start is not None and seg.end_offset < start):
+                continue
+            d = partition_dir(topic, st.topic_id, partition)
+            try:
+                found = await self.reader.offset_for_timestamp(seg, d, timestamp)
+            except RemoteStorageError as e:
+                self.fetch_errors += 1
+                raise KafkaStorageError(f"remote time lookup in {topic}-{partition}: {e}") from e
+            if found is not None and (start is None or found[0] >= start):
+                return found
+        return None
+
     def tiered(self, log_: PartitionLog) -> bool:
         return log_.config.remote_storage_enable
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from yak.errors import CorruptRecordError
-from yak.protocol.records import HEADER_SIZE, crc_is_valid, parse_header
+from yak.protocol.records import HEADER_SIZE, crc_is_valid, decode_records, parse_header
 from yak.storage.txn_index import ENTRY as TXN_ENTRY
 from yak.storage.txn_index import AbortedTxn
 from yak.tiered.metadata import RemoteLogSegmentMetadata
@@ -32,6 +32,7 @@ __all__ = ["ChunkCache", "RemoteCorruptionError", "RemoteRead", "RemoteSegmentRe
 CHUNK_SIZE = 1 << 20
 SCAN_SLACK = 64 * 1024  # read past max_bytes: the index entry may sit before the offset
 _OFF_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
 
 
 class RemoteCorruptionError(RemoteStorageError):
@@ -222,3 +223,32 @@ class RemoteSegmentReader:
                     return out, True
         return out, False
 
+
+
+    async def offset_for_timestamp(self, seg: RemoteLogSegmentMetadata, part_dir: str,
+                                   timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record of `seg` with a timestamp >= `timestamp`
+        (ListOffsets by time; Kafka's RemoteLogManager.findOffsetByTimestamp): the time
+        index gives where to start, batches are scanned by their max timestamp, and the one
+        batch found is decoded."""
+        tix = await self._whole(seg, part_dir, "timeindex")
+        start = seg.base_offset
+        for i in range(len(tix) // 12):
+            ts, rel = _TIME_ENTRY.unpack_from(tix, i * 12)
+            if ts >= timestamp:
+                break
+            start = seg.base_offset + rel
+        offset = start
+        while offset <= seg.end_offset:
+            rr = await self.read(seg, part_dir, offset, CHUNK_SIZE, seg.end_offset + 1, True)
+            if not rr.buffers:
+                return None
+            for b in rr.buffers:
+                h = parse_header(b, 0)
+                if h.max_timestamp >= timestamp:
+                    for rec in decode_records(b):
+                        assert rec.offset is not None and rec.timestamp is not None
+                        if rec.timestamp >= timestamp and rec.offset >= start:
+                            return rec.offset, rec.timestamp
+            offset = rr.next_offset
+        return None

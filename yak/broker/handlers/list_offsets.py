@@ -52,6 +52,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     t.name, p.partition_index, p.timestamp, isolation,
                     getattr(p, "current_leader_epoch", -1),
                 )
+                if p.timestamp >= 0 and replicas.remote_log is not None:
+                    # Tiered storage: the record may be older than the local log.
+                    offset, ts, epoch = await replicas.remote_offset_for_timestamp(
+                        t.name, p.partition_index, p.timestamp, (offset, ts, epoch))
                 code = ErrorCode.none
             except KafkaError as e:
                 code, offset, ts, epoch = e.code, -1, -1, -1

@@ -1,0 +1,236 @@
+"""Tiered storage end to end: a real broker process, a real S3 store (SeaweedFS on
+127.0.0.1, started here), unmodified clients (confluent-kafka, kafka-python).
+
+- tens of MB produced with small segments and a small `local.retention.bytes`: the local
+  disk keeps only the recent segments, and both clients read everything from offset 0;
+- the manifest in the bucket is readable without a broker;
+- remote retention deletes segments and the start offset advances;
+- the store down (SIGSTOP) during produce: produce and local reads go on, a tiered read
+  returns nothing wrong, and everything is readable once the store is back;
+- a store that does not answer at start-up: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import REPO, YakBroker, free_port
+from tests.tiered.seaweed import SeaweedS3
+
+BUCKET = "yak-tiered"
+VALUE = 1000  # bytes per record
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    weed = SeaweedS3(str(tmp_path_factory.mktemp("seaweed")))
+    weed.start()
+    weed.create_bucket(BUCKET)
+    yield weed
+    weed.stop()
+
+
+def tiered_settings(s3: SeaweedS3, prefix: str) -> dict[str, object]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.storage.uri": f"s3://{BUCKET}/{prefix}?endpoint={s3.endpoint}&region=us-east-1",
+        "remote.storage.access.key.id": "yak",
+        "remote.storage.secret.access.key": "yaksecret",
+        "remote.log.manager.task.interval.ms": "300",
+        "remote.log.manager.task.retry.backoff.max.ms": "1000",
+        "remote.fetch.max.wait.ms": "2000",
+    }
+
+
+def create_topic(b: YakBroker, name: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    fut = admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name]
+    fut.result(30)
+
+
+def produce(b: YakBroker, topic: str, start: int, n: int) -> None:
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 20,
+                  "batch.size": 256 * 1024, "queue.buffering.max.kbytes": 65536})
+    pad = b"x" * (VALUE - 8)
+    failed: list[object] = []
+    for i in range(start, start + n):
+        while True:
+            try:
+                p.produce(topic, b"%08d" % i + pad, partition=0,
+                          on_delivery=lambda err, _m: failed.append(err) if err else None)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+    assert failed == []
+
+
+def local_segments(b: YakBroker, topic: str) -> list[Path]:
+    return sorted((b.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def low_watermark(b: YakBroker, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "wm"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0])
+    finally:
+        c.close()
+
+
+def consume_confluent(b: YakBroker, topic: str, start: int, count: int,
+                      timeout: float = 60) -> list[int]:
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}-{start}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 4 << 20})
+    c.assign([TopicPartition(topic, 0, start)])
+    got: list[int] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                assert m.error() is None, m.error()
+                got.append(int(m.value()[:8]))
+    finally:
+        c.close()
+    return got
+
+
+def consume_kafka_python(b: YakBroker, topic: str, start: int, count: int) -> list[int]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False,
+                      max_partition_fetch_bytes=4 << 20, fetch_max_bytes=8 << 20)
+    tp = KTP(topic, 0)
+    c.assign([tp])
+    c.seek(tp, start)
+    got: list[int] = []
+    deadline = time.monotonic() + 90
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            for recs in c.poll(1000, max_records=5000).values():
+                got += [int(r.value[:8]) for r in recs]
+    finally:
+        c.close()
+    return got
+
+
+def test_tiered_topic_reads_everything_from_offset_0_with_little_on_local_disk(
+        s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
+    b = broker_factory(**tiered_settings(s3, "main"))
+    n = 24_000  # ~24 MB
+    create_topic(b, "tiered", **{"segment.bytes": str(1 << 20), "remote.storage.enable": "true",
+                                 "local.retention.bytes": str(3 << 20)})
+    produce(b, "tiered", 0, n)
+
+    def local_bytes() -> int:
+        return sum(p.stat().st_size for p in local_segments(b, "tiered"))
+    wait_for(lambda: local_bytes() <= (3 << 20) + 2 * (1 << 20), 90, "local retention")
+    assert len(local_segments(b, "tiered")) <= 6  # of ~24 segments
+    assert min(int(p.stem) for p in local_segments(b, "tiered")) > 0
+    assert low_watermark(b, "tiered") == 0  # the whole log still starts at 0
+
+    assert consume_confluent(b, "tiered", 0, n) == list(range(n))
+    # ListOffsets by time finds the remote record (older than the whole local log).
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "times"})
+    try:
+        c.assign([TopicPartition("tiered", 0, 0)])
+        (first,) = c.consume(1, 10)
+        t0 = first.timestamp()[1]
+        (found,) = c.offsets_for_times([TopicPartition("tiered", 0, t0)], timeout=10)
+        assert found.offset == 0
+    finally:
+        c.close()
+    assert consume_kafka_python(b, "tiered", 0, n) == list(range(n))
+
+    # The bucket alone tells what is remote: read the newest manifest without a broker.
+    import obstore
+    from obstore.store import S3Store
+
+    from yak.tiered import Manifest
+    store = S3Store(BUCKET, endpoint=s3.endpoint, region="us-east-1", access_key_id="yak",
+                    secret_access_key="yaksecret", virtual_hosted_style_request=False,
+                    client_options={"allow_http": True})
+    keys = [m["path"] for chunk in obstore.list(store, "main/") for m in chunk]
+    manifests = sorted(k for k in keys if "/manifest/" in k)
+    assert manifests and all(k.startswith("main/tiered-") for k in manifests)
+    m = Manifest.from_bytes(bytes(obstore.get(store, manifests[-1]).bytes()))
+    assert m.topic == "tiered" and m.start_offset == 0
+    assert len(m.copied) >= 18 and m.copied_upto > n // 2
+    # Each segment was uploaded once: one .log object per manifest entry.
+    assert len([k for k in keys if k.endswith(".log")]) == len(m.copied)
+    assert "Traceback" not in b.log() and "remote log task failed" not in b.log()
+
+
+def test_remote_retention_advances_the_log_start_offset(
+        s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
+    b = broker_factory(**tiered_settings(s3, "retention"))
+    create_topic(b, "shrinking", **{
+        "segment.bytes": str(512 << 10), "remote.storage.enable": "true",
+        "local.retention.bytes": str(1 << 20), "retention.bytes": str(4 << 20)})
+    n = 10_000  # ~10 MB against 4 MB of retention
+    produce(b, "shrinking", 0, n)
+    wait_for(lambda: low_watermark(b, "shrinking") > 3000, 90, "remote retention")
+    low = low_watermark(b, "shrinking")
+    assert low < n - 3000  # about 4 MB (4000 records) kept
+    got = consume_confluent(b, "shrinking", low, n - low)
+    assert got == list(range(low, n))
+
+
+def test_store_down_during_produce(s3: SeaweedS3,
+                                   broker_factory: Callable[..., YakBroker]) -> None:
+    b = broker_factory(**tiered_settings(s3, "outage"))
+    create_topic(b, "outage", **{"segment.bytes": str(512 << 10),
+                                 "remote.storage.enable": "true",
+                                 "local.retention.bytes": str(1 << 20)})
+    produce(b, "outage", 0, 4000)
+    wait_for(lambda: min(int(p.stem) for p in local_segments(b, "outage")) > 0, 60,
+             "first local segments deleted after upload")
+    s3.pause()
+    try:
+        t0 = time.monotonic()
+        produce(b, "outage", 4000, 4000)  # acks=all, unaffected by the store
+        assert time.monotonic() - t0 < 30
+        # Local data is served as usual.
+        assert consume_confluent(b, "outage", 7000, 1000, timeout=30) == list(range(7000, 8000))
+        # Nothing local goes while the store cannot take the uploads.
+        time.sleep(2)
+        local_start = min(int(p.stem) for p in local_segments(b, "outage"))
+        assert local_start < 4000
+        # A tiered read gets nothing (never wrong data) while the store is down.
+        assert consume_confluent(b, "outage", 0, 1, timeout=6) == []
+    finally:
+        s3.resume()
+    assert consume_confluent(b, "outage", 0, 8000) == list(range(8000))
+    wait_for(lambda: min(int(p.stem) for p in local_segments(b, "outage")) > 4000, 60,
+             "uploads resumed after the outage")
+
+
+def test_unreachable_store_at_start_up_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    port = free_port()
+    cmd = [sys.executable, "-c", "from yak.cli.main import app; app()", "serve",
+           "--data-dir", str(tmp_path / "d"), "--listen", f"127.0.0.1:{free_port()}",
+           "--http", "none",
+           "--set", "remote.log.storage.system.enable=true",
+           "--set", f"remote.storage.uri=s3://nobucket/x?endpoint=http://127.0.0.1:{port}",
+           "--set", "remote.storage.access.key.id=a", "--set", "remote.storage.secret.access.key=b"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=90, cwd=REPO,
+                       env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if "remote.storage.uri" in ln]
+    assert len(lines) == 1 and "Traceback" not in r.stderr
