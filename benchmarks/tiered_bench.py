@@ -28,7 +28,7 @@ from yak.partition import (  # noqa: E402
     PartitionState,
     ReplicaManager,
 )
-from yak.protocol.records import Record, build_batch  # noqa: E402
+from yak.protocol.records import BatchHeader, Record, build_batch, iter_batches  # noqa: E402
 from yak.storage import LogConfig, LogManager  # noqa: E402
 from yak.tiered import HostedPartition, RemoteLogManager, TieredConfig  # noqa: E402
 
@@ -44,10 +44,14 @@ async def read_all(rm: ReplicaManager, topic: str, end: int) -> tuple[int, float
         (r,) = await rm.fetch_messages(params, [FetchPartition(topic, 0, offset, MB, -1)])
         assert r.error == 0 and r.size, (offset, r.error)
         total += r.size
-        last = r.buffers[-1]
-        from yak.protocol.records import read_header
-        offset = read_header(last, 0).last_offset + 1
+        # A local read's buffer may hold several batches: the last one's end is next.
+        for h in _headers(r.buffers[-1]):
+            offset = h.last_offset + 1
     return total, time.perf_counter() - w0, time.process_time() - c0
+
+
+def _headers(buf: object) -> list[BatchHeader]:
+    return [h for _pos, h in iter_batches(buf)]  # type: ignore[arg-type]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -60,6 +64,14 @@ async def main(args: argparse.Namespace) -> None:
         uri = f"s3://bench/b?endpoint={weed.endpoint}&region=us-east-1"
     else:
         uri = f"file://{tmp}/bucket"
+    try:
+        await run(args, tmp, uri)
+    finally:
+        if weed is not None:
+            weed.stop()
+
+
+async def run(args: argparse.Namespace, tmp: Path, uri: str) -> None:
     logs = LogManager(str(tmp / "data"), LogConfig(), start_cleaner=False)
     logs.startup()
     rm = ReplicaManager(1, logs)
@@ -83,7 +95,8 @@ async def main(args: argparse.Namespace) -> None:
         return [HostedPartition(p.topic, p.index, str(p.topic_id), p.log, p.leader_epoch,
                                 p.is_leader) for p in rm.partitions()]
     cfg = TieredConfig(enabled=True, uri=uri, task_interval_ms=3_600_000,
-                       cache_bytes=4 * args.mb * MB)
+                       cache_bytes=4 * args.mb * MB, access_key_id="bench",
+                       secret_access_key="benchsecret")
     rlm = RemoteLogManager(cfg, 1, hosted)
     rm.remote_log = rlm
     await rlm.start()
@@ -111,8 +124,6 @@ async def main(args: argparse.Namespace) -> None:
     await rlm.stop()
     rm.io_pool.shutdown(wait=True)
     logs.shutdown()
-    if weed is not None:
-        weed.stop()
 
 
 if __name__ == "__main__":

@@ -174,6 +174,7 @@ class RemoteLogManager:
     async def stop(self) -> None:
         tasks = [t for t in [self._loop_task, *(s.task for s in self._states.values()),
                              *self._reads] if t is not None]
+        self.cache.cancel_prefetches()
         for t in tasks:
             t.cancel()
         for t in tasks:

@@ -55,6 +55,7 @@ class ChunkCache:
         self._data: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._bytes = 0
         self._inflight: dict[tuple[str, int], asyncio.Future[bytes]] = {}
+        self._prefetches: set[asyncio.Task[bytes]] = set()
         self.hits = 0
         self.misses = 0
 
@@ -81,6 +82,24 @@ class ChunkCache:
         fut.set_result(data)
         self._put(key, data)
         return data
+
+    def prefetch(self, key: tuple[str, int], load) -> None:  # type: ignore[no-untyped-def]
+        """Start loading `key` in the background unless it is cached or on its way (a
+        sequential reader's next chunk: the store's latency overlaps the consumer's)."""
+        if key in self._data or key in self._inflight or len(self._prefetches) >= 4:
+            return
+        task = asyncio.get_running_loop().create_task(self.get(key, load))
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetch_done)
+
+    def cancel_prefetches(self) -> None:
+        for task in list(self._prefetches):
+            task.cancel()
+
+    def _prefetch_done(self, task: asyncio.Task[bytes]) -> None:
+        self._prefetches.discard(task)
+        if not task.cancelled():
+            task.exception()  # a failed prefetch is retried by the read that needs it
 
     def _put(self, key: tuple[str, int], data: bytes) -> None:
         if len(data) > self.capacity:
@@ -127,20 +146,27 @@ class RemoteSegmentReader:
         if start >= end:
             return b""
         parts = []
-        for c in range(start // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
+        last = (end - 1) // CHUNK_SIZE
+        for c in range(start // CHUNK_SIZE, last + 1):
             lo = c * CHUNK_SIZE
-            hi = min(lo + CHUNK_SIZE, obj_size)
-
-            async def load(lo: int = lo, hi: int = hi) -> bytes:
-                data = await self.store.get_range(key, lo, hi)
-                self.bytes_fetched += len(data)
-                if len(data) != hi - lo:
-                    raise RemoteCorruptionError(
-                        f"{key}: short read at {lo} ({len(data)} of {hi - lo} bytes)")
-                return data
-            chunk = await self.cache.get((key, c), load)
+            chunk = await self.cache.get((key, c), self._loader(key, obj_size, c))
             parts.append(chunk[max(start - lo, 0): end - lo])
+        if (last + 1) * CHUNK_SIZE < obj_size:
+            self.cache.prefetch((key, last + 1), self._loader(key, obj_size, last + 1))
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _loader(self, key: str, obj_size: int, c: int):  # type: ignore[no-untyped-def]
+        lo = c * CHUNK_SIZE
+        hi = min(lo + CHUNK_SIZE, obj_size)
+
+        async def load() -> bytes:
+            data = await self.store.get_range(key, lo, hi)
+            self.bytes_fetched += len(data)
+            if len(data) != hi - lo:
+                raise RemoteCorruptionError(
+                    f"{key}: short read at {lo} ({len(data)} of {hi - lo} bytes)")
+            return data
+        return load
 
     async def position_for(self, seg: RemoteLogSegmentMetadata, part_dir: str,
                            offset: int) -> int:
