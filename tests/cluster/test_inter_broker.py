@@ -50,3 +50,28 @@ def test_a_cancelled_request_does_not_shift_the_next_responses(broker) -> None:
             await client.close()
 
     asyncio.run(asyncio.wait_for(body(), 30))
+
+
+def test_requests_to_one_broker_are_pipelined_on_one_connection(broker) -> None:
+    """Markers to several partitions of one leader, a verification behind a held request:
+    they share the broker's one connection, in flight together, each with its own answer."""
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    a.create_topics([NewTopic("ib-pipe", 1, 1)])["ib-pipe"].result(30)
+
+    async def body() -> None:
+        client = InterBrokerClient(9, lambda node: ("127.0.0.1", broker.port), timeout_s=10)
+        try:
+            await client.request(1, _fetch("ib-pipe", 0))  # opened
+            conn = client._conns[1]
+            held = asyncio.ensure_future(client.request(1, _fetch("ib-pipe", 1000)))
+            quick = [asyncio.ensure_future(client.request(1, _fetch("ib-pipe", 0)))
+                     for _ in range(5)]
+            await asyncio.sleep(0.2)
+            assert conn.in_flight == 6  # all written, none answered before the held one
+            rs = await asyncio.gather(held, *quick)
+            assert all(int(r.responses[0].partitions[0].error_code) == 0 for r in rs)
+            assert client._conns[1] is conn and conn.is_open  # one connection throughout
+        finally:
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(body(), 30))
