@@ -290,6 +290,26 @@ def test_a_malformed_response_body_is_refused_by_the_guard(module_broker) -> Non
     run(body())
 
 
+def test_a_wrong_correlation_id_fails_at_once(module_broker) -> None:
+    """An answer whose correlation id is not the oldest request's: that request fails at
+    once (not at its timeout) and the connection is closed."""
+    async def body() -> None:
+        def shift(d: bytes) -> tuple[bytes, bool]:
+            (cid,) = struct.unpack_from(">i", d, 4)
+            return d[:4] + struct.pack(">i", cid + 1000) + d[8:], False
+
+        async with Relay(module_broker.port, shift) as relay:
+            conn = _conn(relay.port, timeout_s=20)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(BrokerConnectionError, match="out of step"):
+                await conn.request(_metadata("any"))
+            assert loop.time() - start < 5 and not conn.is_open
+            conn.close()
+
+    run(body())
+
+
 def test_a_dead_address_fails_to_open_quickly() -> None:
     async def body() -> None:
         conn = _conn(free_port(), timeout_s=5)

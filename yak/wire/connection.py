@@ -199,11 +199,13 @@ class KafkaConnection:
         api_key = int(request.__api_key__)
         version = int(request.__version__)
         cid = self.next_correlation_id()
+        proto = self._proto
         frame = await self._round_trip(
             kio_compat.encode_request(request, cid, self.client_id), cid, timeout_s)
-        return self._decode(api_key, version, frame)
+        return self._decode(api_key, version, frame, proto)
 
-    def _decode(self, api_key: int, version: int, frame: memoryview) -> Any:
+    def _decode(self, api_key: int, version: int, frame: memoryview,
+                proto: _Protocol | None) -> Any:
         cls = kio_compat.response_class(api_key, version)
         try:
             pos = _RESPONSE_MIN
@@ -212,8 +214,9 @@ class KafkaConnection:
             guard.check(cls, frame, pos)
             obj, _ = kio_compat.decode(cls, frame, pos)
         except Exception as e:  # noqa: BLE001 - guard's or kio's: the peer is broken
-            self._poison(BrokerConnectionError(
-                f"{self.name}: malformed {cls.__name__}: {e}"))
+            if proto is not None:  # (not a newer connection opened meanwhile)
+                self._fail(proto, BrokerConnectionError(
+                    f"{self.name}: closed after a malformed {cls.__name__}"))
             raise BrokerConnectionError(
                 f"{self.name}: malformed {cls.__name__}: {e}") from None
         return obj
@@ -221,12 +224,17 @@ class KafkaConnection:
     async def _round_trip(self, frame: bytes | bytearray, cid: int,
                           timeout_s: float | None) -> memoryview:
         proto = self._proto
-        if proto is None or proto.closed or proto.transport is None:
+        if proto is None or proto.closed or proto.transport is None \
+                or proto.transport.is_closing():
             raise BrokerConnectionError(f"{self.name}: the connection was closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[memoryview] = loop.create_future()
         self._pending.append((cid, fut))
-        proto.transport.write(frame)
+        try:
+            proto.transport.write(frame)
+        except (OSError, RuntimeError) as e:  # (uvloop: a transport closed under it)
+            self._fail(proto, BrokerConnectionError(f"{self.name}: cannot write: {e!r}"))
+            raise BrokerConnectionError(f"{self.name}: cannot write: {e!r}") from e
         timer = loop.call_later(self.timeout_s if timeout_s is None else timeout_s,
                                 self._timed_out, proto, fut)
         try:
@@ -265,9 +273,12 @@ class KafkaConnection:
             cid, fut = pending.popleft()
             (got,) = _I32.unpack_from(frame, 0)
             if got != cid:
-                self._fail(proto, BrokerConnectionError(
+                error = BrokerConnectionError(
                     f"{self.name}: responses out of step (correlation id {got},"
-                    f" expected {cid})"))
+                    f" expected {cid})")
+                if not fut.done():
+                    fut.set_exception(error)
+                self._fail(proto, error)
                 return
             if not fut.done():
                 fut.set_result(frame)
@@ -292,7 +303,7 @@ class KafkaConnection:
 
     async def open(self) -> None:
         """Open (and log in) now if not open; `request` does it when needed."""
-        if self._proto is None:
+        if self._live is None:
             await self._open()
 
     async def _open(self) -> None:
