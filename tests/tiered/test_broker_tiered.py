@@ -95,9 +95,10 @@ def low_watermark(b: YakBroker, topic: str) -> int:
 
 
 def consume_confluent(b: YakBroker, topic: str, start: int, count: int,
-                      timeout: float = 60) -> list[int]:
+                      timeout: float = 60, isolation: str = "read_committed") -> list[int]:
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}-{start}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 4 << 20})
+                  "enable.auto.commit": False, "fetch.max.bytes": 4 << 20,
+                  "isolation.level": isolation})
     c.assign([TopicPartition(topic, 0, start)])
     got: list[int] = []
     deadline = time.monotonic() + timeout
@@ -234,3 +235,47 @@ def test_unreachable_store_at_start_up_is_one_line_and_exit_2(tmp_path: Path) ->
     assert r.returncode == 2, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if "remote.storage.uri" in ln]
     assert len(lines) == 1 and "Traceback" not in r.stderr
+
+
+def test_read_committed_over_tiered_aborted_transactions(
+        s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
+    b = broker_factory(**tiered_settings(s3, "txn"))
+    create_topic(b, "txn", **{"segment.bytes": str(256 << 10), "remote.storage.enable": "true",
+                              "local.retention.bytes": str(512 << 10)})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "tiered-txn",
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    pad = b"x" * (VALUE - 8)
+    committed: list[int] = []
+    i = 0
+    for t in range(24):
+        p.begin_transaction()
+        ids = list(range(i, i + 150))
+        i += 150
+        for k in ids:
+            p.produce("txn", b"%08d" % k + pad, partition=0)
+        if t % 3 == 1:
+            assert p.flush(30) == 0  # in the log before the abort (else librdkafka purges)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += ids
+    p.flush(30)
+    wait_for(lambda: min(int(x.stem) for x in local_segments(b, "txn")) > i // 2, 60,
+             "half the log tiered and deleted locally")
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "rc", "enable.auto.commit":
+                  False, "isolation.level": "read_committed"})
+    c.assign([TopicPartition("txn", 0, 0)])
+    got: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                assert m.error() is None, m.error()
+                got.append(int(m.value()[:8]))
+    finally:
+        c.close()
+    assert got == committed  # no aborted record, nothing lost, in order
+    uncommitted = consume_confluent(b, "txn", 0, i, isolation="read_uncommitted")
+    assert uncommitted == list(range(i))  # read_uncommitted sees the aborted ones too
