@@ -19,12 +19,15 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import obstore
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from obstore.store import S3Store
 
 from tests.conftest import REPO, YakBroker, free_port
 from tests.tiered.seaweed import SeaweedS3
+from yak.tiered import Manifest
 
 BUCKET = "yak-tiered"
 VALUE = 1000  # bytes per record
@@ -131,6 +134,17 @@ def consume_kafka_python(b: YakBroker, topic: str, start: int, count: int) -> li
     return got
 
 
+def bucket_manifest(s3: SeaweedS3, prefix: str) -> tuple[list[str], Manifest]:
+    """Every key under `prefix` and the newest manifest, read with obstore alone."""
+    store = S3Store(BUCKET, endpoint=s3.endpoint, region="us-east-1", access_key_id="yak",
+                    secret_access_key="yaksecret", virtual_hosted_style_request=False,
+                    client_options={"allow_http": True})
+    keys = [meta["path"] for chunk in obstore.list(store, f"{prefix}/") for meta in chunk]
+    manifests = [k for k in keys if "/manifest/" in k]
+    assert manifests
+    return keys, Manifest.from_bytes(bytes(obstore.get(store, max(manifests)).bytes()))
+
+
 def test_tiered_topic_reads_everything_from_offset_0_with_little_on_local_disk(
         s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
     b = broker_factory(**tiered_settings(s3, "main"))
@@ -160,17 +174,8 @@ def test_tiered_topic_reads_everything_from_offset_0_with_little_on_local_disk(
     assert consume_kafka_python(b, "tiered", 0, n) == list(range(n))
 
     # The bucket alone tells what is remote: read the newest manifest without a broker.
-    import obstore
-    from obstore.store import S3Store
-
-    from yak.tiered import Manifest
-    store = S3Store(BUCKET, endpoint=s3.endpoint, region="us-east-1", access_key_id="yak",
-                    secret_access_key="yaksecret", virtual_hosted_style_request=False,
-                    client_options={"allow_http": True})
-    keys = [m["path"] for chunk in obstore.list(store, "main/") for m in chunk]
-    manifests = sorted(k for k in keys if "/manifest/" in k)
-    assert manifests and all(k.startswith("main/tiered-") for k in manifests)
-    m = Manifest.from_bytes(bytes(obstore.get(store, manifests[-1]).bytes()))
+    keys, m = bucket_manifest(s3, "main")
+    assert all(k.startswith("main/tiered-") for k in keys)
     assert m.topic == "tiered" and m.start_offset == 0
     assert len(m.copied) >= 18 and m.copied_upto > n // 2
     # Each segment was uploaded once: one .log object per manifest entry.
@@ -279,3 +284,24 @@ def test_read_committed_over_tiered_aborted_transactions(
     assert got == committed  # no aborted record, nothing lost, in order
     uncommitted = consume_confluent(b, "txn", 0, i, isolation="read_uncommitted")
     assert uncommitted == list(range(i))  # read_uncommitted sees the aborted ones too
+
+
+def test_a_restarted_broker_carries_on_from_the_manifest(
+        s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
+    b = broker_factory(**tiered_settings(s3, "restart"))
+    create_topic(b, "again", **{"segment.bytes": str(512 << 10), "remote.storage.enable": "true",
+                                "local.retention.bytes": str(1 << 20)})
+    produce(b, "again", 0, 5000)
+    wait_for(lambda: min(int(p.stem) for p in local_segments(b, "again")) > 2000, 60,
+             "older segments tiered and deleted locally")
+    b.restart(kill=True)  # SIGKILL: no clean shutdown
+    assert consume_confluent(b, "again", 0, 5000) == list(range(5000))
+    produce(b, "again", 5000, 5000)
+    wait_for(lambda: min(int(p.stem) for p in local_segments(b, "again")) > 7000, 60,
+             "uploads resumed after the restart")
+    assert consume_confluent(b, "again", 0, 10_000) == list(range(10_000))
+    # Every segment uploaded once, across both lives of the broker.
+    keys, m = bucket_manifest(s3, "restart")
+    bases = [s.base_offset for s in m.copied]
+    assert len(bases) == len(set(bases)) and len([k for k in keys if k.endswith(".log")]) \
+        == len(bases)
