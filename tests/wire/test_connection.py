@@ -386,3 +386,40 @@ def test_open_connection_hands_over_logged_in_streams(secured_broker, certs) -> 
         writer.close()
 
     run(body())
+
+
+def test_sasl_scram_login(secured_broker) -> None:  # noqa: F811
+    """SCRAM-SHA-256 (client-first, server-first, client-final, server-final verified)
+    through the connection's own requests; a wrong password is refused."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    b = secured_broker(["PLAINTEXT", "SASL_PLAINTEXT"], **{
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    })
+    admin = AdminClient({"bootstrap.servers": b.addr("PLAINTEXT")})
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+            b"bob-secret")]).values():
+        f.result(15)
+    port = b.listener_port["SASL_PLAINTEXT"]
+
+    async def body() -> None:
+        sec = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", "bob-secret")
+        conn = secure_connection("127.0.0.1", port, sec, 10, "wire-test")
+        try:
+            r = await conn.request(_metadata("none"))
+            assert len(r.brokers) == 1
+        finally:
+            conn.close()
+        bad = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", "nope")
+        conn = secure_connection("127.0.0.1", port, bad, 10, "wire-test")
+        with pytest.raises(SaslAuthenticationError):
+            await conn.request(_metadata("none"))
+
+    run(body())
