@@ -115,7 +115,8 @@ def consume_confluent(b: YakBroker, topic: str, start: int, count: int,
     return got
 
 
-def consume_kafka_python(b: YakBroker, topic: str, start: int, count: int) -> list[int]:
+def consume_kafka_python(b: YakBroker, topic: str, start: int, count: int,
+                         timeout: float = 90) -> list[int]:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
     c = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False,
@@ -124,7 +125,7 @@ def consume_kafka_python(b: YakBroker, topic: str, start: int, count: int) -> li
     c.assign([tp])
     c.seek(tp, start)
     got: list[int] = []
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + timeout
     try:
         while len(got) < count and time.monotonic() < deadline:
             for recs in c.poll(1000, max_records=5000).values():
@@ -305,3 +306,23 @@ def test_a_restarted_broker_carries_on_from_the_manifest(
     bases = [s.base_offset for s in m.copied]
     assert len(bases) == len(set(bases)) and len([k for k in keys if k.endswith(".log")]) \
         == len(bases)
+
+
+@pytest.mark.slow
+def test_300_mb_with_20_mb_local_retention(s3: SeaweedS3,
+                                            broker_factory: Callable[..., YakBroker]) -> None:
+    """The issue's size: 300 MB, 8 MiB segments, 20 MiB kept locally; both clients read
+    it all from offset 0."""
+    b = broker_factory(**tiered_settings(s3, "big"))
+    n = 300_000
+    create_topic(b, "big", **{"segment.bytes": str(8 << 20), "remote.storage.enable": "true",
+                              "local.retention.bytes": str(20 << 20)})
+    produce(b, "big", 0, n)
+
+    def local_bytes() -> int:
+        return sum(p.stat().st_size for p in local_segments(b, "big"))
+    wait_for(lambda: local_bytes() <= (20 << 20) + 2 * (8 << 20), 180, "local retention")
+    assert consume_confluent(b, "big", 0, n, timeout=300) == list(range(n))
+    assert consume_kafka_python(b, "big", 0, n, timeout=300) == list(range(n))
+    keys, m = bucket_manifest(s3, "big")
+    assert m.start_offset == 0 and len([k for k in keys if k.endswith(".log")]) == len(m.copied)
