@@ -143,7 +143,7 @@ def read_only(applied: list[str], name: str):  # type: ignore[no-untyped-def]
 def test_writes_on_a_shard_take_effect_in_submission_order(env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         assert rt.shard_error(1) is None
         applied: list[str] = []
         w1 = asyncio.ensure_future(rt.schedule_write_operation("w1", 1, put(b"a", b"1", applied, "w1")))
@@ -173,7 +173,7 @@ def test_writes_on_a_shard_take_effect_in_submission_order(env: Env) -> None:
 def test_many_concurrent_writes_apply_in_submission_order(env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         applied: list[str] = []
         names = [f"w{i}" for i in range(30)]
         ops = [put(n.encode(), b"v", applied, n) if i % 3 else read_only(applied, n)
@@ -190,7 +190,7 @@ def test_many_concurrent_writes_apply_in_submission_order(env: Env) -> None:
 def test_load_replays_to_the_log_end_and_unloads_on_resignation(env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         applied: list[str] = []
         await rt.schedule_write_operation("a", 0, put(b"a", b"1", applied, "a"))
         # a transaction's records, then its COMMIT marker
@@ -208,7 +208,7 @@ def test_load_replays_to_the_log_end_and_unloads_on_resignation(env: Env) -> Non
 
         # a restart: a new runtime replays both partitions to their log end
         rt2 = env.runtime()
-        await rt2.load_led_partitions()
+        rt2.load_led_partitions()
         assert env.loaded == [0, 1, 0, 1]
         s0 = rt2.active(0).shard  # type: ignore[union-attr]
         assert s0.kv == {b"a": b"1", b"t": b"x"} and s0.pending == {}
@@ -233,7 +233,6 @@ def test_load_replays_to_the_log_end_and_unloads_on_resignation(env: Env) -> Non
         # an out-of-order resignation of an older epoch does not unload a newer shard
         env.move_leader(1, leader=1, epoch=2)
         rt2.on_partition_change(1, 2, leads=True)
-        await rt2.settle()
         assert rt2.held_epoch(1) == 2 and rt2.shard_error(1) is None
         assert not rt2.schedule_unload(1, epoch=1)
         assert rt2.shard_error(1) is None
@@ -246,7 +245,7 @@ def test_a_write_is_refused_once_the_broker_no_longer_leads_at_the_shards_epoch(
         env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         applied: list[str] = []
         # in flight (waiting for broker 2) when leadership moves: answered with an error,
         # never applied
@@ -269,7 +268,7 @@ def test_a_write_is_refused_once_the_broker_no_longer_leads_at_the_shards_epoch(
         with pytest.raises(KafkaError) as ei:
             await rt.schedule_write_operation("stale", 1, put(b"s", b"1", applied, "stale"))
         assert ei.value.code == E.not_leader_or_follower
-        await rt.schedule_load(1, 2)
+        rt.schedule_load(1, 2)
         assert rt.held_epoch(1) == 2
         w2 = asyncio.ensure_future(rt.schedule_write_operation(
             "new", 1, put(b"n", b"1", applied, "new")))
@@ -283,22 +282,37 @@ def test_a_write_is_refused_once_the_broker_no_longer_leads_at_the_shards_epoch(
     asyncio.run(body())
 
 
-def test_a_loading_shard_answers_load_in_progress(env: Env) -> None:
+def test_a_shard_whose_load_failed_is_not_served_and_can_be_loaded_again(env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         applied: list[str] = []
-        await rt.schedule_write_operation("a", 0, put(b"a", b"1", applied, "a"))
+        await rt.schedule_write_operation("a", 0, put(b"bad", b"1", applied, "a"))
         await rt.stop()
         rt2 = env.runtime()
-        load = asyncio.ensure_future(rt2.schedule_load(0, 0))
-        await asyncio.sleep(0)  # the load has started reading (it yields between chunks)
-        assert rt2.is_loading(0) and rt2.shard_error(0) is E.coordinator_load_in_progress
+        broken = {"on": True}
+        real_builder = rt2.builder
+
+        def builder(partition: int, epoch: int) -> KVShard:
+            shard = real_builder(partition, epoch)
+            if broken["on"]:
+                def replay(*_a: object) -> None:
+                    raise ValueError("unreadable record")
+                shard.replay = replay  # type: ignore[method-assign]
+            return shard
+
+        rt2.builder = builder
+        with pytest.raises(ValueError):
+            rt2.schedule_load(0, 0)
+        assert rt2.context(0).state is ShardState.FAILED  # type: ignore[union-attr]
+        assert rt2.shard_error(0) is E.not_coordinator
         with pytest.raises(KafkaError) as ei:
             await rt2.schedule_write_operation("b", 0, put(b"b", b"1", applied, "b"))
-        assert ei.value.code == E.coordinator_load_in_progress
-        ctx = await load
-        assert ctx is not None and ctx.state is ShardState.ACTIVE
+        assert ei.value.code == E.not_coordinator
+        broken["on"] = False
+        rt2.on_partition_change(0, 0, leads=True)  # the same epoch again: retried
+        assert rt2.shard_error(0) is None
+        assert rt2.active(0).shard.kv == {b"bad": b"1"}  # type: ignore[union-attr]
         await rt2.stop()
 
     asyncio.run(body())
@@ -307,7 +321,7 @@ def test_a_loading_shard_answers_load_in_progress(env: Env) -> None:
 def test_shard_timers_fire_on_the_manual_clock(env: Env) -> None:
     async def body() -> None:
         rt = env.runtime()
-        await rt.load_led_partitions()
+        rt.load_led_partitions()
         fired: list[str] = []
         rt.schedule_timer(0, "a", 1000, lambda: fired.append("a"))
         rt.schedule_timer(0, "b", 500, lambda: fired.append("b"))

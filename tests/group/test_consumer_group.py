@@ -13,10 +13,17 @@ import uuid
 
 import pytest
 
+from yak.coordinator.memory import MemoryCoordinatorLog
 from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
-from yak.group.offsets_log import MemoryOffsetsLog
+
+
+def _memory_log(n: int) -> tuple[MemoryCoordinatorLog, MemoryCoordinatorLog]:
+    """The coordinator's partition writer and loader: one in-memory log plays both."""
+    log = MemoryCoordinatorLog(n, "__consumer_offsets")
+    return log, log
+
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,7 +34,7 @@ TOPICS = {"t1": (T1, 6)}
 def make() -> tuple[GroupCoordinator, ManualClock]:
     clock = ManualClock()
     coord = GroupCoordinator(
-        MemoryOffsetsLog(4),
+        *_memory_log(4),
         GroupConfig(consumer_session_timeout_ms=10_000, consumer_heartbeat_interval_ms=1000),
         clock,
         topic_resolver=TOPICS.get,
@@ -370,7 +377,7 @@ def test_regex_subscription_follows_new_topics() -> None:
     async def scenario() -> None:
         ids = {name: (uuid.uuid4(), 2) for name in ("rx-a", "rx-b", "other")}
         coord = GroupCoordinator(
-            MemoryOffsetsLog(4),
+            *_memory_log(4),
             GroupConfig(),
             ManualClock(),
             topic_resolver=ids.get,

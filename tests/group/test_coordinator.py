@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from yak.coordinator.memory import MemoryCoordinatorLog
 from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode, KafkaStorageError
 from yak.group import records as rec
@@ -24,7 +25,6 @@ from yak.group.coordinator import (
     OffsetToCommit,
     SyncResult,
 )
-from yak.group.offsets_log import MemoryOffsetsLog
 from yak.group.state import GroupState
 
 pytestmark = pytest.mark.timeout(30)
@@ -34,11 +34,11 @@ PROTOCOLS = [("range", SUB)]
 
 
 class Harness:
-    def __init__(self, log: MemoryOffsetsLog | None = None, **cfg: Any) -> None:
+    def __init__(self, log: MemoryCoordinatorLog | None = None, **cfg: Any) -> None:
         cfg.setdefault("initial_rebalance_delay_ms", 3000)
         self.clock = ManualClock()
-        self.log = log or MemoryOffsetsLog(4)
-        self.coord = GroupCoordinator(self.log, GroupConfig(**cfg), self.clock)
+        self.log = log or MemoryCoordinatorLog(4)
+        self.coord = GroupCoordinator(self.log, self.log, GroupConfig(**cfg), self.clock)
         self.coord.load()
 
     async def advance(self, ms: int) -> None:
@@ -439,7 +439,7 @@ def test_offsets_of_empty_group_expire_after_retention() -> None:
 def test_commit_failure_is_retriable_and_leaves_cache_unchanged() -> None:
     async def scenario() -> None:
         h = Harness()
-        h.log.fail_next = KafkaStorageError("disk full")
+        h.log.fail_next.append(KafkaStorageError("disk full"))
         codes = await h.coord.commit_offsets("s", -1, "", None, [OffsetToCommit("t", 0, 5)])
         assert codes == [ErrorCode.not_coordinator]
         assert h.coord.fetch_offsets("s", [("t", [0])])[1][0].offset == -1
@@ -551,8 +551,8 @@ def test_offsets_of_deleted_topics_are_dropped_at_the_next_check() -> None:
     async def scenario() -> None:
         topics = {"kept": ("id1", 1), "doomed": ("id2", 1)}
         clock = ManualClock()
-        log = MemoryOffsetsLog(4)
-        coord = GroupCoordinator(log, GroupConfig(), clock, topic_resolver=topics.get)
+        log = MemoryCoordinatorLog(4)
+        coord = GroupCoordinator(log, log, GroupConfig(), clock, topic_resolver=topics.get)
         coord.load()
         h = Harness(log=log)
         h.coord, h.clock = coord, clock
@@ -567,7 +567,7 @@ def test_offsets_of_deleted_topics_are_dropped_at_the_next_check() -> None:
         assert coord.expire_offsets() == 1  # even though the group is active
         await settle()
         assert set(coord.groups["g"].offsets) == {("kept", 0)}
-        reloaded = GroupCoordinator(log, GroupConfig(), clock)
+        reloaded = GroupCoordinator(log, log, GroupConfig(), clock)
         reloaded.load()
         assert set(reloaded.groups["g"].offsets) == {("kept", 0)}
 

@@ -14,12 +14,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from yak.coordinator.memory import MemoryCoordinatorLog
 from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode
 from yak.group.consumer_protocol import encode_subscription
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
-from yak.group.offsets_log import MemoryOffsetsLog
 from yak.group.state import GroupState
+
+
+def _memory_log(n: int) -> tuple[MemoryCoordinatorLog, MemoryCoordinatorLog]:
+    """The coordinator's partition writer and loader: one in-memory log plays both."""
+    log = MemoryCoordinatorLog(n, "__consumer_offsets")
+    return log, log
 
 SUB = encode_subscription(["t"])
 OPS = st.lists(
@@ -53,7 +59,7 @@ def check_invariants(coord: GroupCoordinator) -> None:
 async def play(ops: list[tuple[str, int, int]]) -> None:
     clock = ManualClock()
     coord = GroupCoordinator(
-        MemoryOffsetsLog(2), GroupConfig(initial_rebalance_delay_ms=1000), clock
+        *_memory_log(2), GroupConfig(initial_rebalance_delay_ms=1000), clock
     )
     coord.load()
     ids: dict[int, str] = {}
@@ -161,7 +167,7 @@ def test_kip848_never_gives_a_partition_to_two_members(ops: list[tuple[str, int,
     topic = uuid.uuid4()
     clock = ManualClock()
     coord = GroupCoordinator(
-        MemoryOffsetsLog(2),
+        *_memory_log(2),
         GroupConfig(consumer_session_timeout_ms=10_000),
         clock,
         topic_resolver={"t": (topic, 6)}.get,

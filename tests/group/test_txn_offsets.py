@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.group.test_coordinator import Harness, run
+from yak.coordinator.memory import MemoryCoordinatorLog
 from yak.errors import ErrorCode
 from yak.group.coordinator import OffsetToCommit
-from yak.group.offsets_log import MemoryOffsetsLog
 
 pytestmark = pytest.mark.timeout(30)
 E = ErrorCode
@@ -100,19 +100,16 @@ def test_static_member_fencing() -> None:
     run(body)
 
 
-class _SlowReplicationLog(MemoryOffsetsLog):
+class _SlowReplicationLog(MemoryCoordinatorLog):
     """The batch lands in the leader's log at once; the wait for the ISR holds until
     `replicated` is set, then fails if `fail` is set (as a replication timeout would)."""
 
     def __init__(self) -> None:
-        super().__init__(4)
+        super().__init__(4, "__consumer_offsets")
         self.replicated = asyncio.Event()
         self.fail: Exception | None = None
 
-    async def append(self, partition, records, producer=None, on_appended=None):  # type: ignore[no-untyped-def]
-        self._parts[partition].extend(records)
-        if on_appended is not None:
-            on_appended()
+    async def wait_committed(self, appended: object) -> None:
         await self.replicated.wait()
         if self.fail is not None:
             raise self.fail

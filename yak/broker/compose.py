@@ -8,7 +8,8 @@
     replica manager     ReplicaManager: every hosted partition, purgatories, disk threads
     topic manager       TopicManager: topic lifecycle; on one broker, the controller
     producer ids        ProducerIdManager: id blocks from the metadata store
-    group coordinator   GroupCoordinator on `__consumer_offsets` (TopicOffsetsLog adapter)
+    group coordinator   GroupCoordinator on `__consumer_offsets` (a coordinator runtime with
+                        its partition writer and loader on the replica manager)
     transaction coordinator
                         TransactionCoordinator on `__transaction_state` (TopicTransactionLog
                         adapter), its markers through the partition layer
@@ -54,8 +55,10 @@ from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
+from yak.coordinator.loader import ReplicaLoader
+from yak.coordinator.partition_writer import ReplicaPartitionWriter
 from yak.group.coordinator import GroupConfig, GroupCoordinator
-from yak.group.offsets_topic import TopicOffsetsLog, offsets_topic_configs
+from yak.group.records import OFFSETS_TOPIC, offsets_topic_configs
 from yak.partition import ReplicaManager
 from yak.security.authorizer import AclStore, FileAclStore, StandardAuthorizer
 from yak.security.channel import ChannelBuilder
@@ -194,9 +197,10 @@ def build_broker(config: BrokerConfig) -> Broker:
         info = topics.get(name)
         return None if info is None else info.partitions
 
-    def make_group() -> tuple[GroupCoordinator, TopicOffsetsLog]:
-        offsets_log = TopicOffsetsLog(
+    def make_group() -> tuple[GroupCoordinator, ReplicaPartitionWriter]:
+        writer = ReplicaPartitionWriter(
             replica_manager,
+            OFFSETS_TOPIC,
             topic_partitions=topic_partitions,
             create_topic=lambda name, n, configs: topics.create(
                 name, n, configs, replication_factor=topics.internal_replication_factor(
@@ -204,7 +208,7 @@ def build_broker(config: BrokerConfig) -> Broker:
                     "offsets.topic.replication.factor")),
             default_partitions=config.offsets_topic_num_partitions,
             topic_configs=offsets_topic_configs(config.offsets_topic_segment_bytes),
-            commit_timeout_ms=config.offsets_commit_timeout_ms,
+            timeout_ms=config.offsets_commit_timeout_ms,
         )
 
         def resolve(name: str) -> tuple[object, int] | None:
@@ -212,16 +216,17 @@ def build_broker(config: BrokerConfig) -> Broker:
             return None if info is None else (info.topic_id, info.partitions)
 
         coordinator = GroupCoordinator(
-            offsets_log,
+            writer,
+            ReplicaLoader(replica_manager, OFFSETS_TOPIC),
             group_config(config),
             topic_resolver=resolve,
             topic_lister=lambda: [t.name for t in topics.topics()],
         )
         if node is not None:
             coordinator.manage_partitions()  # loaded as this broker leads its partitions
-        return coordinator, offsets_log
+        return coordinator, writer
 
-    group_coordinator, offsets_log = _construct("group coordinator", make_group)
+    group_coordinator, offsets_writer = _construct("group coordinator", make_group)
 
     # transaction coordinator, on __transaction_state through the partition layer
     def partition_exists(tp: tuple[str, int]) -> bool:
@@ -265,7 +270,7 @@ def build_broker(config: BrokerConfig) -> Broker:
 
     txn_coordinator, txn_state, txn_markers, txn_log = _construct("transaction coordinator",
                                                                   make_txn)
-    coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_log,
+    coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_writer,
                                       txn_state, txn_coordinator, txn_log,
                                       cluster=node is not None)
     # KIP-890 part 1: the partition layer asks the transaction coordinator (here or on

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 from yak.cluster.inter_broker import InterBrokerClient, remote_verify
 from yak.errors import ErrorCode, KafkaError
-from yak.group.offsets_topic import OFFSETS_TOPIC
+from yak.group.records import OFFSETS_TOPIC
 from yak.partition.state import NO_LEADER, PartitionState
 from yak.txn.coordinator import produce_verification_error
 from yak.txn.records import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
     from yak.cluster.topics import TopicManager
+    from yak.coordinator import PartitionWriter
     from yak.group.coordinator import GroupCoordinator
-    from yak.group.offsets_topic import TopicOffsetsLog
     from yak.txn.coordinator import TransactionCoordinator
     from yak.txn.state_topic import TopicTransactionLog, TransactionStateHost
 
@@ -44,7 +44,7 @@ class CoordinatorLocator:
         node_id: int,
         topics: TopicManager,
         groups: GroupCoordinator,
-        offsets_log: TopicOffsetsLog,
+        offsets_log: PartitionWriter,
         txn_host: TransactionStateHost | None,
         txn_coordinator: TransactionCoordinator | None,
         txn_log: TopicTransactionLog | None,
@@ -68,8 +68,14 @@ class CoordinatorLocator:
     async def group(self, group_id: str) -> tuple[ErrorCode, int]:
         """(error, coordinator node id) for a group."""
         if not self.cluster:
-            return (ErrorCode.none if self.groups.loaded
-                    else ErrorCode.coordinator_load_in_progress), self.node_id
+            if not self.groups.loaded:
+                return ErrorCode.coordinator_load_in_progress, self.node_id
+            try:  # Kafka creates __consumer_offsets on the first FindCoordinator
+                await self.groups.ensure_ready()
+            except (KafkaError, OSError) as e:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+                return ErrorCode.coordinator_not_available, -1
+            return ErrorCode.none, self.node_id
         if self.topics.get(OFFSETS_TOPIC) is None:
             # Kafka creates __consumer_offsets on the first FindCoordinator.
             try:
@@ -185,10 +191,11 @@ class CoordinatorLocator:
         """The publisher's hook: load a coordinator partition this broker now leads,
         drop one it no longer leads."""
         if topic == OFFSETS_TOPIC:
-            if leads:
-                self.groups.on_election(partition)
+            if leads and state is not None:
+                self.groups.on_election(partition, state.leader_epoch)
             else:
-                self.groups.on_resignation(partition)
+                self.groups.on_resignation(
+                    partition, None if state is None else state.leader_epoch)
         elif topic == TRANSACTION_STATE_TOPIC and self.txn_coordinator is not None:
             coord = self.txn_coordinator
             if leads and state is not None:

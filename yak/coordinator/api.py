@@ -116,7 +116,7 @@ class PartitionWriter(Protocol):
 
 
 class CoordinatorLoader(Protocol):
-    async def load(self, partition: int, shard: CoordinatorShard) -> int:
+    def load(self, partition: int, shard: CoordinatorShard) -> int:
         """Replay every record of `partition` up to its log end into `shard` (the log
         end, not the high watermark: a new leader's high watermark can lag a record
         every in-sync replica has). Returns the log end offset it read to."""

@@ -7,13 +7,12 @@ and replays it into a shard: every keyed record of a data batch with its produce
 transactional batch's, else NO_PRODUCER), every control batch as one transaction marker.
 The shard, not the loader, decides what a transaction's records mean before their marker.
 
-It reads a chunk at a time and yields to the event loop between chunks, so loading a
-large partition does not stall the broker's other connections.
+It reads 1 MiB at a time, on the event loop, as the coordinators always loaded (the
+runtime's load is one synchronous step; see `CoordinatorRuntime.schedule_load`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from yak.coordinator.api import NO_PRODUCER, CoordinatorShard
@@ -34,7 +33,7 @@ class ReplicaLoader:
         self._replicas = replicas
         self._topic = topic
 
-    async def load(self, partition: int, shard: CoordinatorShard) -> int:
+    def load(self, partition: int, shard: CoordinatorShard) -> int:
         p = self._replicas.get_partition(self._topic, partition)
         if p is None:
             return 0
@@ -49,7 +48,6 @@ class ReplicaLoader:
             if nxt <= offset:
                 break
             offset = nxt
-            await asyncio.sleep(0)
         return end
 
 

@@ -91,7 +91,7 @@ class MemoryCoordinatorLog:
         part = self._parts[partition]
         part.append(_Entry(len(part), producer_id, 0, None, None, commit))
 
-    async def load(self, partition: int, shard: CoordinatorShard) -> int:
+    def load(self, partition: int, shard: CoordinatorShard) -> int:
         part = list(self._parts[partition])
         for e in part:
             if e.key is None:

@@ -32,10 +32,11 @@ task; `shard_timer_key` namespaces a shard's timers, which unloading cancels.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from yak.clock import Clock
 from yak.coordinator.api import CoordinatorLoader, CoordinatorResult, PartitionWriter
@@ -96,7 +97,7 @@ class CoordinatorRuntime(Generic[S]):
         self.on_unloaded = on_unloaded
         self._contexts: dict[int, ShardContext[S]] = {}
         self._timer_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loaded_event: asyncio.Event | None = None  # set (and replaced) on each load
 
     @property
     def topic(self) -> str:
@@ -110,16 +111,13 @@ class CoordinatorRuntime(Generic[S]):
                 self.timers.run_forever(), name=f"{self.topic}-timers")
 
     async def stop(self) -> None:
-        """Stop the timers and loads in flight and forget every shard (shutdown: no
-        `on_unloaded`, the coordinator answers its waiters itself)."""
-        tasks = list(self._tasks)
-        if self._timer_task is not None:
-            tasks.append(self._timer_task)
-            self._timer_task = None
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        """Stop the timers and forget every shard (shutdown: no `on_unloaded`, the
+        coordinator answers its waiters itself)."""
+        task, self._timer_task = self._timer_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for ctx in self._contexts.values():
             ctx.state = ShardState.CLOSED
         self._contexts.clear()
@@ -153,11 +151,15 @@ class CoordinatorRuntime(Generic[S]):
         ctx = self._contexts.get(partition)
         return None if ctx is None else ctx.epoch
 
-    async def schedule_load(self, partition: int, epoch: int) -> ShardContext[S] | None:
+    def schedule_load(self, partition: int, epoch: int) -> ShardContext[S] | None:
         """This broker leads `partition` at `epoch`: replay it into a new shard. A load
         at an epoch already held (or older) is ignored; the shard of an older epoch is
-        unloaded first. Returns the active shard, or None if it was unloaded (or loaded
-        again) while reading."""
+        unloaded first. Returns the active shard, or None if its load failed.
+
+        The replay runs in this call, on the event loop, as the coordinators' loading
+        always has (a partition of a compacted internal topic is small); the shard is
+        LOADING meanwhile, so a loader that one day reads off the loop keeps the same
+        contract (COORDINATOR_LOAD_IN_PROGRESS until it is ACTIVE)."""
         ctx = self._contexts.get(partition)
         if ctx is not None and ctx.epoch >= epoch and ctx.state is not ShardState.FAILED:
             return ctx if ctx.state is ShardState.ACTIVE else None
@@ -166,7 +168,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx = ShardContext(partition, epoch, self.builder(partition, epoch))
         self._contexts[partition] = ctx
         try:
-            ctx.loaded_end = await self.loader.load(partition, ctx.shard)  # type: ignore[arg-type]
+            ctx.loaded_end = self.loader.load(partition, ctx.shard)  # type: ignore[arg-type]
         except Exception:
             log.exception("loading %s-%d failed", self.topic, partition)
             if self._contexts.get(partition) is ctx:
@@ -178,7 +180,26 @@ class CoordinatorRuntime(Generic[S]):
         log.debug("loaded %s-%d at epoch %d", self.topic, partition, epoch)
         if self.on_loaded is not None:
             self.on_loaded(ctx)
+        event, self._loaded_event = self._loaded_event, None
+        if event is not None:
+            event.set()
         return ctx
+
+    async def wait_loaded(self, partition: int, timeout_ms: int) -> bool:
+        """Until the shard of `partition` is active here (True) or `timeout_ms` passed
+        (False): a first write right after the topic's creation, whose leadership the
+        partition layer applies a moment later."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while self.active(partition) is None:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            if self._loaded_event is None:
+                self._loaded_event = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._loaded_event.wait(), left)
+        return True
 
     def schedule_unload(self, partition: int, epoch: int | None = None) -> bool:
         """Another broker leads `partition` now: drop its shard. A resignation older than
@@ -203,14 +224,17 @@ class CoordinatorRuntime(Generic[S]):
         the shard when this broker leads `partition` at a new epoch, unload it when it
         does not lead it any more."""
         if leads and epoch is not None:
+            if self.writer.leader_epoch(partition) != epoch:
+                return  # a stale notice: the partition layer has moved on since
             ctx = self._contexts.get(partition)
             if ctx is not None and ctx.epoch == epoch and ctx.state is not ShardState.FAILED:
                 return  # an ISR change: still the same term
-            self._spawn(self.schedule_load(partition, epoch))
+            with contextlib.suppress(Exception):  # logged; the shard stays FAILED
+                self.schedule_load(partition, epoch)
         else:
             self.schedule_unload(partition, epoch)
 
-    async def load_led_partitions(self) -> None:
+    def load_led_partitions(self) -> None:
         """Load every partition of the topic this broker leads and has no shard for (one
         broker: all of them, at start-up or right after the topic is created)."""
         if not self.writer.exists():
@@ -218,7 +242,8 @@ class CoordinatorRuntime(Generic[S]):
         for partition in range(self.writer.num_partitions):
             epoch = self.writer.leader_epoch(partition)
             if epoch is not None:
-                await self.schedule_load(partition, epoch)
+                with contextlib.suppress(Exception):  # logged; the shard stays FAILED
+                    self.schedule_load(partition, epoch)
 
     # ================================================================ operations
 
@@ -300,21 +325,4 @@ class CoordinatorRuntime(Generic[S]):
     def cancel_timer(self, partition: int, key: Hashable) -> None:
         self.timers.cancel(self.shard_timer_key(partition, key))
 
-    # ================================================================ helpers
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("%s: loading a shard failed: %r", self.topic, t.exception())
-
-        task.add_done_callback(done)
-
-    async def settle(self) -> None:
-        """Wait for the loads in flight (tests, start-up)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 

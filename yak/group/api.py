@@ -154,6 +154,8 @@ def storage_error_code(err: BaseException) -> ErrorCode:
     """Kafka's mapping of an append failure for coordinator writes: the client should
     find the coordinator again and retry, except for records that can never fit."""
     if isinstance(err, KafkaError):
+        if err.code in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress):
+            return err.code  # the runtime's own answer: the shard is not served here now
         if err.code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
             return ErrorCode.unknown_server_error
         if err.code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):

@@ -26,12 +26,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from yak.coordinator import CoordinatorResult, CoordinatorRuntime
 from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import GroupConfig, JoinResult, LeaveResult, SyncResult, storage_error_code
 from yak.group.consumer_group import ConsumerGroups
-from yak.group.offsets_log import OffsetsLog
 from yak.group.state import Group, GroupState, Member, group_from_value, group_value
 
 __all__ = ["ClassicGroups"]
@@ -44,7 +44,7 @@ class ClassicGroups:
         self,
         groups: dict[str, Group],
         consumer: ConsumerGroups,
-        offsets_log: OffsetsLog,
+        runtime: CoordinatorRuntime[Any],
         config: GroupConfig,
         clock: Clock,
         timers: TimerQueue,
@@ -53,7 +53,7 @@ class ClassicGroups:
     ) -> None:
         self.groups = groups  # shared with the membership manager and the offsets manager
         self.consumer = consumer  # a group with KIP-848 members refuses classic joins
-        self.log = offsets_log
+        self.runtime = runtime
         self.config = config
         self.clock = clock
         self.timers = timers
@@ -592,7 +592,9 @@ class ClassicGroups:
 
     async def _store_group(self, group: Group) -> None:
         record = rec.encode_group_key(group.group_id), rec.encode_group_value(group_value(group))
-        await self.log.append(self._partition_for(group.group_id), [record])
+        await self.runtime.schedule_write_operation(
+            "store-group", self._partition_for(group.group_id),
+            lambda _shard: CoordinatorResult([record]))
 
     async def _store_group_quietly(self, group: Group) -> None:
         try:

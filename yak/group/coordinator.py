@@ -10,20 +10,29 @@ NOT_COORDINATOR), then hands it to the manager that owns the answer:
 - `offsets.OffsetMetadataManager`: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete
   and expiry.
 
-It also holds the partitions: on a single broker it owns every `__consumer_offsets`
-partition; in a cluster (`manage_partitions`) it owns the partitions this broker leads,
-loading one when it becomes its leader (`on_election`) and dropping its groups when it
-stops leading it (`on_resignation`); a group of another partition is NOT_COORDINATOR, so
-its clients ask FindCoordinator again. All of it runs on the broker's one event loop.
+Its state lives on the coordinator runtime (`yak.coordinator`): one shard per
+`__consumer_offsets` partition this broker leads (`shard.py`), every write an operation
+of its partition's shard, so the writes of one partition take effect in the order they
+were submitted; the runtime's timer queue runs the groups' deadlines. On a single broker
+every partition is led here (loaded at start-up, or when the topic is created); in a
+cluster (`manage_partitions`) a partition is loaded when this broker becomes its leader
+(`on_election`) and its groups dropped when it stops leading it (`on_resignation`); a
+group of another partition is NOT_COORDINATOR, so its clients ask FindCoordinator again.
+All of it runs on the broker's one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from yak.coordinator import (
+    CoordinatorLoader,
+    CoordinatorResult,
+    CoordinatorRuntime,
+    PartitionWriter,
+)
 from yak.coordinator.timer import Clock, SystemClock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group.api import (
@@ -41,8 +50,7 @@ from yak.group.api import (
 from yak.group.consumer_group import HeartbeatResult, TopicResolver
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
-from yak.group.offsets_log import OffsetsLog
-from yak.group.shard import GroupShards, PartitionRouter
+from yak.group.shard import GroupShard, GroupShards, PartitionRouter
 from yak.group.state import GroupState
 
 __all__ = [
@@ -62,31 +70,33 @@ __all__ = [
 class GroupCoordinator:
     def __init__(
         self,
-        offsets_log: OffsetsLog,
+        writer: PartitionWriter,
+        loader: CoordinatorLoader,
         config: GroupConfig | None = None,
         clock: Clock | None = None,
         topic_resolver: TopicResolver | None = None,
         topic_lister: Callable[[], Iterable[str]] | None = None,
     ) -> None:
-        self.log = offsets_log
         self.config = config or GroupConfig()
         self.config.validate()
         self.clock = clock or SystemClock()
-        self.timers = TimerQueue(self.clock)
-        self._timer_task: asyncio.Task[None] | None = None
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            writer, loader, GroupShard, self.clock)
+        self.writer = writer
+        self.timers: TimerQueue = self.runtime.timers
         self._background: set[asyncio.Task[Any]] = set()
-        self.router = PartitionRouter(offsets_log)
+        self.router = PartitionRouter(self.runtime)
         partition_for = self.router.partition_for
         self.membership = GroupMetadataManager(
-            offsets_log, self.config, self.clock, self.timers, partition_for,
+            self.runtime, self.config, self.clock, self.timers, partition_for,
             self._spawn, topic_resolver, topic_lister,
         )
         self.offsets = OffsetMetadataManager(
-            self.membership, offsets_log, self.config, self.clock, self.timers,
+            self.membership, self.runtime, self.config, self.clock, self.timers,
             partition_for, self._spawn, topic_resolver,
         )
         self.shards = GroupShards(
-            offsets_log, self.clock, self.router, self.membership, self.offsets
+            self.runtime, self.clock, self.router, self.membership, self.offsets
         )
         self.groups = self.membership.groups
         self.consumer = self.membership.consumer
@@ -95,9 +105,14 @@ class GroupCoordinator:
 
     def load(self) -> None:
         """Rebuild groups and committed offsets from every `__consumer_offsets` partition
-        (one broker): later records win, tombstones delete, and a group with members
-        comes back Stable with fresh session timers."""
+        led here (one broker): later records win, tombstones delete, and a group with
+        members comes back Stable with fresh session timers."""
         self.shards.load()
+
+    async def ensure_ready(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (the first FindCoordinator,
+        as Kafka does) and, on one broker, load its partitions."""
+        await self.shards.ensure_ready()
 
     def manage_partitions(self) -> None:
         """Cluster mode: own no partition until this broker leads it (`on_election`)."""
@@ -109,13 +124,14 @@ class GroupCoordinator:
     def partition_loading(self, partition: int) -> bool:
         return self.shards.partition_loading(partition)
 
-    def on_election(self, partition: int) -> None:
-        """This broker leads `partition` of `__consumer_offsets` now: load its groups."""
-        self.shards.on_election(partition)
+    def on_election(self, partition: int, epoch: int) -> None:
+        """This broker leads `partition` of `__consumer_offsets` at `epoch` now: load its
+        groups."""
+        self.shards.on_election(partition, epoch)
 
-    def on_resignation(self, partition: int) -> None:
+    def on_resignation(self, partition: int, epoch: int | None = None) -> None:
         """Another broker leads `partition` now: forget its groups."""
-        self.shards.on_resignation(partition)
+        self.shards.on_resignation(partition, epoch)
 
     @property
     def loaded(self) -> bool:
@@ -125,14 +141,10 @@ class GroupCoordinator:
         if not self.loaded:
             self.load()
         self.offsets.schedule_expiration()
-        self._timer_task = asyncio.create_task(self.timers.run_forever(), name="group-timers")
+        self.runtime.start_timers()
 
     async def stop(self) -> None:
-        if self._timer_task is not None:
-            self._timer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer_task
-            self._timer_task = None
+        await self.runtime.stop()
         self.membership.release_all()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -141,6 +153,17 @@ class GroupCoordinator:
         return self.router.partition_for(group_id)
 
     def _group_id_error(self, group_id: str | None) -> ErrorCode | None:
+        return self.shards.route_error(group_id)
+
+    async def _write_error(self, group_id: str | None) -> ErrorCode | None:
+        """`_group_id_error` for a request that may write: the first one creates
+        `__consumer_offsets` (and waits for its partition to load) if no FindCoordinator
+        did, as Yak always has on one broker."""
+        if group_id and self.shards.loaded and self.shards.needs_topic():
+            try:
+                await self.shards.ensure_ready(group_id)
+            except Exception:  # noqa: BLE001 - the client finds the coordinator again
+                return ErrorCode.coordinator_not_available
         return self.shards.route_error(group_id)
 
     # ================================================================ membership
@@ -158,7 +181,7 @@ class GroupCoordinator:
         protocols: Sequence[tuple[str, bytes]],
         require_known_member_id: bool = True,
     ) -> JoinResult:
-        err = self._group_id_error(group_id)
+        err = await self._write_error(group_id)
         if err is not None:
             return JoinResult(err, member_id)
         return await self.membership.join_group(
@@ -177,7 +200,7 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
-        err = self._group_id_error(group_id)
+        err = await self._write_error(group_id)
         if err is not None:
             return SyncResult(err)
         return await self.membership.sync_group(
@@ -236,7 +259,7 @@ class GroupCoordinator:
         offsets: Sequence[OffsetToCommit],
     ) -> list[ErrorCode]:
         """One error per offset, in order. Valid ones are written as one batch."""
-        err = self._group_id_error(group_id)
+        err = await self._write_error(group_id)
         if err is not None:
             return [err] * len(offsets)
         return await self.offsets.commit_offsets(
@@ -254,7 +277,7 @@ class GroupCoordinator:
         offsets: Sequence[OffsetToCommit],
     ) -> list[ErrorCode]:
         """TxnOffsetCommit: pending until the transaction's marker (see the offsets manager)."""
-        err = self._group_id_error(group_id)
+        err = await self._write_error(group_id)
         if err is not None:
             return [err] * len(offsets)
         return await self.offsets.txn_commit_offsets(
@@ -286,7 +309,7 @@ class GroupCoordinator:
         self, group_id: str, partitions: Sequence[tuple[str, int]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """OffsetDelete: refused for topics an active consumer group is subscribed to."""
-        err = self._group_id_error(group_id)
+        err = await self._write_error(group_id)
         if err is not None:
             return err, []
         return await self.offsets.delete_offsets(group_id, partitions)
@@ -312,7 +335,7 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
         codes: list[ErrorCode] = []
         for gid in group_ids:
-            err = self._group_id_error(gid)
+            err = await self._write_error(gid)
             group = self.groups.get(gid) if err is None else None
             if err is not None:
                 codes.append(err)
@@ -321,14 +344,15 @@ class GroupCoordinator:
             elif not group.is_(GroupState.EMPTY) or self.consumer.has_members(gid):
                 codes.append(ErrorCode.non_empty_group)
             else:
+                records = self.offsets.tombstones(group) + [self.membership.tombstone(group)]
                 try:
-                    await self.log.append(self.partition_for(gid),
-                                          self.offsets.tombstones(group)
-                                          + [self.membership.tombstone(group)])
+                    await self.runtime.schedule_write_operation(
+                        "delete-group", self.partition_for(gid),
+                        lambda _shard, records=records, group=group: CoordinatorResult(
+                            records, apply=lambda: self.membership.kill(group)))
                 except Exception as e:  # noqa: BLE001
                     codes.append(storage_error_code(e))
                     continue
-                self.membership.kill(group)
                 codes.append(ErrorCode.none)
         return codes
 

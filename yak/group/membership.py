@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from yak.coordinator import CoordinatorRuntime, Record
 from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import GroupConfig, GroupDescription, GroupListing, MemberDescription
 from yak.group.classic import ClassicGroups
 from yak.group.consumer_group import ConsumerGroups, HeartbeatResult, TopicResolver
-from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import Group, GroupState
 
 __all__ = ["GroupMetadataManager"]
@@ -33,7 +33,7 @@ __all__ = ["GroupMetadataManager"]
 class GroupMetadataManager:
     def __init__(
         self,
-        offsets_log: OffsetsLog,
+        runtime: CoordinatorRuntime[Any],
         config: GroupConfig,
         clock: Clock,
         timers: TimerQueue,
@@ -56,7 +56,7 @@ class GroupMetadataManager:
             topic_lister,
         )
         self.classic = ClassicGroups(
-            self.groups, self.consumer, offsets_log, config, clock, timers, partition_for, spawn
+            self.groups, self.consumer, runtime, config, clock, timers, partition_for, spawn
         )
         # The classic protocol's requests are its state machine's own.
         self.join_group = self.classic.join_group

@@ -16,9 +16,10 @@ broker owns; nothing here checks that again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from yak.coordinator import CoordinatorResult, CoordinatorRuntime, Record
 from yak.coordinator.timer import Clock, TimerQueue
 from yak.errors import ErrorCode
 from yak.group import records as rec
@@ -31,7 +32,6 @@ from yak.group.api import (
 )
 from yak.group.consumer_group import TopicResolver
 from yak.group.consumer_protocol import subscribed_topics
-from yak.group.offsets_log import OffsetsLog, Record
 from yak.group.state import CommittedOffset, Group, GroupState
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class OffsetMetadataManager:
     def __init__(
         self,
         membership: GroupMetadataManager,
-        offsets_log: OffsetsLog,
+        runtime: CoordinatorRuntime[Any],
         config: GroupConfig,
         clock: Clock,
         timers: TimerQueue,
@@ -57,7 +57,7 @@ class OffsetMetadataManager:
         self.membership = membership
         self.groups: dict[str, Group] = membership.groups
         self.consumer = membership.consumer
-        self.log = offsets_log
+        self.runtime = runtime
         self.config = config
         self.clock = clock
         self.timers = timers
@@ -81,11 +81,11 @@ class OffsetMetadataManager:
             ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
         )
 
-    def load_open_transactions(self, partition: int, now: int) -> None:
+    def load_open_transactions(self, open_txns: Mapping[int, Sequence[Record]], now: int) -> None:
         """TxnOffsetCommits whose transaction had no marker yet when the log was replayed
-        stay pending: the transaction coordinator re-sends the marker, which completes them
-        (`complete_txn_offsets`)."""
-        for pid, records in self.log.open_transactions(partition).items():
+        (per producer id) stay pending: the transaction coordinator re-sends the marker,
+        which completes them (`complete_txn_offsets`)."""
+        for pid, records in open_txns.items():
             for key, value in records:
                 try:
                     k = rec.decode_key(key)
@@ -162,19 +162,24 @@ class OffsetMetadataManager:
                 )
             )
         if records:
+            def apply() -> list[ErrorCode]:
+                if self.groups.get(group_id) is group:
+                    pending = group.pending_txn_offsets
+                    for tp, value in accepted:
+                        group.offsets[tp] = value
+                        if pending:  # a later plain commit wins over an earlier transaction's
+                            for staged in pending.values():
+                                staged.pop(tp, None)
+                return codes
+
             try:
-                await self.log.append(self._partition_for(group_id), records)
+                return await self.runtime.schedule_write_operation(
+                    "offset-commit", self._partition_for(group_id),
+                    lambda _shard: CoordinatorResult(records, apply=apply))
             except Exception as e:  # noqa: BLE001 - mapped to a retriable coordinator error
                 log.warning("offset commit for %r failed: %s", group_id, e)
                 code = storage_error_code(e)
                 return [code if c is ErrorCode.none else c for c in codes]
-            if self.groups.get(group_id) is group:
-                pending = group.pending_txn_offsets
-                for tp, value in accepted:
-                    group.offsets[tp] = value
-                    if pending:  # a later plain commit wins over an earlier transaction's
-                        for staged in pending.values():
-                            staged.pop(tp, None)
         return codes
 
     # ---------------------------------------------------------------- transactional
@@ -231,9 +236,10 @@ class OffsetMetadataManager:
                     self._txn_groups.setdefault(producer_id, set()).add(group_id)
 
             try:
-                await self.log.append(self._partition_for(group_id), records,
-                                      producer=(producer_id, producer_epoch),
-                                      on_appended=stage)
+                await self.runtime.schedule_write_operation(
+                    "txn-offset-commit", self._partition_for(group_id),
+                    lambda _shard: CoordinatorResult(
+                        records, producer=(producer_id, producer_epoch), on_appended=stage))
             except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
                 log.warning("transactional offset commit for %r failed: %s", group_id, e)
                 self._unstage_txn_offsets(group, producer_id, accepted)  # if stage() ran
@@ -403,13 +409,17 @@ class OffsetMetadataManager:
             if (topic, p) in group.offsets:
                 tombstones.append((rec.encode_offset_key(group_id, topic, p), None))
         if tombstones:
+            def apply() -> None:
+                for (topic, p), code in zip(partitions, codes, strict=True):
+                    if code is ErrorCode.none:
+                        group.offsets.pop((topic, p), None)
+
             try:
-                await self.log.append(self._partition_for(group_id), tombstones)
+                await self.runtime.schedule_write_operation(
+                    "offset-delete", self._partition_for(group_id),
+                    lambda _shard: CoordinatorResult(tombstones, apply=apply))
             except Exception as e:  # noqa: BLE001
                 return storage_error_code(e), []
-            for (topic, p), code in zip(partitions, codes, strict=True):
-                if code is ErrorCode.none:
-                    group.offsets.pop((topic, p), None)
         return ErrorCode.none, codes
 
     # ---------------------------------------------------------------- expiry
@@ -473,7 +483,8 @@ class OffsetMetadataManager:
 
     async def _append_quietly(self, partition: int, records: list[Record]) -> None:
         try:
-            await self.log.append(partition, records)
+            await self.runtime.schedule_write_operation(
+                "expire-offsets", partition, lambda _shard: CoordinatorResult(records))
         except Exception as e:  # noqa: BLE001 - expiry is retried at the next check
             log.warning("writing offset tombstones failed: %s", e)
 

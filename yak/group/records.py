@@ -29,9 +29,21 @@ __all__ = [
     "java_string_hash",
     "partition_for",
     "MAX_STRING_BYTES",
+    "OFFSETS_TOPIC",
+    "offsets_topic_configs",
 ]
 
 MAX_STRING_BYTES = 32767
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """Kafka's configs for `__consumer_offsets` (`offsets.topic.segment.bytes`)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(segment_bytes),
+    }
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

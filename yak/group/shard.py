@@ -1,66 +1,130 @@
-"""The shard glue: which `__consumer_offsets` partitions this broker coordinates, and their loading.
+"""The shard glue: the group coordinator's shards of `__consumer_offsets` on the runtime.
 
 One job: the partitions, not what is in them. A group id hashes to one partition
-(`PartitionRouter`, Kafka's own hash, so a group lives where Kafka would put it). On a single
-broker every partition is this broker's; in a cluster (`manage_partitions`) only those it
-leads: `on_election` replays one to its end into the two managers (group records to
-`GroupMetadataManager`, offsets and open transactions to `OffsetMetadataManager`, as Kafka's
-`GroupCoordinatorShard.replay` does), `on_resignation` drops its groups. `route_error` is the
-check every request passes first: a bad group id, a partition still loading, or one this
-broker does not coordinate. Separate from the managers, which only ever see groups this
-broker owns, and from the `GroupCoordinator` facade, which only routes and delegates.
+(`PartitionRouter`, Kafka's own hash, so a group lives where Kafka would put it), and each
+partition this broker leads is one shard of the coordinator runtime (`yak.coordinator`):
+`GroupShard` is what the runtime's loader replays a partition into (Kafka's
+`GroupCoordinatorShard.replay`: group records for `GroupMetadataManager`, offsets and
+transactional offsets for `OffsetMetadataManager`), and once the replay reached the log end
+`GroupShards` hands it to the two managers; unloading a shard drops its groups.
+
+The groups themselves stay in the managers' maps (one per broker, keyed by group id, each
+group belonging to its partition's shard): the managers' requests and timers were written
+against one map, and the runtime's contract (a shard's writes take effect in submission
+order, loading and unloading with leadership, the epoch fence) holds per partition
+either way.
+
+`route_error` is the check every request passes first: a bad group id, a partition still
+loading, or one this broker does not coordinate. On one broker every partition is led
+here: they are loaded at start-up or when the topic is created (`ensure_ready`, the first
+FindCoordinator or write); in a cluster (`manage_partitions`) the partition layer's
+leadership changes load and unload them (`on_election` / `on_resignation`).
 """
 
 from __future__ import annotations
 
 import logging
 
+from yak.coordinator import NO_PRODUCER, CoordinatorRuntime, Record, ShardContext
 from yak.coordinator.timer import Clock
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
-from yak.group.offsets_log import OffsetsLog
 
-__all__ = ["PartitionRouter", "GroupShards"]
+__all__ = ["PartitionRouter", "GroupShard", "GroupShards"]
 
 log = logging.getLogger(__name__)
+
+# How long a first write waits for its partition to be loaded after creating the topic
+# (otherwise NOT_COORDINATOR, and the client finds the coordinator again).
+FIRST_LOAD_WAIT_MS = 3000
 
 
 class PartitionRouter:
     """A group id's `__consumer_offsets` partition, cached (the same ids come back)."""
 
-    def __init__(self, offsets_log: OffsetsLog) -> None:
-        self._log = offsets_log
+    def __init__(self, runtime: CoordinatorRuntime[GroupShard]) -> None:
+        self._writer = runtime.writer
         self._partitions: dict[str, int] = {}
+        self._count = -1
 
     def partition_for(self, group_id: str) -> int:
+        n = self._writer.num_partitions
+        if n != self._count:  # the topic's own count arrived (a cluster's metadata)
+            self._partitions.clear()
+            self._count = n
         p = self._partitions.get(group_id)
         if p is None:
             if len(self._partitions) > 100_000:
                 self._partitions.clear()
-            p = self._partitions[group_id] = rec.partition_for(group_id, self._log.num_partitions)
+            p = self._partitions[group_id] = rec.partition_for(group_id, n)
         return p
+
+
+class GroupShard:
+    """What replaying one `__consumer_offsets` partition found: the last group record per
+    group, the last offset per key, and transactional offset commits per producer.
+
+    A transaction's records count from its COMMIT marker on (dropped at an ABORT); those
+    with no marker yet at the log end stay pending (the transaction coordinator sends the
+    marker again). A later plain commit of a key wins over a transaction that commits
+    after it (log order, as Kafka compares offsets)."""
+
+    def __init__(self, partition: int, epoch: int) -> None:
+        self.partition = partition
+        self.epoch = epoch
+        self.group_values: dict[str, rec.GroupValue | None] = {}
+        self.offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
+        self.open_transactions: dict[int, list[Record]] = {}
+
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+               value: bytes | None) -> None:
+        if producer_id != NO_PRODUCER:
+            self.open_transactions.setdefault(producer_id, []).append((key, value))
+            return
+        if self.open_transactions:
+            for pid, held in self.open_transactions.items():
+                self.open_transactions[pid] = [kv for kv in held if kv[0] != key]
+        self._apply(key, value)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int,
+                               commit: bool) -> None:
+        held = self.open_transactions.pop(producer_id, [])
+        if commit:
+            for key, value in held:
+                self._apply(key, value)
+
+    def _apply(self, key: bytes, value: bytes | None) -> None:
+        try:
+            k = rec.decode_key(key)
+            if isinstance(k, rec.OffsetKey):
+                self.offset_values[k] = None if value is None else rec.decode_offset_value(value)
+            elif isinstance(k, rec.GroupKey):
+                self.group_values[k.group] = (
+                    None if value is None else rec.decode_group_value(value))
+        except (ValueError, UnicodeDecodeError) as e:
+            log.warning("skipping unreadable __consumer_offsets record: %s", e)
 
 
 class GroupShards:
     def __init__(
         self,
-        offsets_log: OffsetsLog,
+        runtime: CoordinatorRuntime[GroupShard],
         clock: Clock,
         router: PartitionRouter,
         membership: GroupMetadataManager,
         offsets: OffsetMetadataManager,
     ) -> None:
-        self.log = offsets_log
+        self.runtime = runtime
         self.clock = clock
         self._router = router
         self._membership = membership
         self._offsets = offsets
         self.loaded = False
-        # None: every partition (one broker); else the partitions this broker leads.
-        self._owned: set[int] | None = None
-        self._loading: set[int] = set()
+        self.cluster = False  # True: shards follow the partition layer's leadership
+        runtime.on_loaded = self._on_loaded
+        runtime.on_unloaded = self._on_unloaded
 
     def route_error(self, group_id: str | None) -> ErrorCode | None:
         """Empty ids are Kafka's INVALID_GROUP_ID; so are ids too long to be written as a
@@ -69,82 +133,77 @@ class GroupShards:
             return ErrorCode.invalid_group_id
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
-        if self._owned is not None:
-            partition = self._router.partition_for(group_id)
-            if partition in self._loading:
-                return ErrorCode.coordinator_load_in_progress
-            if partition not in self._owned:
-                return ErrorCode.not_coordinator
-        return None
+        if not self.cluster and not self.runtime.writer.exists():
+            return None  # one broker, nothing written yet: no group exists
+        return self.runtime.shard_error(self._router.partition_for(group_id))
+
+    def needs_topic(self) -> bool:
+        """Before `__consumer_offsets` exists a write creates it first."""
+        return not self.runtime.writer.exists()
+
+    async def ensure_ready(self, group_id: str | None = None) -> None:
+        """Create `__consumer_offsets` if it does not exist yet; on one broker, load the
+        partitions it leads (in a cluster, leadership changes load them: then wait a
+        moment for `group_id`'s partition, which the partition layer may be about to hand
+        to this broker)."""
+        created = not self.runtime.writer.exists()
+        await self.runtime.writer.ensure_topic()
+        if not self.cluster:
+            self.runtime.load_led_partitions()
+        elif created and group_id is not None:
+            await self.runtime.wait_loaded(self._router.partition_for(group_id),
+                                           FIRST_LOAD_WAIT_MS)
 
     def load(self) -> None:
-        """Rebuild groups and committed offsets from `__consumer_offsets`.
-
-        Later records win; tombstones delete. A group with members comes back Stable
-        with fresh session timers, so consumers that keep heartbeating across a broker
-        restart continue without a rebalance and the others are expired as usual.
-        """
-        now = self.clock.now_ms()
-        for partition in range(self.log.num_partitions):
-            self._load_partition(partition, now)
+        """One broker: load every partition of `__consumer_offsets` led here."""
+        self.runtime.load_led_partitions()
         self.loaded = True
 
     def manage_partitions(self) -> None:
         """Cluster mode: own no partition until this broker leads it (`on_election`)."""
-        self._owned = set()
+        self.cluster = True
         self.loaded = True
 
     def owns(self, partition: int) -> bool:
-        return self._owned is None or partition in self._owned
+        return self.runtime.active(partition) is not None
 
     def partition_loading(self, partition: int) -> bool:
-        return partition in self._loading
+        return self.runtime.is_loading(partition)
 
-    def on_election(self, partition: int) -> None:
-        """This broker leads `partition` of `__consumer_offsets` now: load its groups."""
-        if self._owned is None or partition in self._owned:
-            return
-        self._loading.add(partition)
-        try:
-            self._drop_groups_of(partition)
-            self._load_partition(partition, self.clock.now_ms())
-            self._owned.add(partition)
-            log.info("group coordinator: loaded __consumer_offsets-%d", partition)
-        except Exception:
-            log.exception("group coordinator: loading __consumer_offsets-%d failed", partition)
-        finally:
-            self._loading.discard(partition)
+    def on_election(self, partition: int, epoch: int) -> None:
+        """This broker leads `partition` of `__consumer_offsets` at `epoch`: load it."""
+        self.runtime.on_partition_change(partition, epoch, leads=True)
 
-    def on_resignation(self, partition: int) -> None:
+    def on_resignation(self, partition: int, epoch: int | None = None) -> None:
         """Another broker leads `partition` now: forget its groups (their members get
         NOT_COORDINATOR and find the new coordinator)."""
-        if self._owned is None:
-            return
-        self._owned.discard(partition)
-        self._drop_groups_of(partition)
+        self.runtime.on_partition_change(partition, epoch, leads=False)
 
     def _drop_groups_of(self, partition: int) -> None:
         for gid in [g for g in self._membership.groups if self._router.partition_for(g) == partition]:
             self._membership.unload(gid)
 
-    def _load_partition(self, partition: int, now: int) -> None:
-        group_values: dict[str, rec.GroupValue | None] = {}
-        offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
-        for key, value in self.log.replay(partition):
-            try:
-                k = rec.decode_key(key)
-                if isinstance(k, rec.OffsetKey):
-                    offset_values[k] = None if value is None else rec.decode_offset_value(value)
-                elif isinstance(k, rec.GroupKey):
-                    group_values[k.group] = (
-                        None if value is None else rec.decode_group_value(value)
-                    )
-            except (ValueError, UnicodeDecodeError) as e:
-                log.warning("skipping unreadable __consumer_offsets record: %s", e)
-        for gid, gv in group_values.items():
+    def _on_loaded(self, ctx: ShardContext[GroupShard]) -> None:
+        """The replay reached the log end: hand what it found to the managers. Later
+        records win; tombstones delete. A group with members comes back Stable with fresh
+        session timers, so consumers that keep heartbeating across a broker restart (or a
+        move of the partition) continue without a rebalance."""
+        shard, now = ctx.shard, self.clock.now_ms()
+        found = len(shard.group_values) + len(shard.offset_values)
+        if self.cluster:  # anything left of an earlier term of this partition
+            self._drop_groups_of(ctx.partition)
+        for gid, gv in shard.group_values.items():
             if gv is not None:
                 self._membership.replay_group(gid, gv, now)
-        for k, ov in offset_values.items():
+        for k, ov in shard.offset_values.items():
             if ov is not None:
                 self._offsets.replay_offset(k, ov, now)
-        self._offsets.load_open_transactions(partition, now)
+        self._offsets.load_open_transactions(shard.open_transactions, now)
+        # the managers own the state from here on
+        shard.group_values, shard.offset_values, shard.open_transactions = {}, {}, {}
+        log.log(logging.INFO if found else logging.DEBUG,
+                "group coordinator: loaded __consumer_offsets-%d at epoch %d (%d records)",
+                ctx.partition, ctx.epoch, found)
+
+    def _on_unloaded(self, ctx: ShardContext[GroupShard]) -> None:
+        self._drop_groups_of(ctx.partition)

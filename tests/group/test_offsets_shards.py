@@ -1,8 +1,11 @@
-"""The `__consumer_offsets` adapter on real partitions: write, compact, restart, replay.
+"""The group coordinator's shards on the coordinator runtime, on real partitions: write,
+compact, restart, replay, and a shard moving between brokers.
 
-No broker: storage, the partition layer and the topic manager are real, so this checks
-exactly what the coordinator relies on at start-up (Kafka's loader semantics, including
-transactional offset commits that must only count once their commit marker is in the log).
+No broker: storage, the partition layer and the topic manager are real, and the runtime
+writes through its `ReplicaPartitionWriter` and loads through its `ReplicaLoader`, so this
+checks exactly what the coordinator relies on at start-up (Kafka's loader semantics,
+including transactional offset commits that must only count once their commit marker is
+in the log) and on a leadership change.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from pathlib import Path
 from yak.cluster.metadata import LocalMetadataStore
 from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
+from yak.coordinator.loader import ReplicaLoader
+from yak.coordinator.partition_writer import ReplicaPartitionWriter
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
-from yak.group.offsets_topic import OFFSETS_TOPIC, TopicOffsetsLog, offsets_topic_configs
+from yak.group.records import OFFSETS_TOPIC, offsets_topic_configs
 from yak.partition import ReplicaManager
 from yak.protocol import records as batches
 from yak.storage import LogManager
@@ -33,14 +38,16 @@ def open_storage(data_dir: Path) -> tuple[LogManager, ReplicaManager, TopicManag
     return logs, replicas, topics
 
 
-def offsets_log(replicas: ReplicaManager, topics: TopicManager,
-                default_partitions: int) -> TopicOffsetsLog:
+def coordinator(replicas: ReplicaManager, topics: TopicManager,
+                default_partitions: int) -> GroupCoordinator:
     def partitions(name: str) -> int | None:
         info = topics.get(name)
         return None if info is None else info.partitions
 
-    return TopicOffsetsLog(replicas, partitions, topics.create, default_partitions,
-                           offsets_topic_configs(104857600))
+    writer = ReplicaPartitionWriter(replicas, OFFSETS_TOPIC, partitions, topics.create,
+                                    default_partitions, offsets_topic_configs(104857600),
+                                    timeout_ms=5000)
+    return GroupCoordinator(writer, ReplicaLoader(replicas, OFFSETS_TOPIC), GroupConfig())
 
 
 def control_batch(producer_id: int, commit: bool, base_offset: int) -> bytes:
@@ -71,9 +78,8 @@ def txn_offsets(producer_id: int, group: str, offset: int, base_offset: int) -> 
 def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path) -> None:
     async def write() -> int:
         logs, replicas, topics = open_storage(tmp_path)
-        olog = offsets_log(replicas, topics, default_partitions=3)
-        coord = GroupCoordinator(olog, GroupConfig())
-        coord.load()
+        coord = coordinator(replicas, topics, default_partitions=3)
+        coord.load()  # nothing yet: the first commit creates the topic
         for i in range(200):  # many versions of the same keys: compaction fodder
             codes = await coord.commit_offsets(
                 "g",
@@ -116,9 +122,10 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
     asyncio.run(write())
 
     logs, replicas, topics = open_storage(tmp_path)
-    coord = GroupCoordinator(offsets_log(replicas, topics, default_partitions=99), GroupConfig())
+    coord = coordinator(replicas, topics, default_partitions=99)
     coord.load()
-    assert coord.log.num_partitions == 3  # the existing topic's count wins over the setting
+    assert coord.writer.num_partitions == 3  # the existing topic's count wins over the setting
+    assert all(coord.owns(p) for p in range(3))
     _, fetched = coord.fetch_offsets("g", None)
     assert [(f.partition, f.offset, f.leader_epoch, f.metadata) for f in fetched] == [
         (p, 1990 + p, 1, "m199") for p in range(3)
@@ -139,3 +146,61 @@ def rec_none():  # type: ignore[no-untyped-def]
     from yak.errors import ErrorCode
 
     return ErrorCode.none
+
+
+def test_a_shard_follows_leadership_and_a_deposed_coordinator_cannot_write(
+        tmp_path: Path) -> None:
+    """Cluster mode: a partition is loaded when this broker leads it and dropped when it
+    stops; between the partition layer's change and the hook, the writer's epoch fence
+    refuses the commit (NOT_COORDINATOR to the client, which finds the new one)."""
+    import uuid
+
+    from yak.partition import PartitionState
+    from yak.storage import LogConfig
+
+    logs = LogManager(str(tmp_path / "data"), LogConfig(), start_cleaner=False)
+    logs.startup()
+    replicas = ReplicaManager(1, logs)
+    topic_id = uuid.uuid4()
+
+    def lead(leader: int, epoch: int) -> None:
+        for p in range(2):
+            replicas.apply_partition_state(
+                OFFSETS_TOPIC, p, topic_id,
+                PartitionState((1, 2), (1, 2) if leader == 2 else (1,), leader=leader,
+                               leader_epoch=epoch, partition_epoch=epoch), LogConfig())
+
+    async def no_create(*_a: object) -> None:
+        raise AssertionError("the topic exists")
+
+    writer = ReplicaPartitionWriter(replicas, OFFSETS_TOPIC, lambda _t: 2, no_create, 2,
+                                    {}, timeout_ms=5000)
+    coord = GroupCoordinator(writer, ReplicaLoader(replicas, OFFSETS_TOPIC), GroupConfig())
+    coord.manage_partitions()
+    p = coord.partition_for("g")
+
+    async def body() -> None:
+        lead(1, 0)
+        assert coord.fetch_offsets("g", None)[0] is ErrorCode.not_coordinator
+        coord.on_election(p, 0)
+        assert coord.owns(p)
+        assert await coord.commit_offsets("g", -1, "", None, [OffsetToCommit("t", 0, 7)]) == [
+            ErrorCode.none]
+        lead(2, 1)  # broker 2 leads now; the hook has not run yet
+        assert await coord.commit_offsets("g", -1, "", None, [OffsetToCommit("t", 0, 8)]) == [
+            ErrorCode.not_coordinator]
+        coord.on_resignation(p, 1)
+        assert not coord.owns(p) and "g" not in coord.groups
+        assert coord.fetch_offsets("g", None)[0] is ErrorCode.not_coordinator
+        coord.on_election(p, 0)  # a late notice of an older term changes nothing
+        assert not coord.owns(p)
+        lead(1, 2)  # back here at epoch 2: reloaded from the log, the refused commit absent
+        coord.on_election(p, 2)
+        err, got = coord.fetch_offsets("g", [("t", [0])])
+        assert err is ErrorCode.none and got[0].offset == 7
+        await coord.stop()
+
+    try:
+        asyncio.run(body())
+    finally:
+        logs.shutdown()
