@@ -357,3 +357,38 @@ def test_list_offsets_by_time_finds_records_older_than_the_local_log(rm: Replica
             assert got[2] == 0  # the leader epoch of that record
         await rlm.stop()
     asyncio.run(main())
+
+
+def test_delete_records_moves_the_whole_logs_start(rm: ReplicaManager, tmp_path: Path) -> None:
+    lead(rm)
+    produce(rm, 150)
+    rlm = make_rlm(rm, tmp_path / "bucket")
+    plog = rm.get_partition("t", 0).log  # type: ignore[union-attr]
+
+    async def main() -> None:
+        await rlm.start()
+        await round_(rlm)
+        plog.apply_retention()
+        local_start = plog.log_start_offset
+        assert local_start > 500
+        # Deleting records that are only remote: refused to readers at once.
+        assert rm.delete_records("t", 0, 420) == 420
+        iso = FetchIsolation.HIGH_WATERMARK
+        assert rm.fetch_offset_for_timestamp("t", 0, EARLIEST_TIMESTAMP, iso)[0] == 420
+        params = FetchParams(0, 0, 50_000, FetchIsolation.HIGH_WATERMARK)
+        (r,) = await rm.fetch_messages(params, [FetchPartition("t", 0, 300, 50_000, -1)])
+        assert r.error == ErrorCode.offset_out_of_range and r.log_start_offset == 420
+        values, errors = await fetch_all(rm, 420)
+        assert errors == [] and values == expected(1500)[420:]
+        # A local fetch reports the whole log's start too.
+        (r,) = await rm.fetch_messages(params, [FetchPartition("t", 0, local_start, 50_000, -1)])
+        assert r.error == 0 and r.log_start_offset == 420
+        # The next round commits it and deletes the segments wholly below it.
+        await rlm.wait_idle()
+        await round_(rlm)
+        m = await ManifestStore(rlm.store).load("t", str(TID), 0)
+        assert m.log_start_offset == 420
+        assert all(s.end_offset >= 420 for s in m.segments)
+        assert plog.log_start_offset == local_start  # local data untouched
+        await rlm.stop()
+    asyncio.run(main())

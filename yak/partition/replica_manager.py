@@ -947,6 +947,7 @@ class ReplicaManager:
         out: list[PartitionReadResult] = []
         isolation = params.isolation
         max_bytes = params.max_bytes
+        rl = self.remote_log
         for w, p in zip(wanted, resolved, strict=True):
             if p is None:
                 out.append(PartitionReadResult(_UNKNOWN_TP))
@@ -975,8 +976,14 @@ class ReplicaManager:
                 errors = True
                 continue
             total += info.size
+            log_start = info.log_start_offset
+            if rl is not None and p.log.config.remote_storage_enable:
+                # Tiered: the whole log's start (the remote one), as Kafka answers.
+                remote_start = rl.log_start_offset(w.topic, w.partition)
+                if remote_start is not None:
+                    log_start = remote_start
             out.append(PartitionReadResult(_NONE, info.high_watermark, info.last_stable_offset,
-                                           info.log_start_offset, info.buffers, info.size,
+                                           log_start, info.buffers, info.size,
                                            info.aborted_transactions))
         return out, total, errors
 
@@ -1120,7 +1127,16 @@ class ReplicaManager:
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords on the leader; returns the new low watermark; raises KafkaError."""
-        return self.partition_or_error(topic, partition).delete_records_on_leader(offset)
+        p = self.partition_or_error(topic, partition)
+        low = p.delete_records_on_leader(offset)
+        rl = self.remote_log
+        if rl is not None and p.log.config.remote_storage_enable:
+            # Tiered (issue 25): the whole log's start moves, remote records included.
+            rl.delete_records(topic, partition, p.log.high_watermark if offset == -1 else offset)
+            start = rl.log_start_offset(topic, partition)
+            if start is not None:
+                return start
+        return low
 
     def describe_log_dirs(
         self, wanted: Mapping[str, Iterable[int]] | None

@@ -130,6 +130,9 @@ class _State:
     epoch: int = -2  # leader epoch the manifest was (re)loaded for; -1: as a follower
     failures: int = 0
     backoff_until: float = 0.0
+    # DeleteRecords below what the manifest says: refused to readers at once, committed
+    # by the next round (with the segments wholly below it deleted).
+    requested_start: int = 0
     task: asyncio.Task[None] | None = None
 
 
@@ -366,27 +369,30 @@ class RemoteLogManager:
         assert st.manifest is not None
         cfg = h.log.config
         done = sorted(st.manifest.copied, key=lambda s: s.base_offset)
-        if not done or not cfg.delete:
+        if not done:
             return
-        drop: list[RemoteLogSegmentMetadata] = []
+        # Below the start (DeleteRecords) first, then retention over the rest, oldest first.
+        floor = max(st.requested_start, st.manifest.log_start_offset)
+        drop = [s for s in done if s.end_offset < floor]
+        rest = [s for s in done if s.end_offset >= floor] if cfg.delete else []
+        n = 0
         if cfg.retention_ms >= 0:
             now = _now_ms()
-            for s in done:
-                if now - s.max_timestamp <= cfg.retention_ms:
-                    break
-                drop.append(s)
+            while n < len(rest) and now - rest[n].max_timestamp > cfg.retention_ms:
+                n += 1
         if cfg.retention_bytes >= 0:
             upto = st.manifest.copied_upto
             local_only = sum(seg.size for seg in h.log.segments if seg.base_offset >= upto)
-            total = sum(s.size for s in done[len(drop):]) + local_only
-            for s in done[len(drop):]:
-                if total - s.size < cfg.retention_bytes:
-                    break
-                total -= s.size
-                drop.append(s)
+            total = sum(s.size for s in rest[n:]) + local_only
+            while n < len(rest) and total - rest[n].size >= cfg.retention_bytes:
+                total -= rest[n].size
+                n += 1
+        drop += rest[:n]
         if not drop:
+            if st.requested_start > st.manifest.log_start_offset:
+                await self._commit(h, st, log_start_offset=st.requested_start)
             return
-        new_start = max(s.end_offset for s in drop) + 1
+        new_start = max(max(s.end_offset for s in drop) + 1, st.requested_start)
         ids = {s.segment_id for s in drop}
         now = _now_ms()
         await self._commit(h, st, log_start_offset=max(new_start, st.manifest.log_start_offset),
@@ -412,7 +418,19 @@ class RemoteLogManager:
         st = self._states.get((topic, partition))
         if st is None or st.manifest is None:
             return None
-        return st.manifest.start_offset
+        start = st.manifest.start_offset
+        return None if start is None else max(start, st.requested_start)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> None:
+        """DeleteRecords on a tiered partition's leader: nothing below `offset` is served
+        from now on; the next round commits the new start and deletes the segments below
+        it (a broker that dies before that commit serves them again after its restart:
+        the manifest is the record)."""
+        st = self._states.get((topic, partition))
+        if st is None:
+            return
+        st.requested_start = max(st.requested_start, offset)
+        self.run_once()
 
     def highest_copied_offset(self, topic: str, partition: int) -> int | None:
         """The last offset in the remote log (ListOffsets LATEST_TIERED_TIMESTAMP)."""
@@ -492,7 +510,7 @@ class RemoteLogManager:
             else:
                 m = st.manifest
             seg = m.find(offset)
-            start = m.start_offset
+            start = self.log_start_offset(topic, partition)
             if seg is None or start is None or offset < start:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {topic}-{partition} is in neither the remote log"
