@@ -5,7 +5,8 @@ local retention it bounds through `PartitionLog.tiered_upto`) and `partition/` (
 fetch path calls `RemoteLogManager.read`). See docs/tiered.md.
 """
 
-from yak.tiered.manager import HostedPartition, RemoteLogManager, TieredConfig
+from yak.tiered.config import TieredConfig
+from yak.tiered.manager import HostedPartition, RemoteLogManager
 from yak.tiered.metadata import Manifest, ManifestStore, RemoteLogSegmentMetadata, SegmentState
 from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
 

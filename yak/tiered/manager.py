@@ -32,17 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-import crc32c
-
 from yak.errors import KafkaStorageError, OffsetOutOfRangeError
-from yak.settings import BROKER_SETTINGS, ConfigError
 from yak.storage import PartitionLog
+from yak.tiered.config import TieredConfig
 from yak.tiered.metadata import (
     Manifest,
     ManifestStore,
@@ -51,60 +48,12 @@ from yak.tiered.metadata import (
     partition_dir,
 )
 from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
+from yak.tiered.segments import segments_to_copy
 from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
 
 __all__ = ["HostedPartition", "RemoteLogManager", "TieredConfig"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TieredConfig:
-    """The broker's tiered-storage settings (`yak.settings`), typed."""
-
-    enabled: bool = False
-    uri: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    task_interval_ms: int = 30_000
-    copier_pool_size: int = 10
-    copy_max_bytes_per_second: int = 2**63 - 1
-    retry_backoff_ms: int = 500
-    retry_backoff_max_ms: int = 30_000
-    fetch_max_wait_ms: int = 500
-    cache_bytes: int = 128 << 20
-
-    @classmethod
-    def from_settings(cls, raw: Mapping[str, str]) -> TieredConfig:
-        """ConfigError (one line naming the key) for a bad or missing value."""
-        def get(name: str) -> Any:
-            spec = BROKER_SETTINGS[name]
-            value = raw.get(name)
-            return spec.parse_default() if value is None else spec.parse(value)
-
-        cfg = cls(
-            enabled=get("remote.log.storage.system.enable"),
-            uri=get("remote.storage.uri"),
-            access_key_id=get("remote.storage.access.key.id"),
-            secret_access_key=get("remote.storage.secret.access.key"),
-            task_interval_ms=get("remote.log.manager.task.interval.ms"),
-            copier_pool_size=get("remote.log.manager.copier.thread.pool.size"),
-            copy_max_bytes_per_second=get("remote.log.manager.copy.max.bytes.per.second"),
-            retry_backoff_ms=get("remote.log.manager.task.retry.backoff.ms"),
-            retry_backoff_max_ms=get("remote.log.manager.task.retry.backoff.max.ms"),
-            fetch_max_wait_ms=get("remote.fetch.max.wait.ms"),
-            cache_bytes=get("remote.log.reader.cache.bytes"),
-        )
-        if cfg.enabled and not cfg.uri:
-            raise ConfigError("remote.log.storage.system.enable=true needs remote.storage.uri"
-                              " (s3://BUCKET[/PREFIX]?endpoint=...&region=... or"
-                              " file:///PATH)")
-        if cfg.uri:
-            try:
-                parse_uri(cfg.uri)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-        return cfg
 
 
 class HostedPartition(NamedTuple):
@@ -188,7 +137,10 @@ class RemoteLogManager:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.task_interval_ms / 1000)
-            self.run_once()
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - the loop must outlive one bad tick
+                log.exception("remote log manager: a round could not be started")
 
     def run_once(self) -> list[asyncio.Task[None]]:
         """Start a round for every tiered partition whose previous round is over."""
@@ -305,7 +257,7 @@ class RemoteLogManager:
         plog.tiered_upto = st.manifest.copied_upto
         bound = min(plog.high_watermark, plog.last_stable_offset, plog.recovery_point)
         todo = await asyncio.to_thread(
-            _segments_to_copy, plog, st.manifest.copied_upto, bound,
+            segments_to_copy, plog, st.manifest.copied_upto, bound,
             self.config.copier_pool_size, self.node_id)
         if not todo:
             return
@@ -562,61 +514,3 @@ class RemoteLogManager:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _segments_to_copy(plog: PartitionLog, copied_upto: int, bound: int, limit: int,
-                      node_id: int) -> list[tuple[RemoteLogSegmentMetadata, str, dict[str, bytes]]]:
-    """In a thread (it reads index files): the oldest rolled segments not yet copied that
-    end at or below `bound`, with their metadata (COPY_SEGMENT_STARTED), `.log` path and
-    the small files' bytes (uploaded as read, so their CRCs in the manifest match)."""
-    segs = plog.segments
-    epochs = plog.leader_epoch_cache.entries
-    out = []
-    now = _now_ms()
-    for i in range(len(segs) - 1):
-        seg = segs[i]
-        nxt = segs[i + 1].base_offset
-        end = nxt - 1
-        if nxt > bound or len(out) >= limit:
-            break
-        if end < copied_upto or seg.size == 0:
-            continue
-        seg.ensure_indexes()
-        small: dict[str, bytes] = {}
-        for kind, path in (("index", seg.index.path), ("timeindex", seg.time_index.path),
-                           ("txnindex", seg.txn_index.path),
-                           ("snapshot", os.path.join(plog.directory, f"{nxt:020d}.snapshot"))):
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                if kind in ("index", "timeindex"):
-                    raise
-                continue
-            if kind == "txnindex" and not data:
-                continue
-            small[kind] = data
-        spans = _epochs_in(epochs, seg.base_offset, end)
-        small["leader-epoch-checkpoint"] = (
-            f"0\n{len(spans)}\n" + "".join(f"{e} {o}\n" for e, o in spans)).encode()
-        files = {"log": (seg.size, 0)}
-        files.update({k: (len(v), crc32c.crc32c(v)) for k, v in small.items()})
-        meta = RemoteLogSegmentMetadata(
-            segment_id=RemoteLogSegmentMetadata.new_id(), base_offset=seg.base_offset,
-            end_offset=end, max_timestamp=seg.largest_timestamp, size=seg.size,
-            leader_epochs=spans, state=SegmentState.COPY_SEGMENT_STARTED, files=files,
-            broker_id=node_id, event_ms=now)
-        out.append((meta, seg.log_path, small))
-    return out
-
-
-def _epochs_in(entries: list[tuple[int, int]], base: int, end: int) -> list[tuple[int, int]]:
-    """The leader epochs of [base, end]: the one in force at `base` (from `base`) and every
-    later one that starts inside."""
-    out: list[tuple[int, int]] = []
-    for e, start in entries:
-        if start <= base:
-            out = [(e, base)]
-        elif start <= end:
-            out.append((e, start))
-    return out
