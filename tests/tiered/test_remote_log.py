@@ -151,6 +151,11 @@ def test_segments_are_copied_local_ones_deleted_and_all_read_back(rm: ReplicaMan
                 == plog.log_start_offset
             assert rm.fetch_offset_for_timestamp("t", 0, LATEST_TIERED_TIMESTAMP, iso)[0] \
                 == plog.tiered_upto - 1
+            # What `yak tiered status` would show: nothing left to copy but the active one.
+            (st,) = rlm.status()
+            assert st["leader"] and st["remote_start"] == 0 and st["lag_segments"] == 0
+            assert st["copied_upto"] == plog.tiered_upto and st["remote_segments"] == len(
+                m.copied) and st["local_start"] == plog.log_start_offset
             # A warm read is served by the cache: no new store reads.
             before = rlm.reader.bytes_fetched
             values, _ = await fetch_all(rm)
