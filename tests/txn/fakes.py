@@ -1,22 +1,26 @@
-"""In-memory fakes of the coordinator's own interfaces (TransactionLog, MarkerWriter,
-ProducerIdSource) for unit tests: they keep records in lists and let a test decide
-when a marker write or a log append completes, fails, or hangs."""
+"""In-memory fakes of the coordinator's own interfaces (the runtime's writer and loader,
+MarkerWriter, ProducerIdSource) for unit tests: they keep records in lists and let a
+test decide when a marker write or a log append completes, fails, or hangs."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from yak.coordinator import NO_PRODUCER, CoordinatorShard, Record
 from yak.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
-from yak.txn.log import Record
 from yak.txn.state import TopicPartition
 
 
 class MemoryTransactionLog:
-    """`TransactionLog` over lists. `leader_epochs[p]` plays the partition's leader
-    epoch: an append at another coordinator epoch is refused, as a real leader would."""
+    """The coordinator runtime's `PartitionWriter` and `CoordinatorLoader` over lists.
+    `leader_epochs[p]` plays the partition's leader epoch: an append at another
+    coordinator epoch is refused, as the real writer refuses it, and an append whose
+    partition moved to another epoch while it waited fails as the real acks=all wait
+    does. `hold` (when set) holds an append before it reaches the list; `uncommitted`
+    holds the high watermark below what a load read."""
 
     def __init__(self, num_partitions: int = 4) -> None:
         self.parts: list[list[Record]] = [[] for _ in range(num_partitions)]
@@ -29,26 +33,64 @@ class MemoryTransactionLog:
         self.uncommitted: asyncio.Event | None = None
 
     @property
+    def topic(self) -> str:
+        return "__transaction_state"
+
+    @property
     def num_partitions(self) -> int:
         return len(self.parts)
 
-    async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
+    def exists(self) -> bool:
+        return True
+
+    async def ensure_topic(self) -> None:
+        return None
+
+    def leader_epoch(self, partition: int) -> int | None:
+        """Led here only once a test says at which epoch (`leader_epochs`)."""
+        return self.leader_epochs.get(partition)
+
+    def crashed_leading(self, partition: int, epoch: int) -> bool:
+        return False
+
+    def append(self, partition: int, epoch: int, records: Sequence[Record],
+               producer: tuple[int, int] | None = None) -> object:
+        if self.hold is None:
+            self._check(partition, epoch)
+            self._write(partition, records)
+            return None
+        return (partition, epoch, list(records))  # written once `hold` is set
+
+    async def wait_committed(self, appended: object) -> None:
+        if appended is None:
+            return
+        assert isinstance(appended, tuple)
+        partition, epoch, records = appended
         if self.hold is not None:
             await self.hold.wait()
+        self._check(partition, epoch)
+        self._write(partition, records)
+
+    def _check(self, partition: int, epoch: int) -> None:
         if self.fail_next:
             raise self.fail_next.pop(0)
-        if self.leader_epochs.get(partition, coordinator_epoch) != coordinator_epoch:
-            raise NotLeaderOrFollowerError(f"epoch {coordinator_epoch} is not the leader's")
-        self.parts[partition].append(record)
+        if self.leader_epochs.get(partition, epoch) != epoch:
+            raise NotLeaderOrFollowerError(f"epoch {epoch} is not the leader's")
+
+    def _write(self, partition: int, records: Sequence[Record]) -> None:
+        self.parts[partition].extend(records)
         self.appends += 1
 
-    async def replay(self, partition: int) -> Iterable[Record]:
-        return list(self.parts[partition])
-
-    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
+    async def wait_high_watermark(self, partition: int, epoch: int, offset: int) -> bool:
         if self.uncommitted is not None:
             await self.uncommitted.wait()
-        return self.leader_epochs.get(partition, coordinator_epoch) == coordinator_epoch
+        return self.leader_epochs.get(partition, epoch) == epoch
+
+    def load(self, partition: int, shard: CoordinatorShard) -> int:
+        part = list(self.parts[partition])
+        for offset, (key, value) in enumerate(part):
+            shard.replay(offset, NO_PRODUCER, -1, key, value)
+        return len(part)
 
 
 @dataclass

@@ -106,6 +106,7 @@ class World:
         timers = TimerQueue(self.clock)
         coord = TransactionCoordinator(
             self.log,
+            self.log,
             self.markers,
             self.pids,
             TxnConfig(
@@ -116,10 +117,11 @@ class World:
             self.clock,
             timers=timers,
         )
-        await coord.start()
-        self.coords.append((coord, timers))
         for p in range(self.log.num_partitions):
             self.log.leader_epochs[p] = self.epoch
+        await coord.start()  # loads every partition led here
+        self.coords.append((coord, timers))
+        for p in range(self.log.num_partitions):
             await coord.on_election(p, self.epoch)
 
     # ------------------------------------------------------------ client calls

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from yak.security.security_config import SecurityConfig
     from yak.txn.coordinator import TransactionCoordinator
     from yak.txn.markers import PartitionMarkerWriter
-    from yak.txn.state_topic import TransactionStateHost
 
 __all__ = ["Broker", "Part", "StartupError", "one_line"]
 
@@ -74,7 +73,7 @@ class Broker:
         quotas: ClientQuotas,
         authorizer: StandardAuthorizer | None = None,
         txn_coordinator: TransactionCoordinator | None = None,
-        txn_state: TransactionStateHost | None = None,
+        txn_state: TransactionCoordinator | None = None,
         txn_markers: PartitionMarkerWriter | None = None,
         cluster: ClusterView | None = None,
         coordinators: CoordinatorLocator | None = None,
@@ -88,9 +87,10 @@ class Broker:
         self.replica_manager = replica_manager
         self.producer_ids = producer_ids
         self.group_coordinator = group_coordinator
-        # The transaction coordinator (its `__transaction_state` partitions are loaded by
-        # `txn_state`, which creates the topic on first use) and the marker writer the
-        # coordinator and the WriteTxnMarkers handler append markers through.
+        # The transaction coordinator (`txn_state.ensure_ready()` creates
+        # `__transaction_state` on first use and loads the partitions led here; the same
+        # object) and the marker writer the coordinator and the WriteTxnMarkers handler
+        # append markers through.
         self.txn_coordinator = txn_coordinator
         self.txn_state = txn_state
         self.txn_markers = txn_markers

@@ -11,10 +11,10 @@
     group coordinator   GroupCoordinator on `__consumer_offsets` (a coordinator runtime with
                         its partition writer and loader on the replica manager)
     transaction coordinator
-                        TransactionCoordinator on `__transaction_state` (TopicTransactionLog
-                        adapter), its markers through the partition layer
-                        (PartitionMarkerWriter), producer ids from the id manager;
-                        TransactionStateHost loads the partitions this broker leads
+                        TransactionCoordinator on `__transaction_state` (a coordinator
+                        runtime with its partition writer and loader), its markers
+                        through the partition layer (PartitionMarkerWriter), producer ids
+                        from the id manager
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
     credential store    SCRAM credentials: FileCredentialStore in the data directory; in a
@@ -76,11 +76,7 @@ from yak.storage import LogManager
 from yak.tiered import HostedPartition, RemoteLogManager, RemoteStorageError, TieredConfig
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
 from yak.txn.markers import PartitionMarkerWriter
-from yak.txn.state_topic import (
-    TopicTransactionLog,
-    TransactionStateHost,
-    transaction_topic_configs,
-)
+from yak.txn.records import TRANSACTION_STATE_TOPIC, transaction_topic_configs
 from yak.wire import Dialer
 
 __all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config",
@@ -92,6 +88,9 @@ CREDENTIALS_FILE = "__scram_credentials.json"
 QUOTAS_FILE = "__client_quotas.json"
 
 T = TypeVar("T")
+
+# Kafka bounds a `__transaction_state` append by the broker's request timeout (30 s).
+TXN_APPEND_TIMEOUT_MS = 30_000
 
 
 def _construct(name: str, make: Callable[[], T]) -> T:
@@ -233,8 +232,8 @@ def build_broker(config: BrokerConfig) -> Broker:
         info = topics.get(tp[0])
         return info is not None and 0 <= tp[1] < info.partitions
 
-    def make_txn() -> tuple[TransactionCoordinator, TransactionStateHost, PartitionMarkerWriter,
-                            TopicTransactionLog]:
+    def make_txn() -> tuple[TransactionCoordinator, PartitionMarkerWriter,
+                            ReplicaPartitionWriter]:
         async def create_txn_topic(name: str, n: int, configs: Mapping[str, str]) -> object:
             rf = topics.internal_replication_factor(
                 config.transaction_state_log_replication_factor,
@@ -244,8 +243,9 @@ def build_broker(config: BrokerConfig) -> Broker:
                 min(config.transaction_state_log_min_isr, rf))})
             return await topics.create(name, n, configs, replication_factor=rf)
 
-        txn_log = TopicTransactionLog(
+        txn_writer = ReplicaPartitionWriter(
             replica_manager,
+            TRANSACTION_STATE_TOPIC,
             topic_partitions=topic_partitions,
             create_topic=create_txn_topic,
             default_partitions=config.transaction_state_log_num_partitions,
@@ -253,6 +253,7 @@ def build_broker(config: BrokerConfig) -> Broker:
                 config.transaction_state_log_segment_bytes,
                 config.transaction_state_log_min_isr,
             ),
+            timeout_ms=TXN_APPEND_TIMEOUT_MS,
         )
         markers = PartitionMarkerWriter(
             replica_manager, partition_exists,
@@ -263,15 +264,15 @@ def build_broker(config: BrokerConfig) -> Broker:
             return await producer_ids.new_producer_id()
 
         coordinator = TransactionCoordinator(
-            txn_log, markers, new_producer_id, txn_config(config),
+            txn_writer, ReplicaLoader(replica_manager, TRANSACTION_STATE_TOPIC), markers,
+            new_producer_id, txn_config(config),
             partition_exists=partition_exists,
         )
-        return coordinator, TransactionStateHost(coordinator, txn_log), markers, txn_log
+        return coordinator, markers, txn_writer
 
-    txn_coordinator, txn_state, txn_markers, txn_log = _construct("transaction coordinator",
-                                                                  make_txn)
+    txn_coordinator, txn_markers, txn_writer = _construct("transaction coordinator", make_txn)
     coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_writer,
-                                      txn_state, txn_coordinator, txn_log,
+                                      txn_coordinator, txn_coordinator, txn_writer,
                                       cluster=node is not None)
     # KIP-890 part 1: the partition layer asks the transaction coordinator (here or on
     # another broker) before a transactional batch starts a transaction in a partition.
@@ -388,7 +389,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     parts += [
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
-        Part("transaction coordinator", txn_state.start, txn_state.stop),
+        Part("transaction coordinator", txn_coordinator.start, txn_coordinator.stop),
         Part("metrics"),
         Part("security"),
         Part("credential store", start_credentials),
@@ -414,7 +415,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         quotas=quotas,
         authorizer=authorizer,
         txn_coordinator=txn_coordinator,
-        txn_state=txn_state,
+        txn_state=txn_coordinator,
         txn_markers=txn_markers,
         cluster=node,
         coordinators=coordinators,

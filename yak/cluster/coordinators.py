@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from yak.coordinator import PartitionWriter
     from yak.group.coordinator import GroupCoordinator
     from yak.txn.coordinator import TransactionCoordinator
-    from yak.txn.state_topic import TopicTransactionLog, TransactionStateHost
 
 __all__ = ["CoordinatorLocator"]
 
@@ -45,9 +44,9 @@ class CoordinatorLocator:
         topics: TopicManager,
         groups: GroupCoordinator,
         offsets_log: PartitionWriter,
-        txn_host: TransactionStateHost | None,
+        txn_host: TransactionCoordinator | None,
         txn_coordinator: TransactionCoordinator | None,
-        txn_log: TopicTransactionLog | None,
+        txn_log: PartitionWriter | None,
         cluster: bool,
     ) -> None:
         self.node_id = node_id
@@ -58,8 +57,6 @@ class CoordinatorLocator:
         self.txn_coordinator = txn_coordinator
         self.txn_log = txn_log
         self.cluster = cluster
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._txn_epochs: dict[int, int] = {}  # __transaction_state partition -> led epoch
         self.inter_broker: InterBrokerClient | None = None  # a cluster's, set by compose
         self._offsets_creating: asyncio.Future[None] | None = None
 
@@ -71,7 +68,7 @@ class CoordinatorLocator:
             if not self.groups.loaded:
                 return ErrorCode.coordinator_load_in_progress, self.node_id
             try:  # Kafka creates __consumer_offsets on the first FindCoordinator
-                await self.groups.ensure_ready()
+                await self.groups.ensure_ready(group_id)
             except (KafkaError, OSError) as e:
                 log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
                 return ErrorCode.coordinator_not_available, -1
@@ -117,7 +114,7 @@ class CoordinatorLocator:
         host, coord = self.txn_host, self.txn_coordinator
         if host is None or coord is None:
             return ErrorCode.coordinator_not_available, -1
-        code = await host.ensure_ready()
+        code = await host.ensure_ready(transactional_id)
         if code is not ErrorCode.none:
             return code, -1
         if not self.cluster:
@@ -197,27 +194,8 @@ class CoordinatorLocator:
                 self.groups.on_resignation(
                     partition, None if state is None else state.leader_epoch)
         elif topic == TRANSACTION_STATE_TOPIC and self.txn_coordinator is not None:
-            coord = self.txn_coordinator
-            if leads and state is not None:
-                epoch = state.leader_epoch
-                if self._txn_epochs.get(partition) == epoch:
-                    return  # an ISR change: still the same term
-                self._txn_epochs[partition] = epoch
-                # Abort what was Ongoing only if this coordinator itself crashed in this
-                # leader term; any election after a failover leaves it to its producer.
-                crashed = self.txn_log is not None and self.txn_log.crashed_leading(
-                    partition, epoch)
-                self._spawn(coord.on_election(partition, epoch, abort_ongoing=crashed))
-            elif self._txn_epochs.pop(partition, None) is not None or coord.owns(partition):
-                coord.on_resignation(partition, None if state is None else state.leader_epoch)
-
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("loading a transaction coordinator partition failed: %r",
-                      task.exception())
+            # The coordinator runtime loads the shard at a new leader epoch (an ISR
+            # change is the same term: nothing to do) and aborts what was Ongoing only if
+            # this coordinator itself crashed in this leader term.
+            self.txn_coordinator.on_partition_change(
+                partition, None if state is None else state.leader_epoch, leads)

@@ -109,10 +109,11 @@ class GroupCoordinator:
         members comes back Stable with fresh session timers."""
         self.shards.load()
 
-    async def ensure_ready(self) -> None:
+    async def ensure_ready(self, group_id: str | None = None) -> None:
         """Create `__consumer_offsets` if it does not exist yet (the first FindCoordinator,
-        as Kafka does) and, on one broker, load its partitions."""
-        await self.shards.ensure_ready()
+        as Kafka does), load its partitions led here and, if it was just created, wait a
+        moment for `group_id`'s."""
+        await self.shards.ensure_ready(group_id)
 
     def manage_partitions(self) -> None:
         """Cluster mode: own no partition until this broker leads it (`on_election`)."""

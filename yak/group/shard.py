@@ -142,15 +142,15 @@ class GroupShards:
         return not self.runtime.writer.exists()
 
     async def ensure_ready(self, group_id: str | None = None) -> None:
-        """Create `__consumer_offsets` if it does not exist yet; on one broker, load the
-        partitions it leads (in a cluster, leadership changes load them: then wait a
+        """Create `__consumer_offsets` if it does not exist yet and load the partitions
+        led here (in a cluster, leadership changes load them); after creating it, wait a
         moment for `group_id`'s partition, which the partition layer may be about to hand
-        to this broker)."""
+        to this broker."""
         created = not self.runtime.writer.exists()
         await self.runtime.writer.ensure_topic()
         if not self.cluster:
             self.runtime.load_led_partitions()
-        elif created and group_id is not None:
+        if created and group_id is not None:
             await self.runtime.wait_loaded(self._router.partition_for(group_id),
                                            FIRST_LOAD_WAIT_MS)
 

@@ -1,14 +1,13 @@
-"""The transaction coordinator's only windows onto the rest of the cluster.
+"""The transaction coordinator's windows onto the rest of the cluster.
 
-`yak.txn` must not import the broker (nor the partition layer), so whoever hosts the
-coordinator hands it three small interfaces:
+`yak.txn` must not import the broker, so whoever hosts the coordinator hands it:
 
-- `TransactionLog`: the partitions of the compacted internal topic
-  `__transaction_state`. `append` writes one record with acks=all and returns once it
-  is committed (or raises a `KafkaError`); it must refuse (NOT_LEADER_OR_FOLLOWER)
-  when this broker no longer leads the partition at `coordinator_epoch`, which is what
-  fences a deposed coordinator's late writes. `replay` reads a partition from its
-  start when this broker becomes its leader.
+- a `PartitionWriter` and a `CoordinatorLoader` for `__transaction_state` (the coordinator
+  runtime's, `yak.coordinator`): a write is one record appended with acks=all, refused
+  (NOT_LEADER_OR_FOLLOWER) when this broker no longer leads the partition at the epoch
+  its shard was loaded at, which is what fences a deposed coordinator's late writes; a
+  load replays a partition from its start to its log end when this broker becomes its
+  leader.
 - `MarkerWriter`: writes one transaction's COMMIT/ABORT control batches to a set of
   data partitions, wherever their leaders are (locally or by WriteTxnMarkers to
   another broker). One call is one attempt; it reports a Kafka error code per
@@ -21,38 +20,16 @@ coordinator hands it three small interfaces:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from yak.errors import ErrorCode
 from yak.txn.state import TopicPartition
 
-__all__ = ["TransactionLog", "MarkerWriter", "ProducerIdSource", "Record"]
+__all__ = ["MarkerWriter", "ProducerIdSource", "Record"]
 
 Record = tuple[bytes, bytes | None]
 """(key, value); a None value is a tombstone (an expired transactional id)."""
-
-
-class TransactionLog(Protocol):
-    @property
-    def num_partitions(self) -> int: ...
-
-    async def append(self, partition: int, record: Record, coordinator_epoch: int) -> None:
-        """Append one record (acks=all) and return once committed; raise a KafkaError
-        (NOT_LEADER_OR_FOLLOWER if not the leader at `coordinator_epoch`) otherwise."""
-        ...
-
-    async def replay(self, partition: int) -> Iterable[Record]:
-        """Every record of the partition up to its log end, oldest first. The log end,
-        not the high watermark: a new leader's high watermark can lag a record every
-        in-sync replica has (an acknowledged PrepareCommit), as Kafka's loader knows."""
-        ...
-
-    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
-        """Until the partition's high watermark covers the log end the last `replay` read
-        (every loaded record is committed): True then; False as soon as this broker no
-        longer leads the partition at `coordinator_epoch`."""
-        ...
 
 
 class MarkerWriter(Protocol):

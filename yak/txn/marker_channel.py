@@ -132,14 +132,14 @@ class TransactionMarkerChannelManager:
         """Send the markers of the transactions loaded in a Prepare state, once the
         partition's high watermark covers the loaded log end.
 
-        Why wait: loading reads to the log end (see `TransactionLog.replay`), so a
+        Why wait: loading reads to the log end (see `yak.coordinator.loader`), so a
         PrepareCommit the previous leader wrote but never got acknowledged may be loaded
         from above the high watermark. Sending its markers at once and dying before a
         follower copied it would let a third coordinator, whose log lacks the record, abort
         what this one had committed in some partitions: a torn transaction. Meanwhile the
         transactions stay in their Prepare state, which answers the producer
         CONCURRENT_TRANSACTIONS, as Kafka does while it completes them."""
-        if not await self.state.log.wait_loaded_committed(partition, entry.coordinator_epoch):
+        if not await self.state.wait_loaded_committed(partition, entry.coordinator_epoch):
             return  # no longer the leader at this epoch: the next coordinator finishes them
         if self.state.entry(partition) is not entry:
             return

@@ -42,9 +42,21 @@ __all__ = [
     "encode_value",
     "decode_value",
     "partition_for",
+    "transaction_topic_configs",
 ]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+def transaction_topic_configs(segment_bytes: int, min_isr: int) -> dict[str, str]:
+    """Kafka's `transactionTopicConfigs` for `__transaction_state`."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false",
+        "min.insync.replicas": str(min_isr),
+        "segment.bytes": str(segment_bytes),
+    }
+
+
 DEFAULT_NUM_PARTITIONS = 50  # transaction.state.log.num.partitions
 MAX_TRANSACTIONAL_ID_BYTES = 32767
 

@@ -7,6 +7,13 @@ delete), unloading it on resignation, the write-then-apply of a prepared transit
 the partition's coordinator epoch, the scan for transactions open past their timeout and
 the expiration of idle ids (a tombstone each). This is Kafka's `TransactionStateManager`.
 
+The partitions are shards of the coordinator runtime (`yak.coordinator`): a `TxnPartition`
+is the shard the runtime's loader replays a partition into and the runtime keeps while
+this broker leads it at its epoch (the coordinator epoch); every write is a write
+operation of its shard, so one partition's transitions take effect in the order they
+were submitted, and the runtime's writer refuses one at an epoch this broker no longer
+leads.
+
 It is separate from the coordinator (`coordinator.py`, the request state machine) and
 from the marker channel (`marker_channel.py`) because both of those ask it the same
 questions: is this partition still led at the same epoch, is this still the id's
@@ -25,11 +32,11 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from yak.coordinator import CoordinatorResult, CoordinatorRuntime, ShardState
 from yak.coordinator.timer import Clock
-from yak.errors import ErrorCode, KafkaError
+from yak.errors import ErrorCode, KafkaError, error_for_code
 from yak.txn import records as rec
 from yak.txn.config import TxnConfig, TxnStats
-from yak.txn.log import TransactionLog
 from yak.txn.state import TransactionMetadata, TransactionState, TxnTransitMetadata
 
 __all__ = [
@@ -54,6 +61,8 @@ _APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.not_coordinator: ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_load_in_progress,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
     ErrorCode.message_too_large: ErrorCode.unknown_server_error,
     ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
@@ -77,28 +86,36 @@ class ListTransactionsResult:
 @dataclass(slots=True, eq=False)
 class TxnPartition:
     """One `__transaction_state` partition this coordinator leads (Kafka's
-    TxnMetadataCacheEntry)."""
+    TxnMetadataCacheEntry): the runtime's shard for it. The loader replays the
+    partition into `txns` (later records win; a tombstone, or a Dead value, deletes)."""
 
     coordinator_epoch: int
     txns: dict[str, TransactionMetadata] = field(default_factory=dict)
+    partition: int = -1
+
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+               value: bytes | None) -> None:
+        _replay(self.txns, key, value, self.partition)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int,
+                               commit: bool) -> None:
+        return None  # `__transaction_state` holds no transactions of its own
 
 
 class TransactionStateManager:
     def __init__(
         self,
-        txn_log: TransactionLog,
+        runtime: CoordinatorRuntime[TxnPartition],
         config: TxnConfig,
         clock: Clock,
         stats: TxnStats,
         spawn: Spawn,
     ) -> None:
-        self.log = txn_log
+        self.runtime = runtime
         self.config = config
         self.clock = clock
         self.stats = stats
         self._spawn = spawn
-        self._owned: dict[int, TxnPartition] = {}
-        self._loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
         self._partition_cache: dict[tuple[str, int], int] = {}
 
     # ================================================================ partitions
@@ -106,7 +123,7 @@ class TransactionStateManager:
     def partition_for(self, transactional_id: str) -> int:
         """The id's `__transaction_state` partition (Java's string hash: cached, every
         request of a transaction asks again)."""
-        n = self.log.num_partitions
+        n = self.runtime.writer.num_partitions
         key = (transactional_id, n)
         p = self._partition_cache.get(key)
         if p is None:
@@ -116,21 +133,24 @@ class TransactionStateManager:
         return p
 
     def owns(self, partition: int) -> bool:
-        return partition in self._owned
+        return self.runtime.active(partition) is not None
 
     def entry(self, partition: int) -> TxnPartition | None:
         """The loaded partition, if this coordinator leads it."""
-        return self._owned.get(partition)
+        ctx = self.runtime.active(partition)
+        return None if ctx is None else ctx.shard
+
+    def _entries(self) -> list[TxnPartition]:
+        return [c.shard for c in self.runtime.contexts() if c.state is ShardState.ACTIVE]
 
     @property
     def loading(self) -> bool:
         """Some partition is being loaded."""
-        return bool(self._loading)
+        return any(c.state is ShardState.LOADING for c in self.runtime.contexts())
 
     def held_epoch(self, partition: int) -> int | None:
         """The coordinator epoch this coordinator leads (or is loading) `partition` at."""
-        entry = self._owned.get(partition)
-        return entry.coordinator_epoch if entry is not None else self._loading.get(partition)
+        return self.runtime.held_epoch(partition)
 
     def lookup(
         self, transactional_id: str
@@ -138,55 +158,47 @@ class TransactionStateManager:
         """The id's partition and metadata (None: unknown id), or why this coordinator
         cannot answer for it (Kafka's getTransactionState)."""
         partition = self.partition_for(transactional_id)
-        if partition in self._loading:
+        if self.runtime.is_loading(partition):
             return ErrorCode.coordinator_load_in_progress
-        entry = self._owned.get(partition)
+        entry = self.entry(partition)
         if entry is None:
             return ErrorCode.not_coordinator
         return entry, entry.txns.get(transactional_id)
 
     def still_current(self, txn_id: str, entry: TxnPartition, meta: TransactionMetadata) -> bool:
         """After an await: same partition leadership, same metadata object."""
-        now = self._owned.get(self.partition_for(txn_id))
+        now = self.entry(self.partition_for(txn_id))
         return now is entry and entry.txns.get(txn_id) is meta
 
     # ================================================================ load / unload
 
-    async def load_partition(self, partition: int, coordinator_epoch: int) -> TxnPartition | None:
-        """Read `partition` to its log end and cache its ids at `coordinator_epoch`; None
-        if it was unloaded (or loaded again) while reading. The caller removed any older
-        copy first."""
-        self._loading[partition] = coordinator_epoch
+    def load_partition(self, partition: int, coordinator_epoch: int) -> TxnPartition | None:
+        """Read `partition` to its log end and cache its ids at `coordinator_epoch` (the
+        runtime's load; an older copy is unloaded first); None if the load failed or an
+        epoch at least as new is already held."""
+        ctx = self.runtime.context(partition)
+        if ctx is not None and ctx.epoch >= coordinator_epoch:
+            return None
         try:
-            records = list(await self.log.replay(partition))
-        except Exception:
-            log.exception("loading %s-%d failed", rec.TRANSACTION_STATE_TOPIC, partition)
-            if self._loading.get(partition) == coordinator_epoch:
-                del self._loading[partition]
-            raise
-        if self._loading.get(partition) != coordinator_epoch:
-            return None  # resigned (or re-elected) while reading
-        del self._loading[partition]
-        entry = TxnPartition(coordinator_epoch, _load(records, partition))
-        self._owned[partition] = entry
-        log.log(
-            logging.INFO if entry.txns else logging.DEBUG,
-            "loaded %d transactional ids from %s-%d at coordinator epoch %d",
-            len(entry.txns),
-            rec.TRANSACTION_STATE_TOPIC,
-            partition,
-            coordinator_epoch,
-        )
-        return entry
+            ctx = self.runtime.schedule_load(partition, coordinator_epoch)
+        except Exception:  # logged by the runtime; the partition is not served here
+            return None
+        return None if ctx is None else ctx.shard
 
-    def remove_partition(self, partition: int) -> TxnPartition | None:
+    def remove_partition(self, partition: int, epoch: int | None = None) -> TxnPartition | None:
         """Forget `partition` (loaded or loading); returns what was cached."""
-        self._loading.pop(partition, None)
-        return self._owned.pop(partition, None)
+        entry = self.entry(partition)
+        return entry if self.runtime.schedule_unload(partition, epoch) else None
 
-    def clear(self) -> None:
-        self._owned.clear()
-        self._loading.clear()
+    async def wait_loaded_committed(self, partition: int, coordinator_epoch: int) -> bool:
+        """Until the partition's high watermark covers the log end its load read (every
+        loaded record is committed): True then; False as soon as this broker no longer
+        leads the partition at `coordinator_epoch`."""
+        ctx = self.runtime.context(partition)
+        if ctx is None or ctx.epoch != coordinator_epoch:
+            return False
+        return await self.runtime.writer.wait_high_watermark(
+            partition, coordinator_epoch, ctx.loaded_end)
 
     # ================================================================ log writes
 
@@ -198,16 +210,35 @@ class TransactionStateManager:
         target: TxnTransitMetadata,
         keep_pending_on_error: bool = False,
     ) -> ErrorCode:
-        """Write `target` (prepared on `meta`) and apply it once it is in the log."""
+        """Write `target` (prepared on `meta`) and apply it once it is in the log: a write
+        operation of the id's shard, refused unless `entry` is still the shard."""
         key = rec.encode_key(txn_id)
         value = (
             None
             if target.state is _S.DEAD
             else rec.encode_value(target, self.config.log_value_version)
         )
+        partition = self.partition_for(txn_id)
+
+        def op(shard: TxnPartition) -> CoordinatorResult[ErrorCode]:
+            if shard is not entry:  # prepared on a shard this one replaced
+                raise error_for_code(ErrorCode.not_coordinator,
+                                     f"{txn_id!r}: its partition was reloaded")
+            return CoordinatorResult([(key, value)], apply=apply)
+
+        def apply() -> ErrorCode:
+            if not self.still_current(txn_id, entry, meta):
+                return ErrorCode.not_coordinator
+            if target.state is _S.DEAD:
+                del entry.txns[txn_id]
+            else:
+                meta.complete_transition(target)
+            return ErrorCode.none
+
         error = ErrorCode.none
         try:
-            await self.log.append(self.partition_for(txn_id), (key, value), entry.coordinator_epoch)
+            return await self.runtime.schedule_write_operation(
+                f"txn-{target.state.label}", partition, op)
         except KafkaError as e:
             error = _APPEND_ERRORS.get(e.code, e.code)
             log.info("writing %r for %r failed: %s", target.state.label, txn_id, e)
@@ -215,16 +246,10 @@ class TransactionStateManager:
             log.exception("writing %r for %r failed", target.state.label, txn_id)
             error = ErrorCode.unknown_server_error
         if not self.still_current(txn_id, entry, meta):
-            return ErrorCode.not_coordinator if error is ErrorCode.none else error
-        if error is not ErrorCode.none:
-            if not keep_pending_on_error:
-                meta.abort_transition()
             return error
-        if target.state is _S.DEAD:
-            del entry.txns[txn_id]
-        else:
-            meta.complete_transition(target)
-        return ErrorCode.none
+        if not keep_pending_on_error:
+            meta.abort_transition()
+        return error
 
     # ================================================================ scans
 
@@ -235,7 +260,7 @@ class TransactionStateManager:
         timeout (the coordinator aborts them)."""
         return [
             (txn_id, entry, meta)
-            for entry in list(self._owned.values())
+            for entry in self._entries()
             for txn_id, meta in list(entry.txns.items())
             if meta.state is _S.ONGOING
             and not meta.pending
@@ -247,7 +272,7 @@ class TransactionStateManager:
         now = self.clock.now_ms()
         horizon = now - self.config.transactional_id_expiration_ms
         started = 0
-        for entry in list(self._owned.values()):
+        for entry in self._entries():
             for txn_id, meta in list(entry.txns.items()):
                 if (
                     not meta.pending
@@ -283,7 +308,7 @@ class TransactionStateManager:
         """ListTransactions v0-2 over the cache (Kafka's listTransactionStates): filters by
         state name, producer id, minimum age (v1, KIP-994) and a transactional-id regular
         expression (v2, matched in full)."""
-        if self._loading:
+        if self.loading:
             return ListTransactionsResult(ErrorCode.coordinator_load_in_progress)
         pattern = None
         if transactional_id_pattern:
@@ -322,38 +347,35 @@ class TransactionStateManager:
 
     def items(self) -> Iterator[tuple[str, TransactionMetadata]]:
         """(id, metadata) of every id this coordinator owns."""
-        for entry in self._owned.values():
+        for entry in self._entries():
             yield from entry.txns.items()
 
     def transactions(self) -> list[TransactionMetadata]:
-        return [m for e in self._owned.values() for m in e.txns.values()]
+        return [m for e in self._entries() for m in e.txns.values()]
 
 
-def _load(
-    records: Iterable[tuple[bytes, bytes | None]], partition: int
-) -> dict[str, TransactionMetadata]:
-    """Later records win; a tombstone (or a Dead value, never written by Kafka) deletes.
-    A record Yak cannot read is logged and skipped rather than failing the whole load."""
-    txns: dict[str, TransactionMetadata] = {}
-    for key, value in records:
-        try:
-            txn_id = rec.decode_key(key)
-            if txn_id is None:
-                log.warning("unknown key version in %s-%d", rec.TRANSACTION_STATE_TOPIC, partition)
-                continue
-            if value is None:
-                txns.pop(txn_id, None)
-                continue
-            t = rec.decode_value(value)
-        except (ValueError, UnicodeDecodeError) as e:
-            log.error(
-                "unreadable record in %s-%d skipped: %s", rec.TRANSACTION_STATE_TOPIC, partition, e
-            )
-            continue
-        if t.state is _S.DEAD:
+def _replay(txns: dict[str, TransactionMetadata], key: bytes, value: bytes | None,
+            partition: int) -> None:
+    """One record of a partition being loaded: later records win; a tombstone (or a Dead
+    value, never written by Kafka) deletes. A record Yak cannot read is logged and
+    skipped rather than failing the whole load."""
+    try:
+        txn_id = rec.decode_key(key)
+        if txn_id is None:
+            log.warning("unknown key version in %s-%d", rec.TRANSACTION_STATE_TOPIC, partition)
+            return
+        if value is None:
             txns.pop(txn_id, None)
-        elif t.state is _S.PREPARE_EPOCH_FENCE:
-            log.error("%r: PrepareEpochFence is never written; record skipped", txn_id)
-        else:
-            txns[txn_id] = TransactionMetadata.from_transit(txn_id, t)
-    return txns
+            return
+        t = rec.decode_value(value)
+    except (ValueError, UnicodeDecodeError) as e:
+        log.error(
+            "unreadable record in %s-%d skipped: %s", rec.TRANSACTION_STATE_TOPIC, partition, e
+        )
+        return
+    if t.state is _S.DEAD:
+        txns.pop(txn_id, None)
+    elif t.state is _S.PREPARE_EPOCH_FENCE:
+        log.error("%r: PrepareEpochFence is never written; record skipped", txn_id)
+    else:
+        txns[txn_id] = TransactionMetadata.from_transit(txn_id, t)

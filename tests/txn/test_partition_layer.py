@@ -1,6 +1,7 @@
-"""The coordinator's adapters on a real partition layer (real logs, no broker): the marker
-writer's routing (led here, led elsewhere, deleted) and the `__transaction_state` log's
-leader-epoch fence."""
+"""The transaction coordinator on a real partition layer (real logs, no broker): the marker
+writer's routing (led here, led elsewhere, deleted), and the coordinator runtime's writer
+and loader on `__transaction_state` (the leader-epoch fence, the replay to the log end,
+the wait for the loaded records' high watermark)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ import asyncio
 import uuid
 from pathlib import Path
 
+from yak.coordinator.loader import ReplicaLoader
+from yak.coordinator.partition_writer import ReplicaPartitionWriter
 from yak.errors import ErrorCode, NotLeaderOrFollowerError
-from yak.partition import PartitionState, ReplicaManager, TxnMarker
+from yak.partition import (
+    FetchIsolation,
+    FetchParams,
+    FetchPartition,
+    PartitionState,
+    ReplicaManager,
+    TxnMarker,
+)
 from yak.protocol.records import Record, build_batch
 from yak.storage import LogConfig, LogManager
 from yak.txn.markers import PartitionMarkerWriter
 from yak.txn.records import TRANSACTION_STATE_TOPIC
-from yak.txn.state_topic import TopicTransactionLog
+from yak.txn.state_manager import TxnPartition
 
 E = ErrorCode
 
@@ -32,6 +42,33 @@ def replicas(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
                              PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1),
                              LogConfig())
     return logs, rm
+
+
+async def _no_create(*_a: object) -> None:
+    raise AssertionError("the topic exists")
+
+
+def txn_writer(rm: ReplicaManager) -> ReplicaPartitionWriter:
+    return ReplicaPartitionWriter(rm, TRANSACTION_STATE_TOPIC, lambda _t: 1, _no_create, 1,
+                                  {}, timeout_ms=5000)
+
+
+class Recorded(TxnPartition):
+    """The transaction coordinator's shard, recording what the loader replayed."""
+
+    def __init__(self) -> None:
+        super().__init__(0, {}, 0)
+        self.seen: list[tuple[bytes, bytes | None]] = []
+
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+               value: bytes | None) -> None:
+        self.seen.append((key, value))
+
+
+def replayed(rm: ReplicaManager) -> list[tuple[bytes, bytes | None]]:
+    shard = Recorded()
+    ReplicaLoader(rm, TRANSACTION_STATE_TOPIC).load(0, shard)
+    return shard.seen
 
 
 def test_marker_routing_and_offsets_listener(tmp_path: Path) -> None:
@@ -80,28 +117,29 @@ def test_marker_routing_and_offsets_listener(tmp_path: Path) -> None:
 
 def test_transaction_log_is_fenced_by_the_leader_epoch(tmp_path: Path) -> None:
     logs, rm = replicas(tmp_path)
-    tlog = TopicTransactionLog(rm, lambda name: 1, lambda *a: None, 1, {})
+    tlog = txn_writer(rm)
 
     async def body() -> None:
         assert tlog.leader_epoch(0) == 0
-        await tlog.append(0, (b"k1", b"v1"), coordinator_epoch=0)
+        await tlog.wait_committed(tlog.append(0, 0, [(b"k1", b"v1")]))
         try:
-            await tlog.append(0, (b"k2", b"v2"), coordinator_epoch=1)
+            tlog.append(0, 1, [(b"k2", b"v2")])
             raise AssertionError("a write at another coordinator epoch must be refused")
         except NotLeaderOrFollowerError:
             pass
-        await tlog.append(0, (b"k1", None), coordinator_epoch=0)  # a tombstone
-        assert await tlog.replay(0) == [(b"k1", b"v1"), (b"k1", None)]
+        await tlog.wait_committed(tlog.append(0, 0, [(b"k1", None)]))  # a tombstone
+        assert replayed(rm) == [(b"k1", b"v1"), (b"k1", None)]
         # leadership moves to broker 2 (epoch 1): this broker may not write any more
         rm.apply_partition_state(TRANSACTION_STATE_TOPIC, 0, uuid.uuid4(),
                                  PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1,
                                                 partition_epoch=1), LogConfig())
         assert tlog.leader_epoch(0) is None
         try:
-            await tlog.append(0, (b"k3", b"v3"), coordinator_epoch=0)
+            tlog.append(0, 0, [(b"k3", b"v3")])
             raise AssertionError("a deposed coordinator's write must be refused")
         except NotLeaderOrFollowerError:
             pass
+        assert replayed(rm) == [(b"k1", b"v1"), (b"k1", None)]
 
     try:
         asyncio.run(body())
@@ -116,7 +154,7 @@ def test_replay_reads_past_a_new_leaders_lagging_high_watermark(tmp_path: Path) 
     still see it (issue 16: loading to the high watermark found a committed transaction
     Ongoing, and the timeout sweep aborted it)."""
     logs, rm = replicas(tmp_path)
-    tlog = TopicTransactionLog(rm, lambda name: 1, lambda *a: None, 1, {})
+    tlog = txn_writer(rm)
     rm.apply_partition_state(TRANSACTION_STATE_TOPIC, 0, uuid.uuid4(),
                              PartitionState((2, 1), (2, 1), leader=2, leader_epoch=1,
                                             partition_epoch=1), LogConfig())
@@ -134,7 +172,19 @@ def test_replay_reads_past_a_new_leaders_lagging_high_watermark(tmp_path: Path) 
                                                 partition_epoch=2), LogConfig())
         p = rm.get_partition(TRANSACTION_STATE_TOPIC, 0)
         assert p.is_leader and p.high_watermark == 1 and p.log_end_offset == 2
-        assert await tlog.replay(0) == [(b"k", b"ongoing"), (b"k", b"prepare-commit")]
+        assert replayed(rm) == [(b"k", b"ongoing"), (b"k", b"prepare-commit")]
+        # ...and what it loaded is committed once broker 2 fetches past it (the coordinator
+        # sends the loaded PrepareCommit's markers only then), not before
+        wait = asyncio.ensure_future(tlog.wait_high_watermark(0, 2, 2))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not wait.done()
+        want = FetchPartition(TRANSACTION_STATE_TOPIC, 0, 2, 1 << 20, 2, 1)
+        await rm.fetch_messages(FetchParams(0, 1, 1 << 20, FetchIsolation.LOG_END,
+                                            replica_id=2, replica_epoch=102), [want])
+        assert await asyncio.wait_for(wait, 5) is True
+        # a leadership change ends the wait with False
+        assert await tlog.wait_high_watermark(0, 1, 5) is False
 
     try:
         asyncio.run(body())
