@@ -7,7 +7,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install system-deps lint clean
+.PHONY: test-slow run test install system-deps lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,12 @@ test: system-deps install
 	# Two workers, a test file per worker at a time (module fixtures stay shared): most
 	# tests wait on brokers, etcd, Spark or clocks, so two cores run them ~1.4x faster
 	# (1402 s vs 2025 s for the whole suite on the shared 2-core machine, 2026-11-24).
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+	# Tests marked slow (multi-minute cluster failovers, quorum loss) run in test-slow: the
+	# whole suite took 1643 s on CI on 2026-11-26, too close to its 30-minute bound.
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+
+test-slow: system-deps install
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m slow tests
 
 lint: install
 	$(BIN)/ruff check .

@@ -18,7 +18,9 @@ from yak.chaos.queue import ConsumerSpec
 
 from .failover import SESSION_MS, FailoverRun, wait_for
 
-pytestmark = pytest.mark.slow
+# Slow (a fresh 3-broker cluster each, 20-60 s): `make test-slow` runs them. The plain
+# leader and follower kills stay in `make test`, so every CI run fails over a real cluster.
+slow = pytest.mark.slow
 
 
 def test_kill_leader(tmp_path: Path) -> None:
@@ -51,6 +53,7 @@ def test_kill_follower(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_kill_controller(tmp_path: Path) -> None:
     with FailoverRun(tmp_path) as run:
         run.wait_acked(50)
@@ -67,6 +70,7 @@ def test_kill_controller(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_five_hard_bounces(tmp_path: Path) -> None:
     rng = random.Random(5)
     with FailoverRun(tmp_path) as run:
@@ -80,6 +84,7 @@ def test_five_hard_bounces(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_sigterm_rolling_restart(tmp_path: Path) -> None:
     with FailoverRun(tmp_path) as run:
         for node in run.cluster.node_ids:
@@ -93,6 +98,7 @@ def test_sigterm_rolling_restart(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_sigstop_leader_past_its_session(tmp_path: Path) -> None:
     """A leader paused longer than its session is replaced; when it resumes it must not
     acknowledge anything (the checker would see the writes it acknowledged alone lost)."""
@@ -110,6 +116,7 @@ def test_sigstop_leader_past_its_session(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_all_brokers_killed_and_restarted(tmp_path: Path) -> None:
     with FailoverRun(tmp_path) as run:
         run.wait_acked(100)
@@ -122,6 +129,7 @@ def test_all_brokers_killed_and_restarted(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_two_of_three_down_acknowledges_nothing(tmp_path: Path) -> None:
     with FailoverRun(tmp_path) as run:
         run.wait_acked(50)
@@ -148,6 +156,7 @@ def test_two_of_three_down_acknowledges_nothing(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_follower_cut_off_through_a_proxy(tmp_path: Path) -> None:
     """Only the link follower -> leader is cut (clients and every other link work): the
     leader drops the follower from the ISR after replica.lag.time.max.ms, acks=all goes
@@ -170,6 +179,7 @@ def test_follower_cut_off_through_a_proxy(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_wiped_follower_rejoins_as_an_empty_follower(tmp_path: Path) -> None:
     import shutil
 
@@ -188,6 +198,7 @@ def test_wiped_follower_rejoins_as_an_empty_follower(tmp_path: Path) -> None:
         run.finish()
 
 
+@slow
 def test_consumer_group_continues_after_its_coordinator_dies(tmp_path: Path) -> None:
     with FailoverRun(tmp_path) as run:
         group = "failover-group"
