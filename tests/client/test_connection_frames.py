@@ -129,3 +129,20 @@ def test_limit_is_per_connection(fake_broker):
     with pytest.raises(BrokerConnectionError,
                        match=f"frame of {size} bytes .the limit is 4..{size - 1}."):
         _api_versions(conn)
+
+
+def test_inflated_array_count_is_refused_before_decoding(fake_broker):
+    """A response whose ApiVersions array claims 2**31 entries in a 9-byte body is refused by
+    the guard (yak.protocol.guard, named in the error) before kio decodes anything, and the
+    connection is closed."""
+    body = (struct.pack(">i", 1)            # correlation id (ApiVersions: header v0)
+            + struct.pack(">h", 0)          # error code
+            + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x07]))  # compact array length 2**31 - 1
+    broker = fake_broker(struct.pack(">i", len(body)) + body)
+    conn = Connection("127.0.0.1", broker.port, timeout_s=10)
+    t0 = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match="malformed ApiVersionsResponse: array of 2147483646 in 0 bytes"):
+        _api_versions(conn)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(OSError):
+        conn._sock.send(b"x")

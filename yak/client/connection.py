@@ -22,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from yak.errors import KafkaError, SaslAuthenticationError, error_for_code
+from yak.protocol import guard
 from yak.security.client import ClientSecurity
 
 T = TypeVar("T")
@@ -158,7 +159,17 @@ class Connection:
         if resp_header.correlation_id != self._correlation:
             self.close()
             raise BrokerConnectionError("correlation id mismatch: connection out of sync")
-        body, _ = entity_reader(response_cls)(view, used)
+        try:
+            # Walked by the guard before kio decodes it, as the broker does for requests
+            # and yak.wire for responses: an inflated count in a broken or hostile
+            # broker's answer must not make this worker allocate gigabytes.
+            guard.check(response_cls, view, used)
+            body, _ = entity_reader(response_cls)(view, used)
+        except Exception as exc:  # noqa: BLE001 - guard's or kio's: the peer is broken
+            self.close()
+            raise BrokerConnectionError(
+                f"broker {self.host}:{self.port} sent a malformed {response_cls.__name__}: "
+                f"{exc}") from None
         return body
 
     def _recv_exact(self, n: int) -> bytearray:
