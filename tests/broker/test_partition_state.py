@@ -1,6 +1,6 @@
 """Partition state over the wire: Metadata, Fetch and ListOffsets answer from the partition
 layer's state (leader, epochs, replicas, ISR), and the epoch is persisted and moves when
-leadership does (here: the data directory restarted under another node.id).
+leadership does (here: the broker restarted, a new registration the controller elects).
 """
 
 from __future__ import annotations
@@ -61,18 +61,11 @@ def test_leader_epoch_is_persisted_and_moves_with_leadership(broker_factory) -> 
         assert _metadata(raw, "ps") == [(0, 1, 0, (1,), (1,)), (1, 1, 0, (1,), (1,))]
         assert raw.produce_one("ps", 0, build_batch([Record(None, b"a")]))[0] == ErrorCode.none
 
-    # Restart under the same id: nothing changes, the epoch is the persisted one.
+    # A restart is a new registration of the broker: the controller elects it again, so
+    # the leader epoch moves on (persisted, as every leader change), as in KRaft.
     b.restart()
     with RawClient(b.bootstrap) as raw:
-        assert _metadata(raw, "ps")[0] == (0, 1, 0, (1,), (1,))
-
-    # The data directory now belongs to node 2: the single broker's controller moves
-    # leadership there, so the leader epoch moves on (persisted, as every leader change).
-    b.stop()
-    b.settings["node.id"] = "2"
-    b.start()
-    with RawClient(b.bootstrap) as raw:
-        assert _metadata(raw, "ps") == [(0, 2, 1, (2,), (2,)), (1, 2, 1, (2,), (2,))]
+        assert _metadata(raw, "ps") == [(0, 1, 1, (1,), (1,)), (1, 1, 1, (1,), (1,))]
         assert raw.produce_one("ps", 0, build_batch([Record(None, b"b")]))[0] == ErrorCode.none
         # Each batch carries the epoch of the leader that appended it.
         assert _batch_epochs(raw, "ps") == [0, 1]
@@ -86,7 +79,19 @@ def test_leader_epoch_is_persisted_and_moves_with_leadership(broker_factory) -> 
 
     b.restart()
     with RawClient(b.bootstrap) as raw:
-        assert _metadata(raw, "ps")[1] == (1, 2, 1, (2,), (2,))
+        assert _metadata(raw, "ps")[1] == (1, 1, 2, (1,), (1,))
+
+    # The data directory belongs to node 1 (meta.properties): another node.id is refused
+    # with one line, as Kafka refuses it.
+    b.stop()
+    b.settings["node.id"] = "2"
+    try:
+        b.start()
+        raise AssertionError("started under another node.id")
+    except RuntimeError as e:
+        assert "meta.properties" in str(e) and "node" in str(e)
+    b.settings["node.id"] = "1"
+    b.start()
 
     # A real client follows: it reads both records, committed offsets carry the epoch.
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "ps-g",
@@ -100,7 +105,7 @@ def test_leader_epoch_is_persisted_and_moves_with_leadership(broker_factory) -> 
             got.append(m.value())
             last = m
     assert got == [b"a", b"b"]
-    assert last.leader_epoch() == 1
+    assert last.leader_epoch() == 1  # "b", appended under epoch 1
     c.close()
     p = Producer({"bootstrap.servers": b.bootstrap})
     p.produce("ps", b"c", partition=1)

@@ -4,9 +4,11 @@
 `Broker` that starts them in the same order (and stops them in reverse):
 
     storage             LogManager: the partition logs in the data directory
-    metadata store      LocalMetadataStore (the etcd backend replaces it in a cluster)
     replica manager     ReplicaManager: every hosted partition, purgatories, disk threads
-    topic manager       TopicManager: topic lifecycle; on one broker, the controller
+    metadata store      ClusterNode: the metadata image over the KV store `metadata.store`
+                        names (local: LocalKV in the data dir; etcd://...), registration,
+                        the controller, the publisher; replica fetchers beside it
+    topic manager       ClusterTopicManager: topic changes written to the metadata store
     producer ids        ProducerIdManager: id blocks from the metadata store
     group coordinator   GroupCoordinator on `__consumer_offsets` (a coordinator runtime with
                         its partition writer and loader on the replica manager)
@@ -17,17 +19,17 @@
                         from the id manager
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
-    credential store    SCRAM credentials: FileCredentialStore in the data directory; in a
-                        cluster ClusterCredentialStore, one document in etcd for all brokers
-    authorizer          StandardAuthorizer over a FileAclStore (ClusterAclStore in a
-                        cluster), when authorizer.class.name is set (applied by the handlers,
-                        per API, through the request context)
-    client quotas       ClientQuotas over a FileQuotaStore (ClusterQuotaStore in a cluster),
-                        applied in request dispatch
+    credential store    SCRAM credentials: ClusterCredentialStore, one document of the
+                        metadata store for all brokers
+    authorizer          StandardAuthorizer over a ClusterAclStore, when
+                        authorizer.class.name is set (applied by the handlers, per API,
+                        through the request context)
+    client quotas       ClientQuotas over a ClusterQuotaStore, applied in request dispatch
 
-In a cluster (`metadata.store=etcd://...`) the metadata store is the etcd image, the
-controller's watch drives `ReplicaManager.apply_partition_state` and the leadership changes
-of `__consumer_offsets` and `__transaction_state`, replica fetchers copy the logs, and the
+One path for one broker and many (issue 22): a single broker is a one-node cluster whose
+KV store is local; only the backend `metadata.store` names differs. The image's watch
+drives `ReplicaManager.apply_partition_state` and the leadership changes of
+`__consumer_offsets` and `__transaction_state`, replica fetchers copy the logs, and the
 marker writer has a `remote` sender for partitions led elsewhere.
 
 Nothing is imported by a guessed name and nothing is optional: a part that cannot be
@@ -43,33 +45,30 @@ from typing import TypeVar
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
 from yak.broker.metrics import BrokerMetrics
-from yak.cluster.alter_partition import LocalAlterPartitionManager
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
 from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
-from yak.cluster.metadata import METADATA_FILE, LocalMetadataStore, MetadataView
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from yak.cluster.topics import TopicManager
 from yak.config import BrokerConfig
 from yak.coordinator.loader import ReplicaLoader
 from yak.coordinator.partition_writer import ReplicaPartitionWriter
 from yak.group.coordinator import GroupConfig, GroupCoordinator
 from yak.group.records import OFFSETS_TOPIC, offsets_topic_configs
 from yak.partition import ReplicaManager
-from yak.security.authorizer import AclStore, FileAclStore, StandardAuthorizer
+from yak.security.authorizer import StandardAuthorizer
 from yak.security.channel import ChannelBuilder
 from yak.security.cluster_stores import (
     ClusterAclStore,
     ClusterCredentialStore,
     ClusterQuotaStore,
 )
-from yak.security.quota import ClientQuotas, FileQuotaStore, QuotaStore
+from yak.security.quota import ClientQuotas
 from yak.security.sasl import FailedAuthenticationDelay, new_broker_secret
-from yak.security.scram import CredentialStore, FileCredentialStore, ScramCredentialManager
+from yak.security.scram import ScramCredentialManager
 from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
 from yak.storage import LogManager
@@ -79,13 +78,7 @@ from yak.txn.markers import PartitionMarkerWriter
 from yak.txn.records import TRANSACTION_STATE_TOPIC, transaction_topic_configs
 from yak.wire import Dialer
 
-__all__ = ["ACLS_FILE", "CREDENTIALS_FILE", "QUOTAS_FILE", "build_broker", "group_config",
-           "txn_config"]
-
-# The security stores of a single broker, in its data directory (etcd in a cluster).
-ACLS_FILE = "__acls.json"
-CREDENTIALS_FILE = "__scram_credentials.json"
-QUOTAS_FILE = "__client_quotas.json"
+__all__ = ["build_broker", "group_config", "txn_config"]
 
 T = TypeVar("T")
 
@@ -141,55 +134,32 @@ def build_broker(config: BrokerConfig) -> Broker:
     # listeners (TLS contexts, SASL configs): also how this broker reaches the others
     security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))
 
-    cluster_mode = config.metadata_store != "local"
-    node: ClusterNode | None = None
-    fetchers: ReplicaFetcherManager | None = None
-    metadata: MetadataView
-    topics: TopicManager
-    if not cluster_mode:
-        # metadata store: the single broker's file in its data directory
-        def make_metadata() -> LocalMetadataStore:
-            config.data_dir.mkdir(parents=True, exist_ok=True)
-            return LocalMetadataStore(config.data_dir / METADATA_FILE, config.node_id)
-
-        metadata = _construct("metadata store", make_metadata)
-        # partition layer; ISR changes (if a state with followers was ever stored) are a
-        # compare-and-set on the local store
-        replica_manager = _construct("replica manager", lambda: ReplicaManager(
-            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            replica_fetch_dead_ms=config.replica_fetch_dead_ms,
-            alter_partition=LocalAlterPartitionManager(metadata)))
-        # topics and leadership: on one broker, this broker is the controller
-        topics = _construct("topic manager",
-                            lambda: TopicManager(metadata, replica_manager, config))  # type: ignore[arg-type]
-        producer_ids = _construct("producer id manager",
-                                  lambda: ProducerIdManager(metadata))
-    else:
-        # A cluster (issue 11): partition layer, then this broker's membership of the
-        # etcd cluster (metadata image, registration, controller, publisher), then the
-        # topic manager writing topic changes to etcd.
-        replica_manager = _construct("replica manager", lambda: ReplicaManager(
-            config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            replica_fetch_dead_ms=config.replica_fetch_dead_ms))
-        node = _construct("cluster membership", lambda: _cluster_node(config, replica_manager))
-        # ISR changes: compare-and-set on the partition key in etcd, fenced by this
-        # broker's registration; a broker whose session is not known valid acks nothing.
-        replica_manager.alter_partition = EtcdAlterPartitionManager(
-            node.store, config.node_id, lambda: node.broker_epoch)
-        replica_manager.session_valid = node.may_acknowledge
-        # Other brokers are reached on their inter-broker listener, with its TLS and this
-        # broker's own SASL login when it has them (Kafka's inter.broker.listener.name).
-        inter_broker_connect = _construct(
-            "inter-broker security", lambda: _inter_broker_connect(config, security))
-        fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
-            replica_manager, node.resolve, FetcherConfig.from_broker_config(
-                config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect))
-        metadata = node.store
-        topics = _construct("topic manager",
-                            lambda: ClusterTopicManager(node.store, replica_manager, config))
-        producer_ids = _construct("producer id manager", lambda: ProducerIdManager(
-            node.store, allocate=lambda size: node.store.allocate_producer_ids(
-                size, node.broker_epoch)))
+    # One metadata path (issue 22): every broker is a member of a cluster, a single broker
+    # a cluster of one. The partition layer, then this broker's membership (metadata
+    # image, registration, controller, publisher) over the KV store `metadata.store`
+    # names (`local`: the data dir's LocalKV; `etcd://...`: etcd), then the topic manager.
+    replica_manager = _construct("replica manager", lambda: ReplicaManager(
+        config.node_id, logs, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        replica_fetch_dead_ms=config.replica_fetch_dead_ms))
+    node = _construct("metadata store", lambda: _cluster_node(config, replica_manager))
+    # ISR changes: compare-and-set on the partition record, fenced by this broker's
+    # registration; a broker whose session is not known valid acks nothing.
+    replica_manager.alter_partition = EtcdAlterPartitionManager(
+        node.store, config.node_id, lambda: node.broker_epoch)
+    replica_manager.session_valid = node.may_acknowledge
+    # Other brokers are reached on their inter-broker listener, with its TLS and this
+    # broker's own SASL login when it has them (Kafka's inter.broker.listener.name).
+    inter_broker_connect = _construct(
+        "inter-broker security", lambda: _inter_broker_connect(config, security))
+    fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
+        replica_manager, node.resolve, FetcherConfig.from_broker_config(
+            config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect))
+    metadata = node.store
+    topics = _construct("topic manager",
+                        lambda: ClusterTopicManager(node.store, replica_manager, config))
+    producer_ids = _construct("producer id manager", lambda: ProducerIdManager(
+        node.store, allocate=lambda size: node.store.allocate_producer_ids(
+            size, node.broker_epoch)))
 
     # group coordinator, on __consumer_offsets through the partition layer
     def topic_partitions(name: str) -> int | None:
@@ -221,8 +191,11 @@ def build_broker(config: BrokerConfig) -> Broker:
             topic_resolver=resolve,
             topic_lister=lambda: [t.name for t in topics.topics()],
         )
-        if node is not None:
-            coordinator.manage_partitions()  # loaded as this broker leads its partitions
+        if not node.single_node:
+            # Owned as this broker leads their partitions. In a one-node cluster it owns
+            # every partition and creates the topic on first use, so a group request
+            # before any FindCoordinator works, as clients of a single broker rely on.
+            coordinator.manage_partitions()
         return coordinator, writer
 
     group_coordinator, offsets_writer = _construct("group coordinator", make_group)
@@ -273,42 +246,29 @@ def build_broker(config: BrokerConfig) -> Broker:
     txn_coordinator, txn_markers, txn_writer = _construct("transaction coordinator", make_txn)
     coordinators = CoordinatorLocator(config.node_id, topics, group_coordinator, offsets_writer,
                                       txn_coordinator, txn_coordinator, txn_writer,
-                                      cluster=node is not None)
+                                      cluster=not node.single_node)
     # KIP-890 part 1: the partition layer asks the transaction coordinator (here or on
     # another broker) before a transactional batch starts a transaction in a partition.
     replica_manager.txn_verifier = coordinators.verify_transaction
-    inter_broker: InterBrokerClient | None = None
-    if node is not None:
-        node.hooks.append(coordinators.partition_changed)
-        # Transactions across brokers: markers to partitions led elsewhere, and Produce's
-        # KIP-890 check with a coordinator on another broker.
-        inter_broker = InterBrokerClient(config.node_id, node.resolve,
-                                         dialer=inter_broker_connect)
-        txn_markers.remote = RemoteMarkerSender(inter_broker, coordinators.leader_of)
-        coordinators.inter_broker = inter_broker
+    node.hooks.append(coordinators.partition_changed)
+    # Transactions across brokers: markers to partitions led elsewhere, and Produce's
+    # KIP-890 check with a coordinator on another broker.
+    inter_broker = InterBrokerClient(config.node_id, node.resolve,
+                                     dialer=inter_broker_connect)
+    txn_markers.remote = RemoteMarkerSender(inter_broker, coordinators.leader_of)
+    coordinators.inter_broker = inter_broker
 
     metrics = _construct("metrics", BrokerMetrics)
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
     metrics.bind_replication(replica_manager)  # ISR, delayed produces, replica lag
-    if node is not None:
-        metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
+    metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
-    # In a cluster the three stores are documents of the etcd image, the same on every
-    # broker; on one broker, files in the data directory.
-    cluster_credentials = cluster_acls = cluster_quotas = None
-    credentials: CredentialStore
-    acl_store: AclStore
-    quota_store: QuotaStore
-    if node is not None:
-        credentials = cluster_credentials = ClusterCredentialStore(node.store)
-        acl_store = cluster_acls = ClusterAclStore(node.store)
-        quota_store = cluster_quotas = ClusterQuotaStore(node.store)
-    else:
-        credentials = _construct(
-            "credential store", lambda: FileCredentialStore(config.data_dir / CREDENTIALS_FILE))
-        acl_store = FileAclStore(config.data_dir / ACLS_FILE)
-        quota_store = FileQuotaStore(config.data_dir / QUOTAS_FILE)
+    # The three stores are documents of the metadata image, the same on every broker (a
+    # single broker's files of before are migrated into it: local_migration.py).
+    credentials = cluster_credentials = ClusterCredentialStore(node.store)
+    acl_store = cluster_acls = ClusterAclStore(node.store)
+    quota_store = cluster_quotas = ClusterQuotaStore(node.store)
     scram_credentials = ScramCredentialManager(credentials)
     authorizer = (
         _construct("authorizer", lambda: StandardAuthorizer.from_settings(config.raw, acl_store))
@@ -316,10 +276,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     )
     quotas = _construct("client quotas", lambda: ClientQuotas.from_settings(
         config.raw, quota_store))
-    if cluster_acls is not None and authorizer is not None:
+    if authorizer is not None:
         cluster_acls.subscribe(authorizer.on_store_change)  # ACLs changed via other brokers
-    if cluster_quotas is not None:
-        cluster_quotas.subscribe(quotas.on_store_change)
+    cluster_quotas.subscribe(quotas.on_store_change)
     failed_delay = FailedAuthenticationDelay(security.failed_authentication_delay_ms)
     secret = new_broker_secret()
     channel_builders = {
@@ -329,8 +288,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     quota_task: list[asyncio.Task[None]] = []
 
     async def start_quotas() -> None:
-        if cluster_quotas is not None:
-            await cluster_quotas.start()
+        await cluster_quotas.start()
         await loop_io(quotas.load)
         quota_task.append(asyncio.get_running_loop().create_task(_quota_maintenance(quotas)))
 
@@ -339,14 +297,12 @@ def build_broker(config: BrokerConfig) -> Broker:
             t.cancel()
 
     async def start_credentials() -> None:
-        if cluster_credentials is not None:
-            await cluster_credentials.start()
+        await cluster_credentials.start()
         await loop_io(credentials.load)
 
     async def start_authorizer() -> None:
         assert authorizer is not None
-        if cluster_acls is not None:
-            await cluster_acls.start()
+        await cluster_acls.start()
         await authorizer.start()
 
     async def start_storage() -> None:
@@ -356,37 +312,24 @@ def build_broker(config: BrokerConfig) -> Broker:
     async def stop_storage() -> None:
         await loop_io(logs.shutdown)
 
-    async def start_topics() -> None:
-        if node is not None:
-            await node.start_hosting()  # the publisher hosts what the image assigns here
-        else:
-            await loop_io(topics.startup)
+    async def start_metadata() -> None:
+        try:
+            await node.start_metadata()
+        except DataDirMismatchError as e:
+            raise StartupError(str(e), exit_code=2) from e
+        broker.cluster_id = node.store.cluster_id
 
-    if node is None:
-        parts = [Part("storage", start_storage, stop_storage), Part("metadata store")]
-    else:
-        async def start_metadata() -> None:
-            assert node is not None
-            try:
-                await node.start_metadata()
-            except DataDirMismatchError as e:
-                raise StartupError(str(e), exit_code=2) from e
-            broker.cluster_id = node.store.cluster_id
-
-        # The image first: storage needs the topic configs, and a data dir of another
-        # cluster must be refused before storage opens it.
-        parts = [Part("metadata store", start_metadata, node.stop),
-                 Part("storage", start_storage, stop_storage)]
-    parts += [
-        Part("topic manager", start_topics),
+    # The image first: storage needs the topic configs, and a data dir of another
+    # cluster must be refused before storage opens it. The publisher hosts what the image
+    # assigns here once storage has loaded the logs. The replica fetchers come after the
+    # replica manager, so they stop first (before storage shuts down).
+    parts = [
+        Part("metadata store", start_metadata, node.stop),
+        Part("storage", start_storage, stop_storage),
+        Part("topic manager", node.start_hosting),
         Part("replica manager", replica_manager.start, replica_manager.stop),
-    ]
-    if fetchers is not None:
-        # After the replica manager, so they stop first (before storage shuts down).
-        parts.append(Part("replica fetchers", fetchers.start, fetchers.stop))
-    if inter_broker is not None:
-        parts.append(Part("inter-broker client", None, inter_broker.close))
-    parts += [
+        Part("replica fetchers", fetchers.start, fetchers.stop),
+        Part("inter-broker client", None, inter_broker.close),
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
         Part("transaction coordinator", txn_coordinator.start, txn_coordinator.stop),
@@ -420,8 +363,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         cluster=node,
         coordinators=coordinators,
     )
-    if node is not None:
-        _join_cluster(broker, node, topics, fetchers)  # type: ignore[arg-type]
+    _join_cluster(broker, node, topics, fetchers)
     return broker
 
 
@@ -490,7 +432,7 @@ def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> Clus
 
 
 def _join_cluster(broker: Broker, node: ClusterNode, topics: ClusterTopicManager,
-                  fetchers: ReplicaFetcherManager | None) -> None:
+                  fetchers: ReplicaFetcherManager) -> None:
     """Wire a cluster broker: registration once its listeners are bound (with the bound
     ports), controlled shutdown before they close."""
     listeners = broker.security.listeners

@@ -154,6 +154,8 @@ class LocalKV:
             doc = json.loads(self.path.read_text("utf-8"))
         except FileNotFoundError:
             doc = None
+        except ValueError as e:
+            raise ValueError(f"{self.path}: not a metadata store ({e})") from None
         if doc is not None:
             if int(doc.get("version", 0)) != FORMAT_VERSION:
                 raise ValueError(f"{self.path}: unknown format version {doc.get('version')!r}")
@@ -169,6 +171,25 @@ class LocalKV:
         self._written = self._revision
         self._opened = True
         return self
+
+    def load_initial(self, items: dict[str, bytes]) -> int:
+        """Fill an empty store in one revision and write it (synchronous: start-up
+        migrations, in a worker thread). One rename makes all of it appear or none of
+        it, so a crash mid-migration leaves the store empty and the migration runs again."""
+        with self._lock:
+            if self._kvs or self._revision:
+                raise ValueError(f"{self.path}: load_initial on a store that is not empty")
+            rev = self._revision = 1
+            events: list[Event] = []
+            for key, value in items.items():
+                self._put_key(key, value, 0, rev, events)
+            snap = self._snapshot_doc()
+        self._write_file(*snap)
+        self._compact_revision = rev
+        return rev
+
+    def is_empty(self) -> bool:
+        return not self._kvs and not self._revision
 
     async def open(self) -> LocalKV:
         return await asyncio.to_thread(self.open_sync)

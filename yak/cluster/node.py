@@ -42,10 +42,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from yak.cluster.controller import ControllerElection
-from yak.cluster.etcd import EtcdClient, EtcdError
+from yak.cluster.etcd import EtcdError
 from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta, PartitionEntry
 from yak.cluster.identity import DataDirMismatchError
-from yak.cluster.layout import ClusterKeys, parse_metadata_url
+from yak.cluster.kv import open_kv
+from yak.cluster.layout import ClusterKeys
+from yak.cluster.local_kv import LocalKV
+from yak.cluster.local_migration import migrate
 from yak.cluster.membership import BrokerRegistration, RegistrationState
 from yak.cluster.quorum_controller import QuorumController
 from yak.cluster.records import BrokerEndpoint, RegisterBrokerRecord
@@ -95,7 +98,8 @@ class ClusterNode:
                  auto_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
                  imbalance_percentage: int = 10, controlled_shutdown: bool = True,
                  etcd_timeout_s: float = 5.0) -> None:
-        endpoints, namespace = parse_metadata_url(metadata_url)
+        self.client, namespace, _endpoints = open_kv(metadata_url, data_dir,
+                                                     etcd_timeout_s=etcd_timeout_s)
         self.node_id = node_id
         self.data_dir = Path(data_dir)
         self.replica_manager = replica_manager
@@ -104,9 +108,15 @@ class ClusterNode:
         self.rack = rack
         self.inter_broker_listener = inter_broker_listener
         self.controlled_shutdown_enabled = controlled_shutdown
-        self.client = EtcdClient(endpoints, timeout=etcd_timeout_s)
         self.keys = ClusterKeys(namespace)
         self.store = EtcdMetadataStore(self.client, self.keys, node_id, self.data_dir)
+        # A local store is a one-node cluster by construction: no other broker can join it.
+        self.single_node = isinstance(self.client, LocalKV)
+        if isinstance(self.client, LocalKV):
+            # Read now, as the part is built (a damaged file stops `yak serve` before any
+            # socket), and filled on first start from a single broker's files of before.
+            self.client.open_sync()
+            migrate(self.client, self.keys, self.data_dir, node_id)
         self.registration: BrokerRegistration | None = None
         self.incarnation = str(uuid.uuid4())
         self.election = ControllerElection(
@@ -193,7 +203,9 @@ class ClusterNode:
         self.replica_manager.delete_stray_logs(expected)
         self._hosting = True
         for topic_id, p, _e in list(self.store.all_partitions()):
-            self._apply(topic_id, p)
+            # At start-up a replica that cannot be hosted (its log dir unusable) stops the
+            # broker, one line naming it; later changes are logged and retried by the next.
+            self._apply(topic_id, p, strict=True)
         self._write_topic_ids()
         self.store.add_listener(self._on_delta)
 
@@ -209,7 +221,31 @@ class ClusterNode:
             self.client, self.keys, record, session_timeout_ms=self.session_timeout_ms,
             heartbeat_interval_ms=self.heartbeat_interval_ms, on_state=self._registration_state)
         await self.registration.start()
+        # Its own registration in the image before anything reads the brokers from it.
+        await self.store.wait_for_revision(self.registration.epoch)
         self.election.start()
+        if set(self.store.brokers()) <= {self.node_id}:
+            await self._await_reelection(self.session_timeout_ms / 1000)
+
+    async def _await_reelection(self, timeout: float) -> None:
+        """Alone in the image (a one-node cluster, or the first broker up): nobody else can
+        lead, so wait, bounded, until the controller (this broker) has rewritten every
+        record naming it in an ISR under its new registration. Then the broker is ready
+        with its partitions led, as Kafka's broker waits to be unfenced before it serves."""
+        def elected(store: EtcdMetadataStore) -> bool:
+            epoch = self.broker_epoch
+            return epoch > 0 and all(
+                e.mod_revision > epoch for _t, _p, e in store.all_partitions()
+                if self.node_id in e.record.isr)
+
+        if elected(self.store):
+            return
+        try:
+            await self.store.wait_for(elected, timeout)
+        except TimeoutError:
+            log.warning("broker %d: not re-elected leader of its partitions within %.0f s;"
+                        " serving anyway (they answer LEADER_NOT_AVAILABLE until then)",
+                        self.node_id, timeout)
 
     async def stop(self) -> None:
         """Everything this node runs, stopped (controlled shutdown ran before)."""
@@ -344,7 +380,7 @@ class ClusterNode:
                 if not leads and state.leader in delta.brokers and state.leader != NO_LEADER:
                     self.fetchers.follow(name, p, state.leader, state.leader_epoch)
 
-    def _apply(self, topic_id: str, p: int) -> None:
+    def _apply(self, topic_id: str, p: int, strict: bool = False) -> None:
         name = self.store.topic_name(topic_id)
         entry = self.store.partition_entry(topic_id, p)
         if name is None or entry is None:
@@ -368,6 +404,8 @@ class ClusterNode:
             cfg = self.topics.log_config(info)
             self.replica_manager.apply_partition_state(name, p, info.topic_id, state, cfg)
         except Exception:
+            if strict:
+                raise
             log.exception("%s-%d: applying partition state %s failed", name, p, state)
             return
         if self._topic_ids.get(name) != topic_id:
@@ -457,8 +495,11 @@ class ClusterNode:
         if reg is None or not self.controlled_shutdown_enabled:
             return
         deadline = time.monotonic() + timeout
+        # A one-node cluster has nobody to move leadership to: its partitions stay as they
+        # are and the controller re-elects this broker under its next registration (a
+        # leader epoch later). (The last broker of a real cluster still marks them offline.)
         try:
-            if reg.state is RegistrationState.REGISTERED:
+            if reg.state is RegistrationState.REGISTERED and not self.single_node:
                 ok = await asyncio.wait_for(
                     reg.update(replace(reg.record, in_controlled_shutdown=True)),
                     max(0.5, deadline - time.monotonic()))
