@@ -347,3 +347,20 @@ def test_shard_timers_fire_on_the_manual_clock(env: Env) -> None:
         await rt.stop()
 
     asyncio.run(body())
+
+
+def test_wait_loaded_returns_once_the_shard_is_active_or_times_out(env: Env) -> None:
+    """A first write right after the topic is created waits for the partition layer to
+    hand its partition to this broker (the publisher's hook loads it a moment later)."""
+    async def body() -> None:
+        rt = env.runtime()
+        assert not await rt.wait_loaded(0, 50)  # never loaded: times out
+        waiting = asyncio.ensure_future(rt.wait_loaded(0, 5000))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        rt.on_partition_change(0, 0, leads=True)  # the hook: led here at epoch 0
+        assert await asyncio.wait_for(waiting, 5) is True
+        assert await rt.wait_loaded(0, 0) is True  # already active: no wait
+        await rt.stop()
+
+    asyncio.run(body())

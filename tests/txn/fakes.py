@@ -50,6 +50,9 @@ class MemoryTransactionLog:
         """Led here only once a test says at which epoch (`leader_epochs`)."""
         return self.leader_epochs.get(partition)
 
+    def recovered_uncleanly(self, partition: int) -> bool:
+        return False
+
     def crashed_leading(self, partition: int, epoch: int) -> bool:
         return False
 

@@ -241,6 +241,8 @@ def build_broker(config: BrokerConfig) -> Broker:
             new_producer_id, txn_config(config),
             partition_exists=partition_exists,
         )
+        if not node.single_node:
+            coordinator.manage_partitions()  # another broker may lead a partition between
         return coordinator, markers, txn_writer
 
     txn_coordinator, txn_markers, txn_writer = _construct("transaction coordinator", make_txn)

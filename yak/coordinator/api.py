@@ -109,6 +109,10 @@ class PartitionWriter(Protocol):
         no longer leads `partition` at `epoch`."""
         ...
 
+    def recovered_uncleanly(self, partition: int) -> bool:
+        """Was `partition`'s log loaded after an unclean shutdown of this broker?"""
+        ...
+
     def crashed_leading(self, partition: int, epoch: int) -> bool:
         """Was this broker leading `partition` at `epoch` when it stopped uncleanly (its
         log holds records of that very term)?"""

@@ -61,6 +61,9 @@ class MemoryCoordinatorLog:
     def leader_epoch(self, partition: int) -> int | None:
         return self.leader_epochs.get(partition, 0)
 
+    def recovered_uncleanly(self, partition: int) -> bool:
+        return partition in self.crashed
+
     def crashed_leading(self, partition: int, epoch: int) -> bool:
         return partition in self.crashed
 

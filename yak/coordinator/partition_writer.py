@@ -95,6 +95,10 @@ class ReplicaPartitionWriter:
             return None
         return p.leader_epoch
 
+    def recovered_uncleanly(self, partition: int) -> bool:
+        p = self._replicas.get_partition(self._topic, partition)
+        return p is not None and p.recovered_uncleanly
+
     def crashed_leading(self, partition: int, epoch: int) -> bool:
         p = self._replicas.get_partition(self._topic, partition)
         return p is not None and p.recovered_uncleanly and p.latest_epoch == epoch

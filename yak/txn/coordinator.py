@@ -7,7 +7,7 @@ events. As Kafka splits it, it drives `TransactionStateManager` (`state_manager.
 id cache, `__transaction_state` loads and writes, the timeout scan, id expiration) and
 `TransactionMarkerChannelManager` (`marker_channel.py`: markers, then the completion).
 It re-exports `config.py` and `errors.py`: the API the broker and cluster import.
-At ~690 lines it is over the house's ~600: it is the seven requests' checks and
+At ~700 lines it is over the house's ~600: it is the seven requests' checks and
 transitions side by side, which read best in one place (as Kafka's
 `TransactionCoordinator.scala` keeps them).
 
@@ -131,6 +131,9 @@ class TransactionCoordinator:
         self.timers = self.runtime.timers
         # partition -> abort_ongoing given by an explicit `on_election`
         self._abort_hints: dict[int, bool] = {}
+        # False: every partition of the topic is this broker's (one broker); True: a
+        # cluster, where another broker may have led a partition since this one crashed
+        self.cluster = False
         self.partition_exists = partition_exists or (lambda _tp: True)
         self.stats = TxnStats()
         self.active = False
@@ -235,9 +238,10 @@ class TransactionCoordinator:
     ) -> None:
         """This broker now leads `partition` at `coordinator_epoch` (its leader epoch):
         load it (a shard of the runtime), then finish what the previous coordinator left
-        in a Prepare state (`_on_loaded`). `abort_ongoing` (by default: did this broker
-        stop uncleanly while leading the partition at this very epoch, the writer's
-        `crashed_leading`): the transactions found Ongoing are aborted at once with a
+        in a Prepare state (`_on_loaded`). `abort_ongoing` (by default: was the
+        partition's log recovered from an unclean shutdown of this broker; in a cluster,
+        did it stop uncleanly leading the partition at this very epoch, see
+        `manage_partitions`): the transactions found Ongoing are aborted at once with a
         bumped epoch, as Yak promises for a transaction open at a crash; otherwise they
         are left to their producer or to the timeout, as in Kafka."""
         if abort_ongoing is not None:
@@ -246,6 +250,13 @@ class TransactionCoordinator:
             self.state.load_partition(partition, coordinator_epoch)
         finally:
             self._abort_hints.pop(partition, None)
+
+    def manage_partitions(self) -> None:
+        """Cluster mode: another broker may have led a partition since this one stopped
+        uncleanly, so Ongoing transactions are aborted at load only if this broker
+        crashed leading the partition at the very epoch it loads it at; on one broker
+        (the default) whenever its log was recovered from an unclean shutdown."""
+        self.cluster = True
 
     def on_partition_change(self, partition: int, coordinator_epoch: int | None,
                             leads: bool) -> None:
@@ -271,8 +282,9 @@ class TransactionCoordinator:
             self._spawn(self.channel.complete_loaded(partition, entry, decided),
                         f"txn-complete-loaded-{partition}")
         abort = self._abort_hints.get(partition)
-        if abort is None:
-            abort = self.writer.crashed_leading(partition, ctx.epoch)
+        if abort is None:  # Ongoing at a crash of this very coordinator?
+            abort = (self.writer.crashed_leading(partition, ctx.epoch) if self.cluster
+                     else self.writer.recovered_uncleanly(partition))
         if abort:
             for txn_id, meta in list(entry.txns.items()):
                 if meta.state is _S.ONGOING:
