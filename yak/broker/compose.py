@@ -45,9 +45,9 @@ from typing import TypeVar
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
 from yak.broker.metrics import BrokerMetrics
+from yak.cluster.alter_partition import StoreAlterPartitionManager
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
-from yak.cluster.etcd_alter_partition import EtcdAlterPartitionManager
 from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
@@ -144,7 +144,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     node = _construct("metadata store", lambda: _cluster_node(config, replica_manager))
     # ISR changes: compare-and-set on the partition record, fenced by this broker's
     # registration; a broker whose session is not known valid acks nothing.
-    replica_manager.alter_partition = EtcdAlterPartitionManager(
+    replica_manager.alter_partition = StoreAlterPartitionManager(
         node.store, config.node_id, lambda: node.broker_epoch)
     replica_manager.session_valid = node.may_acknowledge
     # Other brokers are reached on their inter-broker listener, with its TLS and this

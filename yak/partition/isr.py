@@ -8,10 +8,9 @@ for `replica.lag.time.max.ms`, or caught up with the high watermark and the curr
 epoch) and hands an `IsrChange` to an `AlterPartitionManager`; the implementation is
 below the broker but above this layer:
 
-- one broker: `yak.cluster.alter_partition.LocalAlterPartitionManager`, a compare-and-set
-  on the local metadata store;
-- a cluster: the etcd backend's compare-and-set on the partition key (issue 11's
-  controller side), which also refuses replicas that are not live.
+`yak.cluster.alter_partition.StoreAlterPartitionManager`, for every broker (a single one
+is a one-node cluster): a compare-and-set on the partition record in the metadata store
+(etcd, or the local store), which also refuses replicas that are not live.
 
 `submit` returns the partition state as stored after the change (partition epoch bumped)
 or raises:
