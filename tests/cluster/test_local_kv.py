@@ -159,6 +159,7 @@ def test_writes_survive_a_restart_and_revisions_keep_growing(tmp_path: Path) -> 
         return kv.revision  # the process "dies": no close, no revoke
 
     async def second(before: int) -> None:
+        assert path.stat().st_mode & 0o777 == 0o600  # it holds the SCRAM credentials
         kv = await LocalKV(path).open()
         got = await kv.get("/k/durable")
         assert got is not None and got.value == b"v" and got.create_revision == before - 1

@@ -32,7 +32,8 @@ tests/cluster/test_local_kv.py):
   gone within about a second of its deadline.
 
 Durability: every write request is applied in memory, then the whole state is written to
-`<data dir>/__yak_metadata.kv.json` (temp file, fsync, rename, fsync of the directory, in a
+`<data dir>/__yak_metadata.kv.json` (mode 0600: the SCRAM credentials' salted keys are a
+document in it; temp file, fsync, rename, fsync of the directory, in a
 worker thread so the event loop never waits on the disk) before the call returns, so an
 acknowledged metadata change survives a crash. Keys on leases are not written: their
 leases die with the process, as an etcd lease dies with its holder's session. The revision
@@ -230,8 +231,9 @@ class LocalKV:
                 return  # a later state was written already
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(self.path.name + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
+                os.fchmod(fd, 0o600)  # it holds the SCRAM credentials' keys: owner only
                 os.write(fd, data)
                 os.fsync(fd)
             finally:
