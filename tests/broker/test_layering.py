@@ -29,6 +29,8 @@ RANK = {
     # The transaction coordinator reuses the group's timer queue and record helpers
     # (TxnOffsetCommit writes group records); the group coordinator never imports txn.
     "group": 5, "txn": 5.5,
+    # share groups (KIP-932): share partitions on the partition layer, membership, sessions
+    "share": 5,
     "cluster": 6,
     "security": 7,
     "broker": 8,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from yak.security.quota import ClientQuotas
     from yak.security.scram import ScramCredentialManager
     from yak.security.security_config import SecurityConfig
+    from yak.share.manager import ShareManager
     from yak.txn.coordinator import TransactionCoordinator
     from yak.txn.markers import PartitionMarkerWriter
 
@@ -116,6 +117,9 @@ class Broker:
             self.node_id, config.broker_rack, lambda: self.advertised)
         # Who coordinates a group / transactional id (FindCoordinator).
         self.coordinators = coordinators
+        # Share groups (KIP-932, yak/share/): set by the composition; None answers the
+        # share APIs COORDINATOR_NOT_AVAILABLE.
+        self.share: ShareManager | None = None
         # Run once every listener is bound (a cluster broker registers then, with the real
         # ports), and before the listeners close on shutdown (controlled shutdown).
         self.on_listening: list[Callable[[], Awaitable[None]]] = []

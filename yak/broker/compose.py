@@ -42,9 +42,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from typing import TypeVar
+from uuid import UUID
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
 from yak.broker.metrics import BrokerMetrics
+from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
@@ -71,6 +73,7 @@ from yak.security.sasl import FailedAuthenticationDelay, new_broker_secret
 from yak.security.scram import ScramCredentialManager
 from yak.security.security_config import SecurityConfig
 from yak.settings import ConfigError
+from yak.share.manager import ShareConfig, ShareManager
 from yak.storage import LogManager
 from yak.tiered import HostedPartition, RemoteLogManager, RemoteStorageError, TieredConfig
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -321,6 +324,8 @@ def build_broker(config: BrokerConfig) -> Broker:
             raise StartupError(str(e), exit_code=2) from e
         broker.cluster_id = node.store.cluster_id
 
+    share = make_share(config, replica_manager, topics)
+
     # The image first: storage needs the topic configs, and a data dir of another
     # cluster must be refused before storage opens it. The publisher hosts what the image
     # assigns here once storage has loaded the logs. The replica fetchers come after the
@@ -335,6 +340,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
         Part("transaction coordinator", txn_coordinator.start, txn_coordinator.stop),
+        Part("share groups", share.start, share.stop),
         Part("metrics"),
         Part("security"),
         Part("credential store", start_credentials),
@@ -365,8 +371,32 @@ def build_broker(config: BrokerConfig) -> Broker:
         cluster=node,
         coordinators=coordinators,
     )
+    broker.share = share
     _join_cluster(broker, node, topics, fetchers)
     return broker
+
+
+def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
+               topics: ClusterTopicManager) -> ShareManager:
+    """Share groups (KIP-932, docs/share-groups.md): in memory for now, on the partition
+    layer's logs; the bounds are the broker's `group.share.*` settings."""
+    def topic(name: str) -> tuple[UUID, int] | None:
+        info = topics.get(name)
+        return None if info is None else (info.topic_id, info.partitions)
+
+    return ShareManager(ShareConfig(
+        record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+        min_record_lock_duration_ms=config.group_share_min_record_lock_duration_ms,
+        max_record_lock_duration_ms=config.group_share_max_record_lock_duration_ms,
+        delivery_count_limit=config.group_share_delivery_count_limit,
+        min_delivery_count_limit=config.group_share_min_delivery_count_limit,
+        max_delivery_count_limit=config.group_share_max_delivery_count_limit,
+        partition_max_record_locks=config.group_share_partition_max_record_locks,
+        session_timeout_ms=config.group_share_session_timeout_ms,
+        heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        max_size=config.group_share_max_size,
+        max_share_sessions=config.group_share_max_share_sessions,
+    ), MonotonicClock(), replica_manager, topic, config.node_id)
 
 
 def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:

@@ -1,0 +1,132 @@
+"""ShareFetch (KIP-932): acquire records for a share group member, with the
+acknowledgements of earlier records piggy-backed.
+
+Translation only: the share session's epoch rules (yak/share/session.py), the
+acknowledgements and acquisitions (yak/share/manager.py, partition.py) are policy there.
+Topics are named by id; one topic repeated in a request (librdkafka may do so) is merged
+by id. The acknowledgements are applied before the first await, so they take effect in
+the connection's order. Records go back as whole batches; AcquiredRecords says which
+offsets the member holds and with which delivery count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._group import require_group, response, response_module
+from yak.broker.handlers._share import manager, node_endpoints, topic_name
+from yak.protocol.kio_compat import ErrorCode, build, ms_to_timedelta, timedelta_to_ms
+from yak.security.acl import AclOperation, ResourceType
+from yak.share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+Key = tuple[uuid.UUID, int]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id or ""
+    require_group(ctx, AclOperation.READ, group_id)
+    share = manager(ctx)
+    if share is None:
+        return _top(ctx, ErrorCode.coordinator_not_available)
+    member_id = request.member_id or ""
+    epoch = request.share_session_epoch
+    if epoch == INITIAL_EPOCH:  # only a member may open a session; later acks still count
+        code = share.check_member(group_id, member_id)
+        if code is not ErrorCode.none:
+            return _top(ctx, code)
+    # Merge by topic id: acknowledgements per partition, in request order.
+    acks: dict[Key, list[tuple[int, int, tuple[int, ...]]]] = {}
+    for t in request.topics:
+        if t.topic_id is None:
+            continue
+        for p in t.partitions:
+            batch = acks.setdefault((t.topic_id, p.partition_index), [])
+            batch.extend((b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                         for b in p.acknowledgement_batches)
+    try:
+        if epoch == INITIAL_EPOCH:
+            if any(acks.values()):
+                return _top(ctx, ErrorCode.invalid_request,
+                            "acknowledgements in the first request of a share session")
+            session, old = share.sessions.open(group_id, member_id)
+            if old is not None:
+                share.session_closed(group_id, member_id)
+        else:
+            session = share.sessions.advance(group_id, member_id, epoch)
+    except ShareSessionError as e:
+        return _top(ctx, e.code, str(e))
+    for f in request.forgotten_topics_data:
+        for part in f.partitions:
+            session.partitions.pop((f.topic_id, part), None)
+    for key in acks:
+        session.partitions[key] = None
+    # Acknowledgements first, synchronously (before any await).
+    ack_codes: dict[Key, ErrorCode] = {}
+    for key, batches in acks.items():
+        if not batches:
+            continue
+        name = topic_name(ctx, key[0])
+        ack_codes[key] = (ErrorCode.unknown_topic_id if name is None
+                          else share.acknowledge(group_id, member_id, name, key[1], batches))
+    errors: dict[Key, ErrorCode] = {}
+    wanted_keys: list[Key] = []
+    wanted: list[tuple[str, int]] = []
+    if epoch == FINAL_EPOCH:
+        share.sessions.close(group_id, member_id)
+        share.session_closed(group_id, member_id)
+    else:
+        for key in session.partitions:
+            name = topic_name(ctx, key[0])
+            if name is None:
+                errors[key] = ErrorCode.unknown_topic_id
+            elif not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name):
+                errors[key] = ErrorCode.topic_authorization_failed
+            else:
+                wanted_keys.append(key)
+                wanted.append((name, key[1]))
+    results = await share.fetch(
+        group_id, member_id, wanted, max_records=request.max_records,
+        max_bytes=request.max_bytes, max_wait_ms=timedelta_to_ms(request.max_wait)) \
+        if wanted else []
+    mod = response_module(ctx, "share_fetch")
+    by_topic: dict[uuid.UUID, list[Any]] = {}
+    leaders: set[int] = set()
+    fetched = dict(zip(wanted_keys, results, strict=True))
+    for key in dict.fromkeys([*acks, *errors, *wanted_keys]):
+        r = fetched.get(key)
+        err = errors.get(key, r.error if r is not None else ErrorCode.none)
+        ack = ack_codes.get(key, ErrorCode.none)
+        if r is not None and not r.acquired and err is ErrorCode.none and key not in acks:
+            continue  # nothing to say about this partition
+        leader = r.leader if r is not None else (-1, -1)
+        leaders.add(leader[0])
+        by_topic.setdefault(key[0], []).append(build(
+            mod.PartitionData, partition_index=key[1], error_code=err,
+            error_message=None if err is ErrorCode.none else err.name,
+            acknowledge_error_code=int(ack),
+            acknowledge_error_message=None if ack is ErrorCode.none else ack.name,
+            current_leader=build(mod.LeaderIdAndEpoch, leader_id=leader[0],
+                                 leader_epoch=leader[1]),
+            records=b"".join(r.records) if r is not None and r.records else b"",
+            acquired_records=tuple(
+                build(mod.AcquiredRecords, first_offset=a.first_offset,
+                      last_offset=a.last_offset, delivery_count=a.delivery_count)
+                for a in (r.acquired if r is not None else ()))))
+    return response(
+        ctx, error_code=ErrorCode.none,
+        acquisition_lock_timeout=ms_to_timedelta(share.lock_duration_ms(group_id)),
+        responses=tuple(build(mod.ShareFetchableTopicResponse, topic_id=t, partitions=tuple(ps))
+                        for t, ps in by_topic.items()),
+        node_endpoints=node_endpoints(ctx, "share_fetch", leaders))
+
+
+def _top(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
+    return response(ctx, error_code=code, error_message=message or code.name,
+                    acquisition_lock_timeout=ms_to_timedelta(0), responses=(),
+                    node_endpoints=())

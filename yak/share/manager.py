@@ -1,0 +1,288 @@
+"""The share-group facade the handlers call (Kafka's SharePartitionManager plus, for now,
+the membership the share coordinator will own): share partitions keyed by (group, topic,
+partition), the share sessions, the groups, and the group configs.
+
+Policy lives here and in `partition.py`, `group.py`, `session.py`; the handlers only
+translate the wire. A ShareFetch applies its piggy-backed acknowledgements before it
+reads (synchronously, before any await, so a connection's acks take effect in order),
+then acquires records from the partition leader's log: whole batches are returned, the
+AcquiredRecords ranges say which offsets the member holds. With nothing acquired it
+waits in the fetch purgatory for new data, for at most `max_wait` and never past the next
+lock expiry (an expired lock makes records available again).
+
+Everything is in memory (docs/share-groups.md says what a restart loses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from yak.clock import Clock
+from yak.errors import ErrorCode, KafkaError
+from yak.partition.partition import FetchIsolation
+from yak.partition.replica_manager import ReplicaManager
+from yak.protocol.records import iter_batches
+from yak.share.group import ShareGroups, TopicLookup
+from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
+from yak.share.session import ShareSessionCache
+
+__all__ = ["ShareConfig", "ShareManager", "SharePartitionResult"]
+
+GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.isolation.level",
+                     "share.record.lock.duration.ms", "share.delivery.count.limit",
+                     "share.session.timeout.ms", "share.heartbeat.interval.ms")
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    """The broker's `group.share.*` settings (yak/settings.py)."""
+
+    record_lock_duration_ms: int = 30_000
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = 5
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    partition_max_record_locks: int = 2000
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 200
+    max_share_sessions: int = 2000
+
+
+@dataclass
+class SharePartitionResult:
+    error: ErrorCode = ErrorCode.none
+    ack_error: ErrorCode = ErrorCode.none
+    records: list[Any] = field(default_factory=list)  # whole batches (views of the read)
+    acquired: list[AcquiredRange] = field(default_factory=list)
+    leader: tuple[int, int] = (-1, -1)
+
+
+class InvalidGroupConfig(Exception):
+    """A group config outside the broker's bounds (INVALID_CONFIG)."""
+
+
+class ShareManager:
+    def __init__(self, config: ShareConfig, clock: Clock, replicas: ReplicaManager,
+                 topics: TopicLookup, node_id: int) -> None:
+        self.config = config
+        self.clock = clock
+        self.replicas = replicas
+        self.node_id = node_id
+        self.groups = ShareGroups(clock, topics, session_timeout_ms=config.session_timeout_ms,
+                                  heartbeat_interval_ms=config.heartbeat_interval_ms,
+                                  max_size=config.max_size,
+                                  on_member_removed=self._member_removed)
+        self.sessions = ShareSessionCache(config.max_share_sessions)
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._expiry_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _expiry_loop(self) -> None:
+        """Members past their session timeout leave; expired locks are released even
+        while nobody fetches (so a describe shows them available)."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.groups.expire_members()
+            for sp in self.partitions.values():
+                sp.expire()
+
+    # ------------------------------------------------------------------ group configs
+
+    def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
+        """Set (or with None delete) one share group config, within the broker's bounds."""
+        if key not in GROUP_CONFIG_KEYS:
+            raise InvalidGroupConfig(f"unknown group config {key}")
+        if value is not None:
+            self._check(key, value)
+        cfgs = self.group_configs.setdefault(group_id, {})
+        if value is None:
+            cfgs.pop(key, None)
+        else:
+            cfgs[key] = value
+
+    def _check(self, key: str, value: str) -> None:
+        c = self.config
+        if key == "share.auto.offset.reset":
+            if value not in ("latest", "earliest") and not value.startswith("by_duration:"):
+                raise InvalidGroupConfig(f"{key}={value}: latest, earliest or by_duration:")
+            return
+        if key == "share.isolation.level":
+            if value not in ("read_uncommitted", "read_committed"):
+                raise InvalidGroupConfig(f"{key}={value}")
+            return
+        bounds = {
+            "share.record.lock.duration.ms": (c.min_record_lock_duration_ms,
+                                              c.max_record_lock_duration_ms),
+            "share.delivery.count.limit": (c.min_delivery_count_limit,
+                                           c.max_delivery_count_limit),
+            "share.session.timeout.ms": (1, 2**31 - 1),
+            "share.heartbeat.interval.ms": (1, 2**31 - 1),
+        }[key]
+        try:
+            n = int(value)
+        except ValueError:
+            raise InvalidGroupConfig(f"{key}={value} is not a number") from None
+        if not bounds[0] <= n <= bounds[1]:
+            raise InvalidGroupConfig(f"{key}={value} is outside [{bounds[0]}, {bounds[1]}]")
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        return dict(self.group_configs.get(group_id, {}))
+
+    def _share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            cfg = self.group_configs.get(group_id, {})
+            c = self.config
+            sp = self.partitions[key] = SharePartition(
+                group_id, topic, partition, self.clock,
+                lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
+                                             c.record_lock_duration_ms)),
+                delivery_count_limit=int(cfg.get("share.delivery.count.limit",
+                                                 c.delivery_count_limit)),
+                max_record_locks=c.partition_max_record_locks)
+        return sp
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        cfg = self.group_configs.get(group_id, {})
+        return int(cfg.get("share.record.lock.duration.ms", self.config.record_lock_duration_ms))
+
+    # ------------------------------------------------------------------ membership
+
+    def _member_removed(self, group_id: str, member_id: str) -> None:
+        self.sessions.close_member(group_id, member_id)
+        self._release(group_id, member_id)
+
+    def _release(self, group_id: str, member_id: str) -> None:
+        for (g, _t, _p), sp in self.partitions.items():
+            if g == group_id:
+                sp.release_member(member_id)
+
+    def check_member(self, group_id: str, member_id: str) -> ErrorCode:
+        """UNKNOWN_MEMBER_ID for a member of a group this broker coordinates but does not
+        know (a group coordinated elsewhere is not checked here yet)."""
+        if not member_id:
+            return ErrorCode.invalid_request
+        g = self.groups.get(group_id)
+        if g is not None and member_id not in g.members:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
+
+    def session_closed(self, group_id: str, member_id: str) -> None:
+        """A share session ended (epoch -1, or replaced by a new epoch 0): what the member
+        still holds goes back to the group."""
+        self._release(group_id, member_id)
+
+    # ------------------------------------------------------------------ acks and fetch
+
+    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                    batches: Iterable[tuple[int, int, Sequence[int]]]) -> ErrorCode:
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None:
+            p = self.replicas.get_partition(topic, partition)
+            return (ErrorCode.unknown_topic_or_partition if p is None
+                    else ErrorCode.invalid_record_state)
+        code = ErrorCode.none
+        for first, last, types in batches:
+            try:
+                sp.acknowledge(member_id, first, last, types)
+            except InvalidRecordState:
+                code = ErrorCode.invalid_record_state
+        return code
+
+    async def fetch(self, group_id: str, member_id: str,
+                    wanted: Sequence[tuple[str, int]], *, max_records: int, max_bytes: int,
+                    max_wait_ms: int) -> list[SharePartitionResult]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        while True:
+            results = self._acquire(group_id, member_id, wanted, max_records, max_bytes)
+            if any(r.acquired or r.error is not ErrorCode.none for r in results):
+                return results
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not wanted:
+                return results
+            nxt = [d for sp in (self.partitions.get((group_id, t, p)) for t, p in wanted)
+                   if sp is not None and (d := sp.next_deadline_ms()) is not None]
+            if nxt:
+                remaining = min(remaining, max(0.0, (min(nxt) - self.clock.now_ms()) / 1000)
+                                + 0.001)
+            await self.replicas.fetch_purgatory.wait(wanted, remaining)
+
+    def _acquire(self, group_id: str, member_id: str, wanted: Sequence[tuple[str, int]],
+                 max_records: int, max_bytes: int) -> list[SharePartitionResult]:
+        out: list[SharePartitionResult] = []
+        budget = max(1, max_records)
+        bytes_left = max_bytes
+        reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
+        committed = (self.group_configs.get(group_id, {}).get("share.isolation.level")
+                     == "read_committed")
+        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        for topic, partition in wanted:
+            r = SharePartitionResult()
+            out.append(r)
+            p = self.replicas.get_partition(topic, partition)
+            if p is None:
+                r.error = ErrorCode.unknown_topic_or_partition
+                continue
+            r.leader = (p.state.leader, p.leader_epoch)
+            if not p.is_leader:
+                r.error = ErrorCode.not_leader_or_follower
+                continue
+            sp = self._share_partition(group_id, topic, partition)
+            if not sp.initialized:
+                sp.initialize(p.log_start_offset, p.high_watermark, reset)
+            sp.log_start_moved(p.log_start_offset)
+            if budget <= 0 or bytes_left <= 0:
+                continue
+            offset = sp.next_fetch_offset()
+            bound = p.last_stable_offset if committed else p.high_watermark
+            if offset >= bound:
+                continue
+            try:
+                info = p.read(offset, bytes_left, isolation, True)
+            except KafkaError as e:
+                r.error = e.code
+                continue
+            batches: list[tuple[int, int, Any]] = []
+            for buf in info.buffers:
+                view = memoryview(buf)
+                for pos, h in iter_batches(view):
+                    batches.append((h.base_offset, h.last_offset,
+                                    view[pos:pos + h.size]))
+            r.acquired = sp.acquire(member_id, [(b, e) for b, e, _ in batches], budget)
+            if not r.acquired:
+                continue
+            budget -= sum(a.last_offset - a.first_offset + 1 for a in r.acquired)
+            lo, hi = r.acquired[0].first_offset, r.acquired[-1].last_offset
+            r.records = [v for b, e, v in batches if e >= lo and b <= hi]
+            bytes_left -= sum(len(v) for v in r.records)
+        return out
+
+
+def topic_partitions(ids: Callable[[uuid.UUID], str | None],
+                     pairs: Iterable[tuple[uuid.UUID, int]]) -> list[tuple[str, int] | None]:
+    """Topic ids to names (None for an id this broker does not know)."""
+    out: list[tuple[str, int] | None] = []
+    for tid, part in pairs:
+        name = ids(tid)
+        out.append(None if name is None else (name, part))
+    return out

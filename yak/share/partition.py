@@ -1,0 +1,272 @@
+"""The share partition (KIP-932, Kafka's SharePartition): one share group's view of one
+topic-partition on its leader.
+
+A window [start_offset, end_offset) of in-flight records. Each record in it is AVAILABLE
+(may be handed out), ACQUIRED (locked to one member until its acquisition lock expires),
+or terminal: ACKNOWLEDGED (accepted) or ARCHIVED (rejected, or its delivery count reached
+the limit). Terminal records are dropped from the map at once, so `start_offset` is the
+first record that is still AVAILABLE or ACQUIRED (the window slides as soon as its first
+records are done) and never passes a record that is neither acknowledged nor archived.
+
+The map is keyed by offset and filled in ascending order only (new records are always
+taken at `end_offset`), so a dict's insertion order is offset order and its first key is
+the start. Kafka keeps whole batches and splits them per offset only on partial
+acknowledgement; this first layer keeps one entry per record (a known cost, see
+docs/share-groups.md), bounded by `group.share.partition.max.record.locks`.
+
+Time comes from an injected `Clock` (ManualClock in tests): locks expire lazily, before
+every acquire and acknowledgement, and `next_deadline_ms()` tells a waiting fetch when
+the next lock will expire. Nothing here is durable yet (docs/share-groups.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from yak.clock import Clock
+
+__all__ = ["AckType", "AcquiredRange", "RecordState", "SharePartition"]
+
+
+class RecordState(IntEnum):
+    """Kafka's RecordState values (the ones the state topic will store)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AckType(IntEnum):
+    """ShareFetch/ShareAcknowledge acknowledge types (KIP-932)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4  # v2 (KIP-1222): keep the record, restart its lock
+
+
+@dataclass(slots=True)
+class _InFlight:
+    state: RecordState
+    delivery_count: int
+    member_id: str
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """What ShareFetch's AcquiredRecords carries: offsets first..last, one delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement of a record this member does not hold (INVALID_RECORD_STATE)."""
+
+
+class SharePartition:
+    def __init__(
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        clock: Clock,
+        *,
+        lock_duration_ms: int = 30_000,
+        delivery_count_limit: int = 5,
+        max_record_locks: int = 2000,
+    ) -> None:
+        self.group_id = group_id
+        self.topic = topic
+        self.partition = partition
+        self.clock = clock
+        self.lock_duration_ms = lock_duration_ms
+        self.delivery_count_limit = delivery_count_limit
+        self.max_record_locks = max_record_locks
+        self.end_offset = -1  # -1: not initialized (no fetch yet)
+        self._records: dict[int, _InFlight] = {}
+        self._next_deadline: int | None = None
+
+    # ------------------------------------------------------------------ the window
+
+    @property
+    def initialized(self) -> bool:
+        return self.end_offset >= 0
+
+    def initialize(self, log_start: int, log_end: int, reset: str = "latest") -> None:
+        """The first fetch: the window starts at the log end (`latest`, Kafka's default)
+        or start (`earliest`)."""
+        if not self.initialized:
+            self.end_offset = log_start if reset == "earliest" else log_end
+
+    @property
+    def start_offset(self) -> int:
+        for offset in self._records:
+            return offset
+        return self.end_offset
+
+    def in_flight(self) -> int:
+        return len(self._records)
+
+    def state_of(self, offset: int) -> tuple[RecordState, int, str] | None:
+        """(state, delivery count, holder) of an in-flight record; None once terminal or
+        outside the window."""
+        r = self._records.get(offset)
+        return None if r is None else (r.state, r.delivery_count, r.member_id)
+
+    def log_start_moved(self, log_start: int) -> None:
+        """Records below the log start (retention, DeleteRecords) cannot be delivered:
+        archived, and the window starts at the log start."""
+        for offset in [o for o in self._records if o < log_start]:
+            del self._records[offset]
+        if self.end_offset < log_start:
+            self.end_offset = log_start
+
+    # ------------------------------------------------------------------ acquisition
+
+    def next_fetch_offset(self) -> int:
+        """Where the log read for an acquisition starts: the first AVAILABLE record (a
+        redelivery), else the window's end."""
+        self.expire()
+        for offset, r in self._records.items():
+            if r.state is RecordState.AVAILABLE:
+                return offset
+        return self.end_offset
+
+    def acquire(
+        self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int
+    ) -> list[AcquiredRange]:
+        """Acquire for `member_id` the records of the log batches read (each as
+        (base offset, last offset), ascending): AVAILABLE ones inside the window and new
+        ones at its end, at most `max_records`, and never more in flight than
+        `max_record_locks`. Each acquired record's delivery count goes up by one and its
+        lock runs `lock_duration_ms` from now."""
+        now = self.clock.now_ms()
+        self.expire(now)
+        deadline = now + self.lock_duration_ms
+        out: list[AcquiredRange] = []
+        taken = 0
+        records = self._records
+        for base, last in batches:
+            if taken >= max_records:
+                break
+            offset = max(base, self.start_offset)
+            while offset <= last and taken < max_records:
+                if offset < self.end_offset:
+                    r = records.get(offset)
+                    if r is not None and r.state is RecordState.AVAILABLE:
+                        r.state = RecordState.ACQUIRED
+                        r.delivery_count += 1
+                        r.member_id = member_id
+                        r.deadline_ms = deadline
+                        _extend(out, offset, r.delivery_count)
+                        taken += 1
+                    offset += 1
+                    continue
+                if len(records) >= self.max_record_locks:
+                    break
+                # A new record; offsets skipped between the old end and this batch do not
+                # exist (compacted away), so the end jumps.
+                records[offset] = _InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
+                _extend(out, offset, 1)
+                taken += 1
+                offset += 1
+                self.end_offset = offset
+        if out and (self._next_deadline is None or deadline < self._next_deadline):
+            self._next_deadline = deadline
+        return out
+
+    # ------------------------------------------------------------------ acknowledgement
+
+    def acknowledge(
+        self, member_id: str, first_offset: int, last_offset: int, types: Sequence[int]
+    ) -> None:
+        """Apply one acknowledgement batch: `types` has one type for the whole range or
+        one per offset. Every record must be ACQUIRED by `member_id` with its lock still
+        held (a gap may also be already done); otherwise InvalidRecordState and nothing
+        of the batch changes."""
+        count = last_offset - first_offset + 1
+        if count <= 0 or len(types) not in (1, count):
+            raise InvalidRecordState("acknowledgement batch and types do not match")
+        try:
+            kinds = [AckType(t) for t in types]
+        except ValueError as e:
+            raise InvalidRecordState(f"unknown acknowledge type: {e}") from None
+        self.expire()
+        records = self._records
+        for i in range(count):
+            offset = first_offset + i
+            kind = kinds[0] if len(kinds) == 1 else kinds[i]
+            r = records.get(offset)
+            if r is None:
+                if kind is AckType.GAP and self.start_offset <= offset < self.end_offset:
+                    continue
+                raise InvalidRecordState(f"offset {offset} is not acquired")
+            if r.state is not RecordState.ACQUIRED or r.member_id != member_id:
+                raise InvalidRecordState(f"offset {offset} is not acquired by this member")
+        for i in range(count):
+            offset = first_offset + i
+            kind = kinds[0] if len(kinds) == 1 else kinds[i]
+            r = records.get(offset)
+            if r is None:
+                continue
+            if kind is AckType.RELEASE:
+                self._release(offset, r)
+            elif kind is AckType.RENEW:
+                r.deadline_ms = self.clock.now_ms() + self.lock_duration_ms
+            else:  # ACCEPT -> ACKNOWLEDGED, REJECT and GAP -> ARCHIVED: both terminal
+                del records[offset]
+
+    def release_member(self, member_id: str) -> int:
+        """A member left (or its share session closed): its acquired records become
+        available again (or archived at the delivery limit). Returns how many."""
+        mine = [(o, r) for o, r in self._records.items()
+                if r.state is RecordState.ACQUIRED and r.member_id == member_id]
+        for offset, r in mine:
+            self._release(offset, r)
+        return len(mine)
+
+    # ------------------------------------------------------------------ locks
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """Release every record whose acquisition lock has expired. Returns how many."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        if self._next_deadline is None or now < self._next_deadline:
+            return 0
+        n = 0
+        nxt: int | None = None
+        for offset, r in list(self._records.items()):
+            if r.state is not RecordState.ACQUIRED:
+                continue
+            if r.deadline_ms <= now:
+                self._release(offset, r)
+                n += 1
+            elif nxt is None or r.deadline_ms < nxt:
+                nxt = r.deadline_ms
+        self._next_deadline = nxt
+        return n
+
+    def next_deadline_ms(self) -> int | None:
+        return self._next_deadline
+
+    def _release(self, offset: int, r: _InFlight) -> None:
+        if r.delivery_count >= self.delivery_count_limit:
+            del self._records[offset]  # ARCHIVED: the delivery limit is reached
+        else:
+            r.state = RecordState.AVAILABLE
+            r.member_id = ""
+
+
+def _extend(out: list[AcquiredRange], offset: int, delivery_count: int) -> None:
+    if out:
+        last = out[-1]
+        if last.last_offset + 1 == offset and last.delivery_count == delivery_count:
+            out[-1] = AcquiredRange(last.first_offset, offset, delivery_count)
+            return
+    out.append(AcquiredRange(offset, offset, delivery_count))
