@@ -83,11 +83,12 @@ def test_two_share_groups_each_receive_everything(share_broker) -> None:
     assert sorted(got[1]) == want
 
 
-def test_two_consumers_share_three_partitions_exactly_once(share_broker) -> None:
+@pytest.mark.parametrize("members", [2, 4])
+def test_consumers_share_three_partitions_exactly_once(share_broker, members: int) -> None:
     bs = share_broker.bootstrap
     _topic(bs, "q", 3)
     with ExitStack() as stack:
-        consumers = [_consumer(stack, bs, "g", "q") for _ in range(2)]
+        consumers = [_consumer(stack, bs, "g", "q") for _ in range(members)]
         _warm(consumers)
         _produce(bs, "q", 300, 3)
         got = [(m.partition(), m.offset()) for _, m in _drain(consumers, 300)]
