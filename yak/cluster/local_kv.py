@@ -41,7 +41,9 @@ is written, so revisions (broker and controller epochs) keep growing across rest
 Metadata changes are rare (admin operations, leadership changes), so rewriting the whole
 file is cheaper than any journal would be to get right.
 
-Thread safety: one `threading.Lock` guards the state; watch deliveries go to each watch's
+Why one module of about 600 lines: the key-value state, its file and its watches share one
+lock, one revision counter and one publish order; split, each part would reach into the
+others' state. Thread safety: one `threading.Lock` guards the state; watch deliveries go to each watch's
 own loop with `call_soon_threadsafe`, so the lease keeper's thread (yak/cluster/lease.py)
 can renew through the same object (`for_thread()` returns it).
 """
