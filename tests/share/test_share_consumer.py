@@ -151,3 +151,22 @@ def test_lock_expiry_redelivers_within_lock_plus_one_second(share_broker) -> Non
     for offset, (t, count) in held.items():
         assert (offset, count + 1) in seen, (offset, count, sorted(seen))
         assert seen[(offset, count + 1)] - t <= LOCK_MS / 1000 + 1.0
+
+
+def test_transaction_markers_do_not_stall_a_share_partition(share_broker) -> None:
+    """Commit markers are gaps the broker archives itself: records after them keep
+    flowing (a marker handed out and never acknowledged would hold the window)."""
+    bs = share_broker.bootstrap
+    _topic(bs, "q", 1)
+    with ExitStack() as stack:
+        c = _consumer(stack, bs, "g", "q")
+        _warm([c])
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "tx"})
+        p.init_transactions(15)
+        for round_ in range(3):
+            p.begin_transaction()
+            for i in range(5):
+                p.produce("q", value=b"r%d-%d" % (round_, i), partition=0)
+            p.commit_transaction(15)
+        values = sorted(m.value() for _, m in _drain([c], 15, timeout=10))
+    assert values == sorted(b"r%d-%d" % (r, i) for r in range(3) for i in range(5))

@@ -139,3 +139,37 @@ def test_invariants(ops: list[tuple], limit: int, cap: int) -> None:
         # the start never passes a record that is neither acknowledged nor archived
         assert all(sp.state_of(o) is None for o in range(sp.start_offset))
         assert sp.in_flight() <= cap
+
+
+def test_gap_batches_are_never_handed_out_and_do_not_stall_the_window() -> None:
+    sp = _sp(ManualClock())
+    got = sp.acquire("a", [(0, 1), (2, 2, True), (3, 4)], 100)
+    assert got == [AcquiredRange(0, 1, 1), AcquiredRange(3, 4, 1)]
+    sp.acknowledge("a", 0, 1, [AckType.ACCEPT])
+    assert sp.start_offset == 3  # the gap at 2 is archived
+    sp.acknowledge("a", 3, 4, [AckType.ACCEPT])
+    assert sp.start_offset == sp.end_offset == 5
+
+
+def test_read_committed_gaps_aborted_batches_and_markers() -> None:
+    from yak.protocol.records import Record, build_batch
+    from yak.share.manager import _batches
+
+    def batch(base: int, n: int, pid: int = -1, txn: bool = False,
+              control: bool = False) -> bytes:
+        recs = [Record(key=b"\0\0\0\0" if control else None, value=b"" if control else b"v")
+                for _ in range(n)]
+        return build_batch(recs, base_offset=base, producer_id=pid,
+                           producer_epoch=0 if pid >= 0 else -1,
+                           base_sequence=0 if pid >= 0 else -1,
+                           transactional=txn, control=control)
+
+    log = b"".join([batch(0, 2), batch(2, 2, pid=7, txn=True), batch(4, 1, pid=8, txn=True),
+                    batch(5, 1, pid=7, txn=True, control=True),
+                    batch(6, 1, pid=8, txn=True, control=True), batch(7, 1)])
+    gaps = [(b, e, gap) for b, e, gap, _ in _batches([log], [(7, 2)])]
+    assert gaps == [(0, 1, False), (2, 3, True), (4, 4, False), (5, 5, True), (6, 6, True),
+                    (7, 7, False)]
+    # read_uncommitted: only the markers are gaps
+    assert [gap for _, _, gap, _ in _batches([log], None)] == [
+        False, False, False, True, True, False]

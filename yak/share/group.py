@@ -98,10 +98,13 @@ class ShareGroups:
         client_host: str = "",
     ) -> HeartbeatResult:
         now = self.clock.now_ms()
-        self.expire_members(now)
         if not group_id:
             return HeartbeatResult(ErrorCode.invalid_request, error_message="group id empty")
         g = self.groups.get(group_id)
+        if g is not None:  # this group's silent members go first (the rest: the sweep)
+            for m in [m for m in g.members.values()
+                      if now - m.last_seen_ms > self.session_timeout_ms]:
+                self._remove(g, m.member_id)
         if member_epoch == -1:  # leave
             if g is not None and member_id in g.members:
                 self._remove(g, member_id)

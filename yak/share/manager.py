@@ -262,20 +262,41 @@ class ShareManager:
             except KafkaError as e:
                 r.error = e.code
                 continue
-            batches: list[tuple[int, int, Any]] = []
-            for buf in info.buffers:
-                view = memoryview(buf)
-                for pos, h in iter_batches(view):
-                    batches.append((h.base_offset, h.last_offset,
-                                    view[pos:pos + h.size]))
-            r.acquired = sp.acquire(member_id, [(b, e) for b, e, _ in batches], budget)
+            batches = _batches(info.buffers, info.aborted_transactions if committed else None)
+            r.acquired = sp.acquire(member_id, [(b, e, gap) for b, e, gap, _ in batches],
+                                    budget)
             if not r.acquired:
                 continue
             budget -= sum(a.last_offset - a.first_offset + 1 for a in r.acquired)
             lo, hi = r.acquired[0].first_offset, r.acquired[-1].last_offset
-            r.records = [v for b, e, v in batches if e >= lo and b <= hi]
+            r.records = [v for b, e, _, v in batches if e >= lo and b <= hi]
             bytes_left -= sum(len(v) for v in r.records)
         return out
+
+
+def _batches(buffers: Iterable[Any], aborted: list[tuple[int, int]] | None,
+             ) -> list[tuple[int, int, bool, memoryview]]:
+    """(base, last, gap, view) per batch read. Gaps are never handed out: control batches,
+    and under read_committed (`aborted` given: (producer id, first offset) of the aborted
+    transactions in the range, Kafka's FetchResponse list) the batches of an aborted
+    transaction, from its first offset up to its abort marker (Kafka's consumer rule)."""
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    open_aborts: set[int] = set()
+    out: list[tuple[int, int, bool, memoryview]] = []
+    i = 0
+    for buf in buffers:
+        view = memoryview(buf)
+        for pos, h in iter_batches(view):
+            while i < len(pending) and pending[i][1] <= h.last_offset:
+                open_aborts.add(pending[i][0])
+                i += 1
+            if h.is_control:
+                open_aborts.discard(h.producer_id)  # the abort (or commit) marker
+                gap = True
+            else:
+                gap = h.is_transactional and h.producer_id in open_aborts
+            out.append((h.base_offset, h.last_offset, gap, view[pos:pos + h.size]))
+    return out
 
 
 def topic_partitions(ids: Callable[[uuid.UUID], str | None],

@@ -140,22 +140,28 @@ class SharePartition:
         return self.end_offset
 
     def acquire(
-        self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int
+        self, member_id: str, batches: Iterable[tuple[int, ...]], max_records: int
     ) -> list[AcquiredRange]:
         """Acquire for `member_id` the records of the log batches read (each as
-        (base offset, last offset), ascending): AVAILABLE ones inside the window and new
-        ones at its end, at most `max_records`, and never more in flight than
+        (base offset, last offset[, gap]), ascending): AVAILABLE ones inside the window and
+        new ones at its end, at most `max_records`, and never more in flight than
         `max_record_locks`. Each acquired record's delivery count goes up by one and its
-        lock runs `lock_duration_ms` from now."""
+        lock runs `lock_duration_ms` from now. A batch marked as a gap (a control batch,
+        an aborted transaction's batch under read_committed) is never handed out: it is
+        archived as the window reaches it, so it cannot stall the window."""
         now = self.clock.now_ms()
         self.expire(now)
         deadline = now + self.lock_duration_ms
         out: list[AcquiredRange] = []
         taken = 0
         records = self._records
-        for base, last in batches:
+        for batch in batches:
             if taken >= max_records:
                 break
+            base, last = batch[0], batch[1]
+            if len(batch) > 2 and batch[2]:
+                self._archive_gap(base, last)
+                continue
             offset = max(base, self.start_offset)
             while offset <= last and taken < max_records:
                 if offset < self.end_offset:
@@ -181,6 +187,15 @@ class SharePartition:
         if out and (self._next_deadline is None or deadline < self._next_deadline):
             self._next_deadline = deadline
         return out
+
+    def _archive_gap(self, base: int, last: int) -> None:
+        records = self._records
+        for offset in range(max(base, self.start_offset), min(last + 1, self.end_offset)):
+            r = records.get(offset)
+            if r is not None and r.state is RecordState.AVAILABLE:
+                del records[offset]
+        if last >= self.end_offset:
+            self.end_offset = last + 1
 
     # ------------------------------------------------------------------ acknowledgement
 
