@@ -151,9 +151,12 @@ def build_broker(config: BrokerConfig) -> Broker:
         node.store, config.node_id, lambda: node.broker_epoch)
     replica_manager.session_valid = node.may_acknowledge
     # Other brokers are reached on their inter-broker listener, with its TLS and this
-    # broker's own SASL login when it has them (Kafka's inter.broker.listener.name).
+    # broker's own SASL login when it has them (Kafka's inter.broker.listener.name). A
+    # one-node cluster (the local store, which no other broker can join) never dials one,
+    # so it needs no credentials of its own, as the single broker never did.
     inter_broker_connect = _construct(
-        "inter-broker security", lambda: _inter_broker_connect(config, security))
+        "inter-broker security",
+        lambda: None if node.single_node else _inter_broker_connect(config, security))
     fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
         replica_manager, node.resolve, FetcherConfig.from_broker_config(
             config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect))
