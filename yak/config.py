@@ -203,6 +203,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = _d("auto.create.topics.enable")
     delete_topic_enable: bool = _d("delete.topic.enable")
     socket_request_max_bytes: int = _d("socket.request.max.bytes")
+    socket_sendfile_enable: bool = _d("socket.sendfile.enable")
     group_initial_rebalance_delay_ms: int = _d("group.initial.rebalance.delay.ms")
     group_min_session_timeout_ms: int = _d("group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _d("group.max.session.timeout.ms")

@@ -489,6 +489,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("num.io.threads", "int", "8", "broker", effect=ACCEPTED, lo=1,
            doc="accepted; Yak uses one event loop"),
         _b("socket.send.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
+        _b("socket.sendfile.enable", "boolean", "true", "broker", "socket_sendfile_enable",
+           doc="Yak's: Fetch records go from the segment files to plaintext sockets with"
+           " sendfile (TLS listeners always copy them); false copies them everywhere"),
         _b("socket.receive.buffer.bytes", "int", "102400", "broker", effect=ACCEPTED, lo=-1),
         # --- the controller and cluster membership (issue 11; docs/cluster.md)
         _b("metadata.store", "string", "local", "cluster", "metadata_store",

@@ -33,6 +33,7 @@ import collections
 import dataclasses
 import datetime
 import logging
+import os
 import struct
 import time
 import typing
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
 from yak.broker.context import RawResponse, RequestContext
-from yak.errors import KafkaError
+from yak.errors import KafkaError, KafkaStorageError
 from yak.partition.ordering import EffectTurn
 from yak.protocol import guard, kio_compat
 from yak.protocol.framing import (
@@ -55,6 +56,7 @@ from yak.protocol.framing import (
 from yak.protocol.kio_compat import ErrorCode
 from yak.security.channel import NoMatchingRule, Session
 from yak.security.sasl import SASL_HANDSHAKE, GateAction
+from yak.storage.file_region import FileRegion
 
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
@@ -81,6 +83,8 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
 
 API_VERSIONS_KEY = 18
+_HAVE_SENDFILE = hasattr(os, "sendfile")
+_IOV_MAX = 1024  # writev's limit on buffers per call (Linux's IOV_MAX)
 
 
 
@@ -115,6 +119,7 @@ class KafkaConnection(asyncio.Protocol):
         # gets a turn chained to the one before it.
         self._last_turn: EffectTurn | None = None
         self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
+        self._sendfile_fd = -1  # the socket, when responses may carry FileRegions
         self.extras: dict[str, Any] = {}
 
     # ------------------------------------------------------------ asyncio callbacks
@@ -135,6 +140,13 @@ class KafkaConnection(asyncio.Protocol):
             transport.abort()
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        # Zero-copy fetch (issue 28): on a plaintext socket, Fetch records stay in the
+        # segment files and go out with sendfile; TLS encrypts in user space, so it copies.
+        sock = transport.get_extra_info("socket")
+        if (ssl_object is None and sock is not None and _HAVE_SENDFILE
+                and self.broker.config.socket_sendfile_enable):
+            self._sendfile_fd = sock.fileno()
+            self.extras["sendfile"] = True
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self.broker.connections.add(self)
 
@@ -463,9 +475,61 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(response, RawResponse):
             head = response_frame_head(response.size, correlation_id, response.flexible_header)
-            transport.writelines([head, *response.buffers])
+            buffers = [head, *response.buffers]
+            if any(type(b) is FileRegion for b in buffers):
+                self._write_regions(transport, buffers)
+            else:
+                transport.writelines(buffers)
         else:
             transport.write(kio_compat.encode_response(correlation_id, response))
+
+    def _write_regions(self, transport: asyncio.Transport, buffers: list[Any]) -> None:
+        """Write a response whose records include `FileRegion`s (zero-copy fetch).
+
+        Synchronous, so responses stay in order with no new await. When nothing is queued
+        in the transport, the bytes go straight to the socket: the memory buffers with
+        `os.writev`, each region with `os.sendfile` from the segment file. Whatever the
+        socket does not take at once (its send buffer full), and everything when the
+        transport already holds queued bytes, is handed to the transport as bytes
+        (`pread`), after what went out directly, so the stream stays in order. A region
+        cut under us (truncated file) cannot be sent whole after its frame length went out:
+        the connection closes, as Kafka's does."""
+        fd = self._sendfile_fd
+        direct = fd >= 0 and transport.get_write_buffer_size() == 0
+        rest: list[Any] = []
+        pending: list[Any] = []
+        try:
+            for buf in buffers:
+                if not direct:
+                    rest.append(bytes(buf) if type(buf) is FileRegion else buf)
+                    continue
+                if type(buf) is not FileRegion:
+                    pending.append(buf)
+                    continue
+                if pending:
+                    left = _writev_all(fd, pending)
+                    pending = []
+                    if left:
+                        direct = False
+                        rest.extend(left)
+                        rest.append(bytes(buf))
+                        continue
+                sent = _sendfile_all(fd, buf)
+                if sent < buf.size:
+                    direct = False
+                    rest.append(buf.read(sent, buf.size - sent))
+            if pending:
+                rest.extend(_writev_all(fd, pending))
+        except (OSError, KafkaError) as e:
+            log.info("closing connection from %s: fetch response not sent: %s", self.peer, e)
+            self.close()
+            return
+        finally:
+            for buf in buffers:
+                if type(buf) is FileRegion:
+                    buf.release()
+        if rest:
+            transport.writelines(rest)
 
     def _unsupported_api_versions(self) -> Any:
         cls = kio_compat.response_class(API_VERSIONS_KEY, 0)
@@ -475,6 +539,39 @@ class KafkaConnection(asyncio.Protocol):
             for s in sorted(handlers.registry().values(), key=lambda s: s.api_key)
         )
         return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
+
+
+def _writev_all(fd: int, buffers: list[Any]) -> list[Any]:
+    """Write `buffers` to the non-blocking socket `fd` as far as it takes them; returns
+    what it did not take (empty when all went out)."""
+    views = [memoryview(b).cast("B") for b in buffers]
+    while views:
+        try:
+            n = os.writev(fd, views[:_IOV_MAX])
+        except (BlockingIOError, InterruptedError):
+            return views
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+    return views
+
+
+def _sendfile_all(fd: int, region: FileRegion) -> int:
+    """Send `region` to the non-blocking socket `fd` as far as it takes it; returns the
+    bytes sent. Raises if the file ends before the region does (truncated under us)."""
+    sent = 0
+    size = region.size
+    while sent < size:
+        try:
+            n = os.sendfile(fd, region.fd, region.position + sent, size - sent)
+        except (BlockingIOError, InterruptedError):
+            return sent
+        if n == 0:
+            raise KafkaStorageError("segment truncated under a fetch in flight")
+        sent += n
+    return sent
 
 
 async def _finished(task: asyncio.Task[int]) -> None:

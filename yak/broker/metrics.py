@@ -44,6 +44,10 @@ def count_records(buffers: Iterable[Any]) -> int:
     """Records in concatenated whole batches, read from the batch headers only."""
     total = 0
     for buf in buffers:
+        counted = getattr(buf, "record_count", None)  # a FileRegion counted its headers
+        if counted is not None:
+            total += counted
+            continue
         pos = 0
         end = len(buf)
         while pos + HEADER_SIZE <= end:

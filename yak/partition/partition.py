@@ -783,6 +783,7 @@ class Partition:
         max_bytes: int,
         isolation: FetchIsolation,
         min_one_message: bool,
+        regions: bool = False,
     ) -> LogReadInfo:
         """Whole batches from `fetch_offset`, below the isolation's bound.
 
@@ -808,7 +809,7 @@ class Partition:
         if fetch_offset >= upper or (max_bytes <= 0 and not min_one_message):
             return LogReadInfo(hw, lso, log_start, [], 0, [] if committed else None)
         rr = log_.read(fetch_offset, max(max_bytes, 0), max_offset=upper,
-                       min_one_message=min_one_message)
+                       min_one_message=min_one_message, regions=regions)
         aborted = None
         if committed:
             aborted = [] if not rr.size else [

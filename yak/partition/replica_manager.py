@@ -196,6 +196,8 @@ class FetchParams:
     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
     replica_id: int = -1  # -1: a consumer; a broker id: a follower (issue 11)
     replica_epoch: int = -1  # the follower's broker epoch (KIP-903), -1 unknown
+    # The connection sends file data with sendfile: storage may return `FileRegion`s.
+    zero_copy: bool = False
 
 
 @dataclass
@@ -956,7 +958,7 @@ class ReplicaManager:
             try:
                 p.check_epoch(w.current_leader_epoch)
                 info = p.read(w.fetch_offset, min(w.max_bytes, max_bytes - total), isolation,
-                              total == 0)
+                              total == 0, params.zero_copy)
             except OffsetOutOfRangeError:
                 if (remote is not None and self.remote_log is not None
                         and p.log.config.remote_storage_enable

@@ -323,14 +323,17 @@ class LocalLog:
     # --- read -------------------------------------------------------------------------------
 
     def _read_batches(
-        self, offset: int, max_bytes: int, limit: int, min_one_message: bool
+        self, offset: int, max_bytes: int, limit: int, min_one_message: bool,
+        regions: bool = False,
     ) -> tuple[list, int, int, int] | None:
         """(buffers, size, first offset, next offset) of whole batches from the one holding
-        `offset`, below `limit`; None if there are none. Lock-free (see the module doc)."""
+        `offset`, below `limit`; None if there are none. Lock-free (see the module doc).
+        `regions`: `FileRegion`s instead of bytes (zero-copy fetch)."""
         view = self._view
         i = max(bisect_right(view.bases, offset) - 1, 0)
         while i < len(view.segments):
-            got = view.segments[i].read(offset, max_bytes, limit, min_one_message)
+            got = view.segments[i].read(offset, max_bytes, limit, min_one_message,
+                                        regions=regions)
             if got is not None:
                 return got
             i += 1

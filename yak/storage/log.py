@@ -377,10 +377,12 @@ class PartitionLog(LocalLog):
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        regions: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding `offset`, below `max_offset` (the broker passes
         the high watermark), at most `max_bytes` unless `min_one_message` and the first batch
-        alone is larger."""
+        alone is larger. `regions`: the buffers are `FileRegion`s left in the segment file,
+        for a connection that sends them with `sendfile` (yak/storage/file_region.py)."""
         start = self.log_start_offset
         end = self.log_end_offset
         if offset < start or offset > end:
@@ -393,7 +395,7 @@ class PartitionLog(LocalLog):
         limit = end if max_offset is None else min(max_offset, end)
         if offset >= limit:
             return result
-        got = self._read_batches(offset, max_bytes, limit, min_one_message)
+        got = self._read_batches(offset, max_bytes, limit, min_one_message, regions)
         if got is not None:
             result.buffers, result.size, result.first_offset, result.next_offset = got
         return result

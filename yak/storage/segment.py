@@ -24,12 +24,16 @@ from yak.protocol.records import (
     BatchHeader,
     read_header,
 )
+from yak.storage.file_region import FileRegion
 from yak.storage.index import OffsetIndex, TimeIndex, sync_file
 from yak.storage.txn_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 4 * 1024 * 1024
 _READ_SLACK = 8192
+# Header walk of a zero-copy read: one pread of this many bytes finds the headers of the
+# batches it spans (many small batches) or one header (large batches).
+_HEADER_WINDOW = 4096
 
 
 def segment_name(base_offset: int) -> str:
@@ -272,13 +276,18 @@ class LogSegment:
     # --- reading ---------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int, min_one: bool, _retry: bool = True
+        self, offset: int, max_bytes: int, max_offset: int, min_one: bool, _retry: bool = True,
+        regions: bool = False,
     ) -> tuple[list, int, int, int] | None:
         """Whole batches from the one holding `offset`: (buffers, size, first base offset,
         the offset after the last batch returned).
 
         None if this segment holds nothing at or after `offset` (look in the next one).
+        `regions`: the buffer is a `FileRegion` (headers read, data left in the file, for
+        `sendfile`) instead of the bytes.
         """
+        if regions:
+            return self._read_region(offset, max_bytes, max_offset, min_one, _retry)
         self.ensure_indexes()
         end = self.size
         pos = self.index.lookup(offset)
@@ -339,6 +348,52 @@ class LogSegment:
             if len(data) < total:  # cut under us by a truncation: serve nothing rather than junk
                 return [], 0, first, first
         return [data], total, first, nxt
+
+    def _read_region(
+        self, offset: int, max_bytes: int, max_offset: int, min_one: bool, retry: bool
+    ) -> tuple[list, int, int, int] | None:
+        """`read` for zero-copy: the same batches, found by reading their headers only
+        (one small pread per `_HEADER_WINDOW`), returned as one `FileRegion`."""
+        self.ensure_indexes()
+        end = self.size
+        pos = self.index.lookup(offset)
+        wpos, window = pos, b""
+        start = -1
+        first = nxt = -1
+        total = records = 0
+        while pos + HEADER_SIZE <= end:
+            rel = pos - wpos
+            if rel < 0 or rel + HEADER_SIZE > len(window):
+                window = os.pread(self.fd, min(end - pos, _HEADER_WINDOW), pos)
+                wpos, rel = pos, 0
+                if len(window) < HEADER_SIZE:
+                    break
+            h = read_header(window, rel)
+            if not h.framing_ok:
+                if not retry:
+                    raise KafkaStorageError(f"{self.log_path}: no batch at position {pos}")
+                self.rebuild_indexes()
+                return self._read_region(offset, max_bytes, max_offset, min_one, False)
+            size = h.batch_length + LOG_OVERHEAD
+            last = h.base_offset + h.last_offset_delta
+            if start < 0:
+                if last < offset:
+                    pos += size
+                    continue
+                start, first, nxt = pos, h.base_offset, h.base_offset
+            if last >= max_offset or pos + size > end:
+                break
+            if total + size > max_bytes and not (total == 0 and min_one):
+                break
+            total += size
+            records += max(h.record_count, 0)
+            nxt = last + 1
+            pos += size
+        if start < 0:
+            return None
+        if total == 0:
+            return [], 0, first, first
+        return [FileRegion(os.dup(self.fd), start, total, records)], total, first, nxt
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= `offset`."""

@@ -104,8 +104,12 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     if quota_on:  # never more than the consumer_byte_rate quota window holds
         max_bytes = int(min(max_bytes, quota.max_value_in_quota_window(
             ctx.principal, ctx.client_id or "")))
+    # A plaintext connection sends the records with sendfile (yak/broker/connection.py):
+    # storage then leaves them in the segment files (`FileRegion`), for consumers and
+    # followers alike; TLS connections get the bytes.
     params = FetchParams(request.max_wait, request.min_bytes,
-                         max_bytes, isolation, replica_id, replica_epoch)
+                         max_bytes, isolation, replica_id, replica_epoch,
+                         zero_copy=ctx.extras.get("sendfile", False))
     reads = await broker.replica_manager.fetch_messages(params, wanted, ctx.turn)
     throttle = 0  # > 0: answer without data
     if quota_on:
