@@ -170,3 +170,25 @@ def test_transaction_markers_do_not_stall_a_share_partition(share_broker) -> Non
             p.commit_transaction(15)
         values = sorted(m.value() for _, m in _drain([c], 15, timeout=10))
     assert values == sorted(b"r%d-%d" % (r, i) for r in range(3) for i in range(5))
+
+
+def test_records_committed_before_close_are_not_delivered_again(share_broker) -> None:
+    """Implicit mode accepts a poll's records at the next poll or commit (librdkafka 2.16
+    sends nothing for the last poll at close: those would come again), so commit, close,
+    and no other member of the group may see them."""
+    bs = share_broker.bootstrap
+    _topic(bs, "q", 1)
+    with ExitStack() as stack:
+        first = ShareConsumer({"bootstrap.servers": bs, "group.id": "g"})
+        first.subscribe(["q"])
+        try:
+            _warm([first])
+            _produce(bs, "q", 10, 1)
+            got = sorted(m.offset() for _, m in _drain([first], 10))
+            first.commit_sync()
+        finally:
+            first.close()
+        assert got == list(range(10))
+        second = _consumer(stack, bs, "g", "q")
+        again = [m.offset() for _, m in _drain([second], 1, timeout=LOCK_MS / 1000 + 4)]
+    assert again == []

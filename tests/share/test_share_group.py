@@ -46,10 +46,10 @@ def test_epochs_unknown_members_leave_and_timeout() -> None:
     groups.heartbeat("g", "m2", 0, ["a"])
     assert groups.heartbeat("g", "m3", 0, ["a"]).error is ErrorCode.group_max_size_reached
     assert groups.heartbeat("g", "m2", -1, None).member_epoch == -1
-    assert removed == [("g", "m2")]
+    assert removed == [("g", "m2", False)]
     clock.advance(1001)
     groups.expire_members()
-    assert removed == [("g", "m2"), ("g", mid)]
+    assert removed == [("g", "m2", False), ("g", mid, True)]
     assert not groups.is_member("g", mid)
 
 
@@ -66,6 +66,7 @@ def test_share_session_epochs() -> None:
     assert e.value.code is ErrorCode.invalid_share_session_epoch
     cache.advance("g", "m", 2)
     assert cache.advance("g", "m", -1) is s
+    assert cache.advance("g", "gone", -1) is None  # a final request without a session
     with pytest.raises(ShareSessionError) as e:
         cache.open("g", "other")
     assert e.value.code is ErrorCode.share_session_limit_reached

@@ -70,7 +70,7 @@ class ShareGroups:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
         max_size: int = 200,
-        on_member_removed: Callable[[str, str], None] | None = None,
+        on_member_removed: Callable[[str, str, bool], None] | None = None,
     ) -> None:
         self.clock = clock
         self.topics = topics
@@ -104,10 +104,10 @@ class ShareGroups:
         if g is not None:  # this group's silent members go first (the rest: the sweep)
             for m in [m for m in g.members.values()
                       if now - m.last_seen_ms > self.session_timeout_ms]:
-                self._remove(g, m.member_id)
+                self._remove(g, m.member_id, expired=True)
         if member_epoch == -1:  # leave
             if g is not None and member_id in g.members:
-                self._remove(g, member_id)
+                self._remove(g, member_id, expired=False)
             return HeartbeatResult(ErrorCode.none, member_id, -1)
         if member_epoch == 0:  # join
             if not member_id:
@@ -163,11 +163,12 @@ class ShareGroups:
         gone = [(g, m.member_id) for g in self.groups.values() for m in g.members.values()
                 if now - m.last_seen_ms > self.session_timeout_ms]
         for g, member_id in gone:
-            self._remove(g, member_id)
+            self._remove(g, member_id, expired=True)
         return [(g.group_id, member_id) for g, member_id in gone]
 
-    def _remove(self, g: ShareGroup, member_id: str) -> None:
+    def _remove(self, g: ShareGroup, member_id: str, *, expired: bool) -> None:
+        """`expired`: silent past the session timeout (else it left with epoch -1)."""
         del g.members[member_id]
         g.epoch += 1
         if self.on_member_removed is not None:
-            self.on_member_removed(g.group_id, member_id)
+            self.on_member_removed(g.group_id, member_id, expired)

@@ -167,9 +167,15 @@ class ShareManager:
 
     # ------------------------------------------------------------------ membership
 
-    def _member_removed(self, group_id: str, member_id: str) -> None:
-        self.sessions.close_member(group_id, member_id)
-        self._release(group_id, member_id)
+    def _member_removed(self, group_id: str, member_id: str, expired: bool) -> None:
+        """A member that timed out loses its session and what it holds. One that left
+        (heartbeat epoch -1) keeps its share session for its last acknowledgements: a
+        closing client leaves the group first and then sends them (ShareAcknowledge with
+        epoch -1, which releases the rest); without a session, what it holds goes back now.
+        """
+        if expired or self.sessions.get(group_id, member_id) is None:
+            self.sessions.close_member(group_id, member_id)
+            self._release(group_id, member_id)
 
     def _release(self, group_id: str, member_id: str) -> None:
         for (g, _t, _p), sp in self.partitions.items():

@@ -62,10 +62,14 @@ class ShareSessionCache:
         s = self.sessions[key] = ShareSession(group_id, member_id)
         return s, old
 
-    def advance(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+    def advance(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
         """A request with epoch > 0 (or -1): the session it continues. A positive epoch
-        must be the expected one and moves the session on; -1 is accepted as is."""
+        must be the expected one and moves the session on; -1 is accepted as is, and
+        without a session (None: the member's acknowledgements still count, each checked
+        against the records it holds)."""
         s = self.sessions.get((group_id, member_id))
+        if s is None and epoch == FINAL_EPOCH:
+            return None
         if s is None:
             raise ShareSessionError(ErrorCode.share_session_not_found,
                                     "no share session for this member")

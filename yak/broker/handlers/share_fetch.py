@@ -61,11 +61,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             session = share.sessions.advance(group_id, member_id, epoch)
     except ShareSessionError as e:
         return _top(ctx, e.code, str(e))
-    for f in request.forgotten_topics_data:
-        for part in f.partitions:
-            session.partitions.pop((f.topic_id, part), None)
-    for key in acks:
-        session.partitions[key] = None
+    if session is not None:  # None: a final request after the session went
+        for f in request.forgotten_topics_data:
+            for part in f.partitions:
+                session.partitions.pop((f.topic_id, part), None)
+        for key in acks:
+            session.partitions[key] = None
     # Acknowledgements first, synchronously (before any await).
     ack_codes: dict[Key, ErrorCode] = {}
     for key, batches in acks.items():
@@ -77,7 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     errors: dict[Key, ErrorCode] = {}
     wanted_keys: list[Key] = []
     wanted: list[tuple[str, int]] = []
-    if epoch == FINAL_EPOCH:
+    if epoch == FINAL_EPOCH or session is None:
         share.sessions.close(group_id, member_id)
         share.session_closed(group_id, member_id)
     else:
