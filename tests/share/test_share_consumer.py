@@ -192,3 +192,33 @@ def test_records_committed_before_close_are_not_delivered_again(share_broker) ->
         second = _consumer(stack, bs, "g", "q")
         again = [m.offset() for _, m in _drain([second], 1, timeout=LOCK_MS / 1000 + 4)]
     assert again == []
+
+
+def test_group_configs_through_incremental_alter_configs(share_broker) -> None:
+    """share.auto.offset.reset=earliest set on the GROUP resource before consuming: the
+    records produced before the group existed are delivered; values outside the broker's
+    group.share.* bounds are INVALID_CONFIG."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    bs = share_broker.bootstrap
+    _topic(bs, "q", 2)
+    _produce(bs, "q", 20, 2)
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def alter(key: str, value: str) -> None:
+        res = ConfigResource(ResourceType.GROUP, "g", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(10)
+
+    for key, bad in (("share.auto.offset.reset", "sometimes"),
+                     ("share.record.lock.duration.ms", "10"),  # below the broker's min
+                     ("share.delivery.count.limit", "11")):
+        with pytest.raises(KafkaException) as e:
+            alter(key, bad)
+        assert e.value.args[0].name() == "INVALID_CONFIG"
+    alter("share.auto.offset.reset", "earliest")
+    with ExitStack() as stack:
+        c = _consumer(stack, bs, "g", "q")
+        got = sorted((m.partition(), m.offset()) for _, m in _drain([c], 20))
+    assert got == sorted((p, o) for p in range(2) for o in range(10))

@@ -106,12 +106,18 @@ class ShareManager:
 
     # ------------------------------------------------------------------ group configs
 
-    def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
-        """Set (or with None delete) one share group config, within the broker's bounds."""
+    def check_group_config(self, key: str, value: str | None) -> None:
+        """InvalidGroupConfig unless `key` is a share group config and `value` (None: a
+        delete) is within the broker's bounds."""
         if key not in GROUP_CONFIG_KEYS:
             raise InvalidGroupConfig(f"unknown group config {key}")
         if value is not None:
             self._check(key, value)
+
+    def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
+        """Set (or with None delete) one share group config, within the broker's bounds.
+        It applies to the group's share partitions created after it (in memory)."""
+        self.check_group_config(key, value)
         cfgs = self.group_configs.setdefault(group_id, {})
         if value is None:
             cfgs.pop(key, None)

@@ -1,6 +1,7 @@
 """Shared plumbing of the share-group handlers (not a handler: the registry skips `_`
 modules): the share manager, topic ids to names, the leader endpoints ShareFetch and
-ShareAcknowledge v1 carry. Policy is in yak/share/."""
+ShareAcknowledge v1 carry, the GROUP config resource of IncrementalAlterConfigs. Policy
+is in yak/share/."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import response_module
+from yak.errors import InvalidConfigurationError, InvalidRequestError
 from yak.protocol.kio_compat import build
+from yak.security.acl import AclOperation, ResourceType
+from yak.security.authorizer import authorization_error
+from yak.share.manager import InvalidGroupConfig
 
 if TYPE_CHECKING:
     from yak.share.manager import ShareManager
@@ -38,3 +43,37 @@ def node_endpoints(ctx: RequestContext, api_name: str, node_ids: set[int]) -> tu
             out.append(build(mod.NodeEndpoint, node_id=node_id, host=endpoint[0],
                              port=endpoint[1], rack=node.rack))
     return tuple(out)
+
+
+# ConfigResource type GROUP (KIP-848/932), not the ACL resource type.
+GROUP_CONFIG_RESOURCE = 32
+_SET, _DELETE = 0, 1
+
+
+def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share group's `share.*` configs,
+    SET and DELETE, every value checked against the broker's `group.share.*` bounds
+    (INVALID_CONFIG) before any is applied. Kept in memory (docs/share-groups.md)."""
+    group_id = resource.resource_name
+    if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, group_id):
+        raise authorization_error(ResourceType.GROUP)
+    share = manager(ctx)
+    if share is None:
+        raise InvalidRequestError("share groups are not available on this broker")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+    try:
+        for name, op, value in ops:
+            if op not in (_SET, _DELETE):
+                raise InvalidRequestError(f"{name}: only SET and DELETE apply to group configs")
+            if op == _SET:
+                share.check_group_config(name, value)
+            else:
+                share.check_group_config(name, None)
+    except InvalidGroupConfig as e:
+        raise InvalidConfigurationError(str(e)) from None
+    if not validate_only:
+        for name, op, value in ops:
+            share.set_group_config(group_id, name, value if op == _SET else None)

@@ -12,6 +12,7 @@ from typing import Any
 
 from yak.broker.config_view import LIST_TOPIC_CONFIGS, topic_entries
 from yak.broker.context import RequestContext
+from yak.broker.handlers._share import GROUP_CONFIG_RESOURCE, alter_group_configs
 from yak.broker.handlers.alter_configs import answer, check_topic_resource
 from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
 
@@ -59,6 +60,9 @@ def apply_ops(
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    if resource.resource_type == GROUP_CONFIG_RESOURCE:  # share group configs (issue 24)
+        alter_group_configs(ctx, resource, validate_only)
+        return
     check_topic_resource(ctx, resource)
     info = ctx.broker.topics.get(resource.resource_name)
     if info is None:
