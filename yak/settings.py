@@ -515,6 +515,11 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("controlled.shutdown.enable", "boolean", "true", "cluster",
            "controlled_shutdown_enable",
            doc="on SIGTERM, move leadership away before exiting"),
+        _b("broker.liveness.probe.enable", "boolean", "true", "cluster",
+           "broker_liveness_probe_enable",
+           doc="Yak's (issue 27): the controller fences a broker at once when its"
+           " connection to it closes and its listener then refuses connections (the"
+           " process is gone), without waiting for broker.session.timeout.ms"),
         _b("process.roles", "list", "broker,controller", "cluster", effect=ACCEPTED,
            check=_check_roles),
         _b("controller.quorum.voters", "list", "", "cluster", effect=ACCEPTED,

@@ -463,6 +463,7 @@ def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> Clus
         imbalance_check_interval_s=float(config.leader_imbalance_check_interval_seconds),
         imbalance_percentage=config.leader_imbalance_per_broker_percentage,
         controlled_shutdown=config.controlled_shutdown_enable,
+        liveness_probe=config.broker_liveness_probe_enable,
     )
 
 

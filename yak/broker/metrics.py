@@ -211,6 +211,10 @@ _CLUSTER_FAMILIES = {
                           "Partitions this broker leads (Kafka's LeaderCount)."),
     "partitions": ("gauge", "yak_partitions",
                    "Partitions this broker hosts a replica of (Kafka's PartitionCount)."),
+    "liveness_fenced": ("counter", "yak_controller_liveness_fenced",
+                        "Brokers this broker, as controller, fenced because their process "
+                        "was gone (connection closed, then refused), before their session "
+                        "expired."),
 }
 
 

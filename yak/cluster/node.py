@@ -47,6 +47,7 @@ from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta, PartitionEn
 from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.kv import open_kv
 from yak.cluster.layout import ClusterKeys
+from yak.cluster.liveness import BrokerLiveness
 from yak.cluster.local_kv import LocalKV
 from yak.cluster.local_migration import migrate
 from yak.cluster.membership import BrokerRegistration, RegistrationState
@@ -97,7 +98,7 @@ class ClusterNode:
                  rack: str | None = None, inter_broker_listener: str = "PLAINTEXT",
                  auto_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
                  imbalance_percentage: int = 10, controlled_shutdown: bool = True,
-                 etcd_timeout_s: float = 5.0) -> None:
+                 etcd_timeout_s: float = 5.0, liveness_probe: bool = True) -> None:
         self.client, namespace, _endpoints = open_kv(metadata_url, data_dir,
                                                      etcd_timeout_s=etcd_timeout_s)
         self.node_id = node_id
@@ -128,6 +129,11 @@ class ClusterNode:
             imbalance_check_interval_s=imbalance_check_interval_s,
             imbalance_percentage=imbalance_percentage,
             on_election=self._count_election)
+        # The controller also fences a broker whose process is gone (its listener refuses
+        # connections) without waiting for its session to expire (yak/cluster/liveness.py).
+        self.liveness = (BrokerLiveness(self.store, self.client, self.keys, node_id,
+                                        self.resolve)
+                         if liveness_probe and not self.single_node else None)
         self.topics: ClusterTopicManager | None = None
         self.fetchers: ReplicaFollower | None = None
         self.hooks: list[PartitionHook] = []
@@ -249,6 +255,8 @@ class ClusterNode:
 
     async def stop(self) -> None:
         """Everything this node runs, stopped (controlled shutdown ran before)."""
+        if self.liveness is not None:
+            await self.liveness.aclose()
         await self.controller.stop()
         with contextlib.suppress(Exception):
             await self.election.stop()
@@ -300,8 +308,12 @@ class ClusterNode:
 
     def _elected(self, epoch: int) -> None:
         self.controller.on_elected(epoch)
+        if self.liveness is not None:
+            self.liveness.start()
 
     def _resigned(self, epoch: int) -> None:
+        if self.liveness is not None:
+            self.liveness.stop()
         self.controller.on_resigned(epoch)
 
     def controller_id(self) -> int:
@@ -329,6 +341,7 @@ class ClusterNode:
             "registered_brokers": len(self.store.brokers()),
             "leader_partitions": leaders,
             "partitions": hosted,
+            "liveness_fenced": self.liveness.fenced if self.liveness is not None else 0,
         }
 
     # ------------------------------------------------------------------ the view
@@ -492,6 +505,10 @@ class ClusterNode:
     async def controlled_shutdown(self, timeout: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Move leadership away before exiting (see module docstring); bounded."""
         reg = self.registration
+        if reg is not None:
+            # A stopping broker never registers again: if the controller's liveness probe
+            # fences it once its listeners close, that is its deregistration, done early.
+            reg.rejoin = False
         if reg is None or not self.controlled_shutdown_enabled:
             return
         deadline = time.monotonic() + timeout

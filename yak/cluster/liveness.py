@@ -1,0 +1,210 @@
+"""The active controller's liveness probe: fence a broker whose process is gone, at once.
+
+Without it, a killed broker is noticed only when its session lease expires
+(`broker.session.timeout.ms`, 9 s by default, plus etcd's up to 0.5 s check); that is
+most of a dead leader's failover (docs/reliability.md, "Where failover time goes"). A
+kill -9 is visible much sooner on the network: the kernel closes the process's sockets,
+and its listening port refuses new connections.
+
+So while this broker is the controller it keeps one idle TCP connection to each other
+registered broker's inter-broker listener (it sends nothing on it). When that connection
+is closed or reset, it tries to connect again, `refusals` times over `window_s`:
+
+- a connect that succeeds means the broker is alive (it merely closed an idle connection,
+  or restarted): keep the new connection and go on;
+- a timeout means a slow or partitioned network, or a paused host: judge nothing, leave it
+  to the session lease;
+- only when every try is refused (ECONNREFUSED: the host answered, no process listens)
+  is the process gone. A SIGSTOPped process still has its listening socket, and the
+  kernel still completes connections to it, so a pause never gets here.
+
+Then the controller revokes the broker's registration lease (`KVClient.lease_revoke`),
+after checking that the registration is still the one it probed (same create_revision,
+the broker epoch), so a broker that has meanwhile registered anew is never touched. The
+revoke deletes the registration exactly as an expiry would, and the controller's usual
+path follows: the broker leaves every ISR and its partitions get leaders from the ISR
+(never unclean). A restarted broker registers anew as today. A broker in controlled
+shutdown is left alone: it is leaving by its own path and deregisters itself.
+
+Nothing here can fence a live broker: the only trigger is the kernel's refusal on the
+broker's own host, repeated. A controller that loses its term stops probing at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from yak.cluster.etcd import EtcdError, LeaseNotFoundError
+from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta
+from yak.cluster.kv import KVClient
+from yak.cluster.layout import ClusterKeys
+
+__all__ = ["BrokerLiveness"]
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 1.0  # a connect slower than this is a slow network, not a refusal
+RETRY_IDLE_S = 0.5  # between connects to a broker that has never been reached
+
+
+class BrokerLiveness:
+    """Probes every other registered broker while `start()`ed (the controller's term).
+
+    `resolve(node_id)` gives the broker's inter-broker (host, port). `fenced` counts the
+    brokers this controller fenced (a metric).
+    """
+
+    def __init__(self, store: EtcdMetadataStore, client: KVClient, keys: ClusterKeys,
+                 node_id: int, resolve: Callable[[int], tuple[str, int] | None], *,
+                 refusals: int = 3, window_s: float = 0.3) -> None:
+        self.store = store
+        self.client = client
+        self.keys = keys
+        self.node_id = node_id
+        self.resolve = resolve
+        self.refusals = max(1, refusals)
+        self.window_s = window_s
+        self.fenced = 0
+        self._active = False
+        self._probes: dict[int, tuple[int, asyncio.Task[None]]] = {}  # node -> (epoch, task)
+        # Nodes being fenced: the revoke's own watch event must not cancel the probe that
+        # sent it before it has counted and logged it.
+        self._fencing: set[int] = set()
+        store.add_listener(self._on_delta)
+
+    # ------------------------------------------------------------------ term
+
+    def start(self) -> None:
+        """This broker became the controller: probe every other broker."""
+        self._active = True
+        self._sync()
+
+    def stop(self) -> None:
+        """The term ended: stop probing (no await; the tasks end on cancellation)."""
+        self._active = False
+        for _epoch, task in self._probes.values():
+            task.cancel()
+        self._probes.clear()
+
+    async def aclose(self) -> None:
+        tasks = [t for _e, t in self._probes.values()]
+        self.stop()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    def _on_delta(self, delta: MetadataDelta) -> None:
+        if self._active and (delta.brokers or delta.snapshot):
+            self._sync()
+
+    def _sync(self) -> None:
+        """One probe per registered broker and epoch; a new epoch replaces the old probe."""
+        if not self._active:
+            return
+        brokers = self.store.brokers()
+        for node, (epoch, task) in list(self._probes.items()):
+            b = brokers.get(node)
+            if node in self._fencing and not task.done():
+                continue
+            if b is None or b.epoch != epoch or task.done():
+                task.cancel()
+                del self._probes[node]
+        loop = asyncio.get_running_loop()
+        for node, b in brokers.items():
+            if node == self.node_id or node in self._probes:
+                continue
+            task = loop.create_task(self._probe(node, b.epoch), name=f"liveness-{node}")
+            self._probes[node] = (b.epoch, task)
+
+    # ------------------------------------------------------------------ the probe
+
+    async def _connect(self, node: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str:
+        """A connection, or why not: "refused" (nothing listens) or "other"."""
+        addr = self.resolve(node)
+        if addr is None:
+            return "other"
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(*addr), CONNECT_TIMEOUT_S)
+        except ConnectionRefusedError:
+            return "refused"
+        except (OSError, TimeoutError):
+            return "other"
+
+    async def _probe(self, node: int, epoch: int) -> None:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            while True:
+                got = await self._connect(node)
+                if isinstance(got, str):
+                    # Never reached yet (starting, or a slow network): nothing to judge.
+                    await asyncio.sleep(RETRY_IDLE_S)
+                    continue
+                reader, writer = got
+                while True:
+                    with contextlib.suppress(OSError):
+                        while await reader.read(4096):
+                            pass  # a broker never writes unasked; drain whatever comes
+                    writer.close()
+                    writer = None
+                    verdict = await self._reconnect(node)
+                    if verdict is None:
+                        break  # not refused every time: back to the outer loop
+                    if isinstance(verdict, tuple):
+                        reader, writer = verdict
+                        continue
+                    await self._fence(node, epoch)
+                    return
+        finally:
+            if writer is not None:
+                writer.close()
+
+    async def _reconnect(self, node: int
+                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | bool | None:
+        """After a close: a new connection (alive), True (refused every time: gone), or
+        None (a timeout or another error: judge nothing)."""
+        pause = self.window_s / max(1, self.refusals - 1)
+        for i in range(self.refusals):
+            if i:
+                await asyncio.sleep(pause)
+            got = await self._connect(node)
+            if not isinstance(got, str):
+                return got
+            if got != "refused":
+                return None
+        return True
+
+    async def _fence(self, node: int, epoch: int) -> None:
+        self._fencing.add(node)
+        try:
+            await self._revoke(node, epoch)
+        finally:
+            self._fencing.discard(node)
+            if self._active:  # once this probe has ended: a probe of whoever registers next
+                asyncio.get_running_loop().call_soon(self._sync)
+
+    async def _revoke(self, node: int, epoch: int) -> None:
+        b = self.store.brokers().get(node)
+        if b is None or b.epoch != epoch:
+            return  # gone or registered anew meanwhile
+        if b.in_controlled_shutdown:
+            log.info("liveness: broker %d closed its listener in controlled shutdown;"
+                     " it deregisters itself", node)
+            return
+        try:
+            kv = await self.client.get(self.keys.broker(node))
+            if kv is None or kv.create_revision != epoch or not kv.lease:
+                return
+            await self.client.lease_revoke(kv.lease)
+        except LeaseNotFoundError:
+            return  # expired meanwhile: the usual path has it
+        except EtcdError as e:
+            log.warning("liveness: could not fence broker %d (epoch %d): %s; its session"
+                        " expiry will", node, epoch, e)
+            return
+        self.fenced += 1
+        log.warning("liveness: broker %d (epoch %d) refused %d connections in %.1f s after"
+                    " its connection closed: its process is gone; fenced (lease %x revoked)",
+                    node, epoch, self.refusals, self.window_s, kv.lease)
