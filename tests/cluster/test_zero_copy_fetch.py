@@ -1,14 +1,15 @@
 """Zero-copy fetch (issue 28): Fetch records leave plaintext listeners with sendfile from
 the segment files (`yak.storage.file_region.FileRegion`).
 
-- a follower copying its leader through sendfile ends byte-identical with it, across
-  segment rolls and many pipelined acks=all produces;
+- two followers (RF=3) copying their leader through sendfile end byte-identical with it,
+  across segment rolls and many concurrent acks=all produces (and with sendfile off);
 - a confluent-kafka consumer reads every record back in order from a broker process,
   with sendfile on and off;
 - a region whose file was cut under it refuses to hand out bytes it no longer has.
 
-TLS listeners keep the copying path: tests/security/test_wire_listeners.py serves a
-confluent-kafka consumer on SSL, SASL_SSL and PLAINTEXT listeners of one broker.
+TLS listeners keep the copying path: tests/security/test_zero_copy_tls.py (consumers on a
+PLAINTEXT and an SSL listener of one broker read the same records) and
+tests/cluster/test_cluster_inter_broker_security.py (replica fetches over SASL_SSL).
 """
 
 from __future__ import annotations
@@ -51,23 +52,24 @@ def test_replicas_stay_byte_identical_with_sendfile(tmp_path: Path, sendfile: bo
     async def body() -> None:
         c = Cluster(tmp_path)
         c.config = LogConfig.from_props({"min.insync.replicas": "2", "segment.bytes": "8192"})
-        await c.start(1, 2)
+        await c.start(1, 2, 3)
         try:
-            for n in (1, 2):  # read by each new connection
+            for n in (1, 2, 3):  # read by each new connection
                 object.__setattr__(c.running[n].broker.config, "socket_sendfile_enable",
                                    sendfile)
             await c.create_topic(1)
-            c.publish(PartitionState((1, 2), (1, 2), 1, 1, 1))
+            c.publish(PartitionState((1, 2, 3), (1, 2, 3), 1, 1, 1))  # RF=3
             results = await asyncio.gather(*(produce(c.running[1].port, -1, n=20,
                                                      tag=b"%03d-" % i + b"x" * 100)
                                              for i in range(60)))
             assert {int(r) for r in results} == {0}
             leader = c.rm(1).get_partition(T, 0)
-            follower = c.rm(2).get_partition(T, 0)
+            followers = [c.rm(n).get_partition(T, 0) for n in (2, 3)]
             assert leader.log_end_offset == 1200
-            await until(lambda: follower.log_end_offset == 1200, what="follower caught up")
+            await until(lambda: all(f.log_end_offset == 1200 for f in followers),
+                        what="followers caught up")
             assert len(list((tmp_path / "b1").rglob("*.log"))) > 1  # rolled: several segments
-            assert log_bytes(c, 1, 1200) == log_bytes(c, 2, 1200)
+            assert log_bytes(c, 1, 1200) == log_bytes(c, 2, 1200) == log_bytes(c, 3, 1200)
         finally:
             await c.stop()
 
