@@ -33,7 +33,6 @@ import collections
 import dataclasses
 import datetime
 import logging
-import os
 import struct
 import time
 import typing
@@ -42,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
 from yak.broker.context import RawResponse, RequestContext
-from yak.errors import KafkaError, KafkaStorageError
+from yak.broker.sendfile import HAVE_SENDFILE, write_regions
+from yak.errors import KafkaError
 from yak.partition.ordering import EffectTurn
 from yak.protocol import guard, kio_compat
 from yak.protocol.framing import (
@@ -83,8 +83,6 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
 
 API_VERSIONS_KEY = 18
-_HAVE_SENDFILE = hasattr(os, "sendfile")
-_IOV_MAX = 1024  # writev's limit on buffers per call (Linux's IOV_MAX)
 
 
 
@@ -143,7 +141,7 @@ class KafkaConnection(asyncio.Protocol):
         # Zero-copy fetch (issue 28): on a plaintext socket, Fetch records stay in the
         # segment files and go out with sendfile; TLS encrypts in user space, so it copies.
         sock = transport.get_extra_info("socket")
-        if (ssl_object is None and sock is not None and _HAVE_SENDFILE
+        if (ssl_object is None and sock is not None and HAVE_SENDFILE
                 and self.broker.config.socket_sendfile_enable):
             self._sendfile_fd = sock.fileno()
             self.extras["sendfile"] = True
@@ -484,52 +482,14 @@ class KafkaConnection(asyncio.Protocol):
             transport.write(kio_compat.encode_response(correlation_id, response))
 
     def _write_regions(self, transport: asyncio.Transport, buffers: list[Any]) -> None:
-        """Write a response whose records include `FileRegion`s (zero-copy fetch).
-
-        Synchronous, so responses stay in order with no new await. When nothing is queued
-        in the transport, the bytes go straight to the socket: the memory buffers with
-        `os.writev`, each region with `os.sendfile` from the segment file. Whatever the
-        socket does not take at once (its send buffer full), and everything when the
-        transport already holds queued bytes, is handed to the transport as bytes
-        (`pread`), after what went out directly, so the stream stays in order. A region
-        cut under us (truncated file) cannot be sent whole after its frame length went out:
-        the connection closes, as Kafka's does."""
-        fd = self._sendfile_fd
-        direct = fd >= 0 and transport.get_write_buffer_size() == 0
-        rest: list[Any] = []
-        pending: list[Any] = []
+        """A response whose records include `FileRegion`s: yak/broker/sendfile.py; a
+        region cut under us (truncated) cannot be sent whole once its frame length went
+        out, so the connection closes, as Kafka's does."""
         try:
-            for buf in buffers:
-                if not direct:
-                    rest.append(bytes(buf) if type(buf) is FileRegion else buf)
-                    continue
-                if type(buf) is not FileRegion:
-                    pending.append(buf)
-                    continue
-                if pending:
-                    left = _writev_all(fd, pending)
-                    pending = []
-                    if left:
-                        direct = False
-                        rest.extend(left)
-                        rest.append(bytes(buf))
-                        continue
-                sent = _sendfile_all(fd, buf)
-                if sent < buf.size:
-                    direct = False
-                    rest.append(buf.read(sent, buf.size - sent))
-            if pending:
-                rest.extend(_writev_all(fd, pending))
+            write_regions(self._sendfile_fd, transport, buffers)
         except (OSError, KafkaError) as e:
             log.info("closing connection from %s: fetch response not sent: %s", self.peer, e)
             self.close()
-            return
-        finally:
-            for buf in buffers:
-                if type(buf) is FileRegion:
-                    buf.release()
-        if rest:
-            transport.writelines(rest)
 
     def _unsupported_api_versions(self) -> Any:
         cls = kio_compat.response_class(API_VERSIONS_KEY, 0)
@@ -539,39 +499,6 @@ class KafkaConnection(asyncio.Protocol):
             for s in sorted(handlers.registry().values(), key=lambda s: s.api_key)
         )
         return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
-
-
-def _writev_all(fd: int, buffers: list[Any]) -> list[Any]:
-    """Write `buffers` to the non-blocking socket `fd` as far as it takes them; returns
-    what it did not take (empty when all went out)."""
-    views = [memoryview(b).cast("B") for b in buffers]
-    while views:
-        try:
-            n = os.writev(fd, views[:_IOV_MAX])
-        except (BlockingIOError, InterruptedError):
-            return views
-        while views and n >= len(views[0]):
-            n -= len(views[0])
-            views.pop(0)
-        if n:
-            views[0] = views[0][n:]
-    return views
-
-
-def _sendfile_all(fd: int, region: FileRegion) -> int:
-    """Send `region` to the non-blocking socket `fd` as far as it takes it; returns the
-    bytes sent. Raises if the file ends before the region does (truncated under us)."""
-    sent = 0
-    size = region.size
-    while sent < size:
-        try:
-            n = os.sendfile(fd, region.fd, region.position + sent, size - sent)
-        except (BlockingIOError, InterruptedError):
-            return sent
-        if n == 0:
-            raise KafkaStorageError("segment truncated under a fetch in flight")
-        sent += n
-    return sent
 
 
 async def _finished(task: asyncio.Task[int]) -> None:
