@@ -252,13 +252,16 @@ class ShareManager:
             r = SharePartitionResult()
             out.append(r)
             p = self.replicas.get_partition(topic, partition)
-            if p is None:
-                r.error = ErrorCode.unknown_topic_or_partition
+            if p is None or not p.is_leader:
+                # Deleted, or led elsewhere now: this broker's window is no longer the
+                # truth (and with no durable state there is nothing to hand over).
+                self.partitions.pop((group_id, topic, partition), None)
+                r.error = (ErrorCode.unknown_topic_or_partition if p is None
+                           else ErrorCode.not_leader_or_follower)
+                if p is not None:
+                    r.leader = (p.state.leader, p.leader_epoch)
                 continue
             r.leader = (p.state.leader, p.leader_epoch)
-            if not p.is_leader:
-                r.error = ErrorCode.not_leader_or_follower
-                continue
             sp = self._share_partition(group_id, topic, partition)
             if not sp.initialized:
                 sp.initialize(p.log_start_offset, p.high_watermark, reset)

@@ -152,9 +152,11 @@ class SharePartition:
         now = self.clock.now_ms()
         self.expire(now)
         deadline = now + self.lock_duration_ms
-        out: list[AcquiredRange] = []
+        runs: list[list[int]] = []  # [first, last, delivery count]
         taken = 0
         records = self._records
+        acquired = RecordState.ACQUIRED
+        available = RecordState.AVAILABLE
         for batch in batches:
             if taken >= max_records:
                 break
@@ -163,30 +165,34 @@ class SharePartition:
                 self._archive_gap(base, last)
                 continue
             offset = max(base, self.start_offset)
-            while offset <= last and taken < max_records:
-                if offset < self.end_offset:
-                    r = records.get(offset)
-                    if r is not None and r.state is RecordState.AVAILABLE:
-                        r.state = RecordState.ACQUIRED
-                        r.delivery_count += 1
-                        r.member_id = member_id
-                        r.deadline_ms = deadline
-                        _extend(out, offset, r.delivery_count)
-                        taken += 1
-                    offset += 1
-                    continue
-                if len(records) >= self.max_record_locks:
-                    break
-                # A new record; offsets skipped between the old end and this batch do not
-                # exist (compacted away), so the end jumps.
-                records[offset] = _InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
-                _extend(out, offset, 1)
-                taken += 1
+            # Inside the window: only AVAILABLE records (redeliveries), one by one.
+            stop = min(last + 1, self.end_offset)
+            while offset < stop and taken < max_records:
+                r = records.get(offset)
+                if r is not None and r.state is available:
+                    r.state = acquired
+                    r.delivery_count += 1
+                    r.member_id = member_id
+                    r.deadline_ms = deadline
+                    _extend(runs, offset, offset, r.delivery_count)
+                    taken += 1
                 offset += 1
-                self.end_offset = offset
-        if out and (self._next_deadline is None or deadline < self._next_deadline):
+            if offset > last or taken >= max_records:
+                continue
+            # New records at the end, as one run. Offsets skipped between the old end and
+            # this batch do not exist (compacted away), so the end jumps.
+            n = min(last + 1 - offset, max_records - taken,
+                    self.max_record_locks - len(records))
+            if n <= 0:
+                break  # the record-lock cap: nothing more until the window moves
+            for o in range(offset, offset + n):
+                records[o] = _InFlight(acquired, 1, member_id, deadline)
+            _extend(runs, offset, offset + n - 1, 1)
+            taken += n
+            self.end_offset = offset + n
+        if runs and (self._next_deadline is None or deadline < self._next_deadline):
             self._next_deadline = deadline
-        return out
+        return [AcquiredRange(a, b, c) for a, b, c in runs]
 
     def _archive_gap(self, base: int, last: int) -> None:
         records = self._records
@@ -215,19 +221,25 @@ class SharePartition:
             raise InvalidRecordState(f"unknown acknowledge type: {e}") from None
         self.expire()
         records = self._records
-        for i in range(count):
-            offset = first_offset + i
-            kind = kinds[0] if len(kinds) == 1 else kinds[i]
+        start, end = self.start_offset, self.end_offset
+        acquired = RecordState.ACQUIRED
+        one = kinds[0] if len(kinds) == 1 else None
+        for i, offset in enumerate(range(first_offset, last_offset + 1)):
             r = records.get(offset)
             if r is None:
-                if kind is AckType.GAP and self.start_offset <= offset < self.end_offset:
+                kind = one if one is not None else kinds[i]
+                if kind is AckType.GAP and start <= offset < end:
                     continue
                 raise InvalidRecordState(f"offset {offset} is not acquired")
-            if r.state is not RecordState.ACQUIRED or r.member_id != member_id:
+            if r.state is not acquired or r.member_id != member_id:
                 raise InvalidRecordState(f"offset {offset} is not acquired by this member")
-        for i in range(count):
-            offset = first_offset + i
-            kind = kinds[0] if len(kinds) == 1 else kinds[i]
+        if one is not None and one not in (AckType.RELEASE, AckType.RENEW):
+            # The common case: the whole range accepted (or rejected, or gaps): terminal.
+            for offset in range(first_offset, last_offset + 1):
+                records.pop(offset, None)
+            return
+        for i, offset in enumerate(range(first_offset, last_offset + 1)):
+            kind = one if one is not None else kinds[i]
             r = records.get(offset)
             if r is None:
                 continue
@@ -278,10 +290,10 @@ class SharePartition:
             r.member_id = ""
 
 
-def _extend(out: list[AcquiredRange], offset: int, delivery_count: int) -> None:
-    if out:
-        last = out[-1]
-        if last.last_offset + 1 == offset and last.delivery_count == delivery_count:
-            out[-1] = AcquiredRange(last.first_offset, offset, delivery_count)
+def _extend(runs: list[list[int]], first: int, last: int, delivery_count: int) -> None:
+    if runs:
+        run = runs[-1]
+        if run[1] + 1 == first and run[2] == delivery_count:
+            run[1] = last
             return
-    out.append(AcquiredRange(offset, offset, delivery_count))
+    runs.append([first, last, delivery_count])
