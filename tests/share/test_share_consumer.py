@@ -225,3 +225,32 @@ def test_group_configs_through_incremental_alter_configs(share_broker) -> None:
         c = _consumer(stack, bs, "g", "q")
         got = sorted((m.partition(), m.offset()) for _, m in _drain([c], 20))
     assert got == sorted((p, o) for p in range(2) for o in range(10))
+
+
+def test_delivery_count_limit_archives(share_broker) -> None:
+    """share.delivery.count.limit=2: a record released at each delivery comes twice, then
+    never again."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    bs = share_broker.bootstrap
+    _topic(bs, "q", 1)
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ResourceType.GROUP, "g", incremental_configs=[
+        ConfigEntry("share.delivery.count.limit", "2",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    _produce(bs, "q", 5, 1)
+    counts: dict[int, list[int]] = {}
+
+    def release(consumer: ShareConsumer, m: object) -> None:
+        counts.setdefault(m.offset(), []).append(m.delivery_count())
+        consumer.acknowledge(m, AcknowledgeType.RELEASE)
+        consumer.commit_sync()
+
+    with ExitStack() as stack:
+        c = _consumer(stack, bs, "g", "q", explicit=True)
+        list(_drain([c], 10, on_message=release))
+        list(_drain([c], 1, timeout=2.5 * LOCK_MS / 1000, on_message=release))
+    assert counts == {o: [1, 2] for o in range(5)}
