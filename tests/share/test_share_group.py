@@ -72,3 +72,25 @@ def test_share_session_epochs() -> None:
     assert e.value.code is ErrorCode.share_session_limit_reached
     _, old = cache.open("g", "m")
     assert old is s
+
+
+def test_a_session_kept_after_leaving_goes_after_a_session_timeout() -> None:
+    from yak.share.manager import ShareConfig, ShareManager
+
+    clock = ManualClock()
+    share = ShareManager(ShareConfig(session_timeout_ms=1000), clock, None,  # type: ignore[arg-type]
+                         TOPICS.get, 1)
+    sp = share._share_partition("g", "a", 0)
+    sp.initialize(0, 0, "earliest")
+    share.groups.heartbeat("g", "m", 0, ["a"])
+    share.sessions.open("g", "m")
+    sp.acquire("m", [(0, 2)], 10)
+    share.groups.heartbeat("g", "m", -1, None)  # leaves, keeps its session for final acks
+    assert share.sessions.get("g", "m") is not None and sp.state_of(0)[2] == "m"
+    clock.advance(500)
+    share.sweep()
+    assert share.sessions.get("g", "m") is not None
+    clock.advance(501)
+    share.sweep()
+    assert share.sessions.get("g", "m") is None
+    assert sp.state_of(0)[2] == ""  # released

@@ -82,6 +82,8 @@ class ShareManager:
         self.sessions = ShareSessionCache(config.max_share_sessions)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
+        # (group, member) -> when it left while keeping its share session (see sweep)
+        self._left: dict[tuple[str, str], int] = {}
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -100,9 +102,21 @@ class ShareManager:
         while nobody fetches (so a describe shows them available)."""
         while True:
             await asyncio.sleep(1.0)
-            self.groups.expire_members()
-            for sp in self.partitions.values():
-                sp.expire()
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Silent members leave; expired locks are released; the share session a member
+        kept after leaving (for its final acknowledgements) goes once a session timeout
+        has passed without that final request, with what the member still holds."""
+        self.groups.expire_members()
+        for sp in self.partitions.values():
+            sp.expire()
+        now = self.clock.now_ms()
+        for key, left_ms in list(self._left.items()):
+            if now - left_ms > self.config.session_timeout_ms:
+                del self._left[key]
+                if self.sessions.close(*key) is not None:
+                    self._release(*key)
 
     # ------------------------------------------------------------------ group configs
 
@@ -182,6 +196,8 @@ class ShareManager:
         if expired or self.sessions.get(group_id, member_id) is None:
             self.sessions.close_member(group_id, member_id)
             self._release(group_id, member_id)
+        else:
+            self._left[(group_id, member_id)] = self.clock.now_ms()
 
     def _release(self, group_id: str, member_id: str) -> None:
         for (g, _t, _p), sp in self.partitions.items():
@@ -201,6 +217,7 @@ class ShareManager:
     def session_closed(self, group_id: str, member_id: str) -> None:
         """A share session ended (epoch -1, or replaced by a new epoch 0): what the member
         still holds goes back to the group."""
+        self._left.pop((group_id, member_id), None)
         self._release(group_id, member_id)
 
     # ------------------------------------------------------------------ acks and fetch
