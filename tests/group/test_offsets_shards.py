@@ -1,53 +1,50 @@
 """The group coordinator's shards on the coordinator runtime, on real partitions: write,
 compact, restart, replay, and a shard moving between brokers.
 
-No broker: storage, the partition layer and the topic manager are real, and the runtime
-writes through its `ReplicaPartitionWriter` and loads through its `ReplicaLoader`, so this
-checks exactly what the coordinator relies on at start-up (Kafka's loader semantics,
-including transactional offset commits that must only count once their commit marker is
-in the log) and on a leadership change.
+The first test runs production's single broker (`start_broker`: a one-node cluster on the
+local KV store) and drives its own group coordinator, whose runtime writes through its
+`ReplicaPartitionWriter` and loads through its `ReplicaLoader` at start-up, so this checks
+exactly what the coordinator relies on there (Kafka's loader semantics, including
+transactional offset commits that must only count once their commit marker is in the
+log). The second builds the partition layer and the coordinator by hand to step
+leadership changes one at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from yak.cluster.metadata import LocalMetadataStore
-from yak.cluster.topics import TopicManager
+from yak.broker.server import RunningBroker, start_broker
 from yak.config import BrokerConfig
 from yak.coordinator.loader import ReplicaLoader
 from yak.coordinator.partition_writer import ReplicaPartitionWriter
 from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.coordinator import GroupConfig, GroupCoordinator, OffsetToCommit
-from yak.group.records import OFFSETS_TOPIC, offsets_topic_configs
+from yak.group.records import OFFSETS_TOPIC
 from yak.partition import ReplicaManager
 from yak.protocol import records as batches
 from yak.storage import LogManager
 
 
-def open_storage(data_dir: Path) -> tuple[LogManager, ReplicaManager, TopicManager]:
-    cfg = BrokerConfig.load(data_dir=str(data_dir))
-    logs = LogManager(str(data_dir), cfg.log_defaults, start_cleaner=False)
-    replicas = ReplicaManager(cfg.node_id, logs)
-    topics = TopicManager(LocalMetadataStore(data_dir, cfg.node_id), replicas, cfg)
-    logs.startup(topics.log_configs())
-    topics.startup()
-    return logs, replicas, topics
+def run_broker(data_dir: Path, offsets_partitions: int,
+               body: Callable[[RunningBroker], Awaitable[None]]) -> None:
+    """A single broker on `data_dir` whose `offsets.topic.num.partitions` is
+    `offsets_partitions`: run `body`, stop."""
+    async def main() -> None:
+        cfg = BrokerConfig.from_settings({
+            "log.dirs": str(data_dir), "listeners": "PLAINTEXT://127.0.0.1:0",
+            "offsets.topic.num.partitions": str(offsets_partitions)})
+        running = await start_broker(cfg)
+        try:
+            await body(running)
+        finally:
+            await running.stop()
 
-
-def coordinator(replicas: ReplicaManager, topics: TopicManager,
-                default_partitions: int) -> GroupCoordinator:
-    def partitions(name: str) -> int | None:
-        info = topics.get(name)
-        return None if info is None else info.partitions
-
-    writer = ReplicaPartitionWriter(replicas, OFFSETS_TOPIC, partitions, topics.create,
-                                    default_partitions, offsets_topic_configs(104857600),
-                                    timeout_ms=5000)
-    return GroupCoordinator(writer, ReplicaLoader(replicas, OFFSETS_TOPIC), GroupConfig())
+    asyncio.run(main())
 
 
 def control_batch(producer_id: int, commit: bool, base_offset: int) -> bytes:
@@ -76,10 +73,12 @@ def txn_offsets(producer_id: int, group: str, offset: int, base_offset: int) -> 
 
 
 def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path) -> None:
-    async def write() -> int:
-        logs, replicas, topics = open_storage(tmp_path)
-        coord = coordinator(replicas, topics, default_partitions=3)
-        coord.load()  # nothing yet: the first commit creates the topic
+    async def write(running: RunningBroker) -> None:
+        broker = running.broker
+        replicas, topics = broker.replica_manager, broker.topics
+        logs = replicas.logs
+        coord = broker.group_coordinator
+        assert topics.get(OFFSETS_TOPIC) is None  # nothing yet: the first commit creates it
         for i in range(200):  # many versions of the same keys: compaction fodder
             codes = await coord.commit_offsets(
                 "g",
@@ -113,33 +112,39 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
         # Commits are appended with acks=all: committed (below the high watermark) at once.
         assert g.high_watermark == g.log_end_offset > 0
         g_part = g.log
+        # The broker's own cleaner thread stops, so that this pass is the one that cleans.
+        logs._stop_cleaner()
         g_part.roll()
         assert logs.run_cleaner_once() >= 1, "the cleaner compacted __consumer_offsets"
         assert g_part.log_start_offset == 0
-        logs.shutdown()
-        return g_part.log_end_offset
 
-    asyncio.run(write())
+    async def read(running: RunningBroker) -> None:
+        coord = running.broker.group_coordinator
+        await coord.ensure_ready("g")
+        assert coord.writer.num_partitions == 3  # the existing topic's count wins
+        assert all(coord.owns(p) for p in range(3))
+        for _ in range(500):  # loading runs in the background at start-up
+            if coord.loaded:
+                break
+            await asyncio.sleep(0.02)
+        assert coord.loaded
+        _, fetched = coord.fetch_offsets("g", None)
+        assert [(f.partition, f.offset, f.leader_epoch, f.metadata) for f in fetched] == [
+            (p, 1990 + p, 1, "m199") for p in range(3)
+        ]
+        assert "gone" not in coord.groups
+        assert coord.fetch_offsets("txg", [("t", [0])])[1][0].offset == 222
+        # A transaction without a marker yet: its commit stays pending (invisible, unstable
+        # with require_stable) until the coordinator re-sends the marker.
+        assert coord.fetch_offsets("open", [("t", [0])])[1][0].offset == -1
+        unstable = coord.fetch_offsets("open", [("t", [0])], require_stable=True)[1][0]
+        assert unstable.error is ErrorCode.unstable_offset_commit
+        assert coord.complete_txn_offsets(3000, True, [coord.partition_for("open")]) == 1
+        assert coord.fetch_offsets("open", [("t", [0])],
+                                   require_stable=True)[1][0].offset == 333
 
-    logs, replicas, topics = open_storage(tmp_path)
-    coord = coordinator(replicas, topics, default_partitions=99)
-    coord.load()
-    assert coord.writer.num_partitions == 3  # the existing topic's count wins over the setting
-    assert all(coord.owns(p) for p in range(3))
-    _, fetched = coord.fetch_offsets("g", None)
-    assert [(f.partition, f.offset, f.leader_epoch, f.metadata) for f in fetched] == [
-        (p, 1990 + p, 1, "m199") for p in range(3)
-    ]
-    assert "gone" not in coord.groups
-    assert coord.fetch_offsets("txg", [("t", [0])])[1][0].offset == 222
-    # A transaction without a marker yet: its commit stays pending (invisible, unstable with
-    # require_stable) until the coordinator re-sends the marker.
-    assert coord.fetch_offsets("open", [("t", [0])])[1][0].offset == -1
-    unstable = coord.fetch_offsets("open", [("t", [0])], require_stable=True)[1][0]
-    assert unstable.error is ErrorCode.unstable_offset_commit
-    assert coord.complete_txn_offsets(3000, True, [coord.partition_for("open")]) == 1
-    assert coord.fetch_offsets("open", [("t", [0])], require_stable=True)[1][0].offset == 333
-    logs.shutdown()
+    run_broker(tmp_path, 3, write)
+    run_broker(tmp_path, 99, read)
 
 
 def rec_none():  # type: ignore[no-untyped-def]

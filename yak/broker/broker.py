@@ -13,14 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from yak.cluster.view import ClusterView, LocalClusterView
-
 if TYPE_CHECKING:
     from yak.broker.connection import KafkaConnection
     from yak.broker.metrics import BrokerMetrics
+    from yak.cluster.cluster_topics import ClusterTopicManager
     from yak.cluster.coordinators import CoordinatorLocator
     from yak.cluster.producer_ids import ProducerIdManager
-    from yak.cluster.topics import TopicManager
+    from yak.cluster.view import ClusterView
     from yak.config import BrokerConfig
     from yak.group.coordinator import GroupCoordinator
     from yak.partition import ReplicaManager
@@ -62,7 +61,7 @@ class Broker:
         config: BrokerConfig,
         *,
         cluster_id: str,
-        topics: TopicManager,
+        topics: ClusterTopicManager,
         replica_manager: ReplicaManager,
         producer_ids: ProducerIdManager,
         group_coordinator: GroupCoordinator,
@@ -76,7 +75,7 @@ class Broker:
         txn_coordinator: TransactionCoordinator | None = None,
         txn_state: TransactionCoordinator | None = None,
         txn_markers: PartitionMarkerWriter | None = None,
-        cluster: ClusterView | None = None,
+        cluster: ClusterView,
         coordinators: CoordinatorLocator | None = None,
     ) -> None:
         self.config = config
@@ -112,9 +111,8 @@ class Broker:
         }
         self.connections: set[KafkaConnection] = set()
         # The brokers of the cluster and its controller, for Metadata, DescribeCluster and
-        # FindCoordinator (this broker alone, unless `metadata.store` is a cluster's).
-        self.cluster: ClusterView = cluster or LocalClusterView(
-            self.node_id, config.broker_rack, lambda: self.advertised)
+        # FindCoordinator: the cluster node's image (a single broker is a one-node cluster).
+        self.cluster = cluster
         # Who coordinates a group / transactional id (FindCoordinator).
         self.coordinators = coordinators
         # Share groups (KIP-932, yak/share/): set by the composition; None answers the

@@ -1,14 +1,20 @@
-"""The topic manager of a broker in a cluster: topic changes as etcd transactions.
+"""The topic manager: every topic change is a metadata store transaction.
 
-The single broker's `TopicManager` decides everything itself and hosts the partitions it
-creates. In a cluster the broker that receives CreateTopics, DeleteTopics,
-CreatePartitions or a config change validates it (the same checks, against the settings
-table), places the replicas on the registered brokers (Kafka's round robin,
-`placement.py`) and writes the result to etcd in one transaction guarded by compares on
-the keys it touches (`EtcdMetadataStore`); etcd serializes concurrent writers, so no
-request is forwarded to the controller (Kafka's KIP-590 Envelope) to get the same
-guarantee. Every broker, this one included, then applies the new records from its own
-watch (`node.py`'s publisher): it creates or deletes its logs, leads or follows.
+Every path that makes or changes a topic (CreateTopics, auto-creation in Metadata,
+internal topics such as `__consumer_offsets`, CreatePartitions, config changes,
+ElectLeaders) goes through `ClusterTopicManager`, on every broker: a single broker is a
+one-node cluster whose store is the local KV backend (`local_kv.py`), so there is one
+topic manager and one metadata path (issue 22).
+
+The broker that receives the request validates it (partition counts, replication factor,
+topic configs against the one settings table), places the replicas on the registered
+brokers (Kafka's round robin, `placement.py`) and writes the result in one transaction
+guarded by compares on the keys it touches (`EtcdMetadataStore`); the store serializes
+concurrent writers, so no request is forwarded to the controller (Kafka's KIP-590
+Envelope) to get the same guarantee. Every broker, this one included, then applies the
+new records from its own watch (`node.py`'s publisher): it creates or deletes its logs,
+leads or follows, and at start-up hosts what the image assigns it and deletes logs no
+topic owns any more. So the metadata is always written first and the logs follow it.
 
 Reads (`get`, `by_id`, `topics`, `partition_states`) come from the watched image.
 """
@@ -24,28 +30,87 @@ from yak.cluster.etcd_store import EtcdMetadataStore
 from yak.cluster.metadata import StalePartitionStateError, TopicInfo
 from yak.cluster.placement import assign_replicas
 from yak.cluster.quorum_controller import elect, usable
-from yak.cluster.topics import TopicManager
 from yak.errors import (
     ErrorCode,
+    InvalidConfigurationError,
+    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     KafkaError,
     UnknownTopicOrPartitionError,
 )
+from yak.settings import ACTED, DEPRECATED, TOPIC_CONFIGS, ConfigError
 
 if TYPE_CHECKING:
     from yak.config import BrokerConfig
-    from yak.partition import ReplicaManager
+    from yak.partition import PartitionState, ReplicaManager
+    from yak.storage import LogConfig
 
-__all__ = ["ClusterTopicManager"]
+__all__ = ["MAX_PARTITIONS", "ClusterTopicManager"]
 
 log = logging.getLogger(__name__)
 
+# A guard against typos like 100000: every partition is a directory with open files.
+MAX_PARTITIONS = 10_000
 
-class ClusterTopicManager(TopicManager):
+
+class ClusterTopicManager:
     def __init__(self, store: EtcdMetadataStore, replica_manager: ReplicaManager,
                  config: BrokerConfig) -> None:
-        super().__init__(store, replica_manager, config)  # type: ignore[arg-type]
         self.store = store
+        self.replicas = replica_manager
+        self.config = config
+        self.node_id = config.node_id
+
+    # ------------------------------------------------------------------ queries
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.store.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.store.by_id(topic_id)
+
+    def topics(self) -> list[TopicInfo]:
+        return self.store.topics()
+
+    def partition_states(self, name: str) -> list[PartitionState]:
+        return self.store.partition_states(name)
+
+    # ------------------------------------------------------------------ configs
+
+    def log_configs(self) -> dict[str, LogConfig]:
+        """Every topic's LogConfig, for storage to load its logs with."""
+        return {info.name: self.log_config(info) for info in self.store.topics()}
+
+    def log_config(self, info: TopicInfo) -> LogConfig:
+        return self.validate_configs(info.configs, warn=False)
+
+    def validate_configs(self, configs: Mapping[str, str], warn: bool = True) -> LogConfig:
+        """The LogConfig for these topic overrides, or InvalidConfigurationError naming the key.
+
+        Only topic config names are accepted (a broker name such as `log.retention.hours`
+        is a mistake at topic level, as in Kafka). Every value is checked against the
+        settings table; Kafka topic configs Yak does not act on are stored and reported,
+        so tools that always send them keep working, and deprecated ones (e.g.
+        `message.format.version`) are also logged, as Kafka 3.x does.
+        """
+        from yak.storage import LogConfig
+
+        effective: dict[str, str] = {}
+        for name, value in configs.items():
+            spec = TOPIC_CONFIGS.get(name)
+            if spec is None:
+                raise InvalidConfigurationError(f"Unknown topic config name: {name}")
+            try:
+                spec.parse(value)
+            except ConfigError as e:
+                raise InvalidConfigurationError(str(e)) from None
+            if spec.effect == ACTED:
+                effective[name] = value
+            elif spec.effect == DEPRECATED and warn:
+                log.warning("topic config %s is deprecated and has no effect (as in Kafka 3.x;"
+                            " removed in Kafka 4.0)", name)
+        return LogConfig.from_props(effective, base=self.config.log_defaults)
 
     # ------------------------------------------------------------------ brokers
 
@@ -93,10 +158,72 @@ class ClusterTopicManager(TopicManager):
             out.append(r)
         return out
 
-    # ------------------------------------------------------------------ startup
+    # ------------------------------------------------------------------ checks
 
-    def startup(self) -> None:
-        """Nothing to do: the publisher hosts this broker's partitions from the image."""
+    def _prepare_create(
+        self,
+        name: str,
+        partitions: int | None,
+        configs: Mapping[str, str] | None,
+        replication_factor: int | None,
+        assignment: Sequence[Sequence[int]] | None,
+    ) -> tuple[int, int, dict[str, str], LogConfig]:
+        """Validate a create: (partitions, replication factor, configs, their LogConfig)."""
+        if assignment is not None:
+            n = len(assignment)
+            rf = len(assignment[0]) if assignment else 0
+            if not assignment or any(len(r) == 0 for r in assignment):
+                raise InvalidReplicaAssignmentError("Replica assignments must not be empty.")
+        else:
+            n = self.config.num_partitions if partitions in (None, -1) else int(partitions)  # type: ignore[arg-type]
+            rf = (
+                self.config.default_replication_factor
+                if replication_factor in (None, -1)
+                else int(replication_factor)  # type: ignore[arg-type]
+            )
+        if n < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if n > MAX_PARTITIONS:
+            raise InvalidPartitionsError(
+                f"Number of partitions {n} is larger than the maximum of {MAX_PARTITIONS}."
+            )
+        if rf < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        live_brokers = self.live_broker_count()
+        if assignment is None and rf > live_brokers:
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {rf} time(s): The target replication factor"
+                f" of {rf} cannot be reached because only {live_brokers} broker(s) are registered."
+            )
+        self.store.check_new_topic(name)
+        topic_configs = {k: str(v) for k, v in (configs or {}).items()}
+        cfg = self.validate_configs(topic_configs)
+        return n, rf, topic_configs, cfg
+
+    def check_add_partitions(self, name: str, total: int) -> TopicInfo:
+        info = self.store.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        if total < info.partitions:
+            raise InvalidPartitionsError(
+                f"Topic currently has {info.partitions} partitions, which is higher than the"
+                f" requested {total}."
+            )
+        if total == info.partitions:
+            raise InvalidPartitionsError(f"Topic already has {info.partitions} partitions.")
+        if total > MAX_PARTITIONS:
+            raise InvalidPartitionsError(
+                f"Number of partitions {total} is larger than the maximum of {MAX_PARTITIONS}."
+            )
+        return info
+
+    def _check_new_assignment(self, info: TopicInfo, total: int,
+                              assignment: Sequence[Sequence[int]] | None) -> None:
+        if assignment is not None and len(assignment) != total - info.partitions:
+            raise InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {total - info.partitions} but"
+                f" {len(assignment)} assignments provided."
+            )
 
     # ------------------------------------------------------------------ changes
 

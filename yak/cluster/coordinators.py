@@ -27,7 +27,7 @@ from yak.txn.coordinator import produce_verification_error
 from yak.txn.records import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from yak.cluster.topics import TopicManager
+    from yak.cluster.cluster_topics import ClusterTopicManager
     from yak.coordinator import PartitionWriter
     from yak.group.coordinator import GroupCoordinator
     from yak.txn.coordinator import TransactionCoordinator
@@ -41,7 +41,7 @@ class CoordinatorLocator:
     def __init__(
         self,
         node_id: int,
-        topics: TopicManager,
+        topics: ClusterTopicManager,
         groups: GroupCoordinator,
         offsets_log: PartitionWriter,
         txn_host: TransactionCoordinator | None,

@@ -15,7 +15,6 @@ Transactional ids belong to the transaction coordinator (issue 12), not here.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -31,38 +30,22 @@ MAX_EPOCH = 32767
 
 
 class ProducerIdManager:
-    """`allocate`: a coroutine reserving a block in a cluster's store (an etcd
-    compare-and-set); without it, blocks come from the local store in a thread."""
+    """`allocate`: a coroutine reserving a block in the metadata store (a compare-and-set,
+    in etcd or in a single broker's local KV store)."""
 
-    def __init__(self, store: MetadataView, block_size: int = BLOCK_SIZE,
-                 allocate: Callable[[int], Awaitable[int]] | None = None) -> None:
+    def __init__(self, store: MetadataView, block_size: int = BLOCK_SIZE, *,
+                 allocate: Callable[[int], Awaitable[int]]) -> None:
         self._store = store
         self._block_size = block_size
         self._allocate = allocate
         self._async_lock: asyncio.Lock | None = None
-        self._lock = threading.Lock()
         self._next = 0
         self._block_end = 0  # nothing reserved yet: the first id reserves a block
         # Current epoch per idempotent producer id handed out since start (KIP-360 bumps).
         self._epochs: dict[int, int] = {}
 
-    def generate_producer_id(self) -> int:
-        """A producer id never handed out before. May write the local store (blocking
-        I/O); a cluster's ids come from `new_producer_id`."""
-        with self._lock:
-            if self._next >= self._block_end:
-                first = self._store.allocate_producer_ids(self._block_size)  # type: ignore[attr-defined]
-                self._next, self._block_end = first, first + self._block_size
-            pid = self._next
-            self._next += 1
-            return pid
-
     async def new_producer_id(self) -> int:
-        """A producer id never handed out before, reserving a block when needed (off the
-        event loop for the local store, an etcd transaction in a cluster)."""
-        if self._allocate is None:
-            return await asyncio.get_running_loop().run_in_executor(
-                None, self.generate_producer_id)
+        """A producer id never handed out before, reserving a block when needed."""
         if self._async_lock is None:
             self._async_lock = asyncio.Lock()
         async with self._async_lock:

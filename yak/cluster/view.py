@@ -2,18 +2,17 @@
 FindCoordinator, DescribeTopicPartitions): who is registered, where each listens, who is
 the controller.
 
-`ClusterView` is the interface; `LocalClusterView` is the single broker (its own
-controller, the only node), and `yak.cluster.node.ClusterNode` serves the same reads from
-the etcd metadata image in a cluster.
+`ClusterView` is the interface; `yak.cluster.node.ClusterNode` serves it from the metadata
+image, on every broker (a single broker is a one-node cluster on the local KV backend).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["ClusterView", "LocalClusterView", "NodeInfo"]
+__all__ = ["ClusterView", "NodeInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,23 +40,3 @@ class ClusterView(Protocol):
     def controller_id(self) -> int:
         """The controller's node id, -1 while there is none."""
         ...
-
-
-class LocalClusterView:
-    """One broker: the only node and its own controller. `endpoints()` gives its
-    advertised (host, port) per listener (bound ports are known only once it listens)."""
-
-    def __init__(self, node_id: int, rack: str | None,
-                 endpoints: Callable[[], Mapping[str, tuple[str, int]]]) -> None:
-        self.node_id = node_id
-        self.rack = rack
-        self._endpoints = endpoints
-
-    def nodes(self) -> list[NodeInfo]:
-        return [NodeInfo(self.node_id, self.rack, False, dict(self._endpoints()))]
-
-    def node(self, node_id: int) -> NodeInfo | None:
-        return self.nodes()[0] if node_id == self.node_id else None
-
-    def controller_id(self) -> int:
-        return self.node_id

@@ -2,7 +2,7 @@
 
 Configs left out of the request go back to their defaults — that is the legacy API's
 contract and why Kafka added IncrementalAlterConfigs. Changes apply to the live logs
-at once (`TopicManager.alter_configs`). Broker configs are static in Yak: altering them
+at once (`ClusterTopicManager.alter_configs`). Broker configs are static in Yak: altering them
 is refused with a message saying where to set them.
 """
 
