@@ -15,6 +15,7 @@ import datetime
 import itertools
 import struct
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.records import Record, build_batch
 
-TS = 1_700_000_000_000
+# The records' time: now, not a fixed date, or time retention (7 days) could delete the
+# segment between the produce and the reads that check it.
+TS = int(time.time() * 1000)
 PRODUCE = kio_compat.schema_module("produce", 9, "request")
 FETCH = kio_compat.schema_module("fetch", 12, "request")
 LIST_OFFSETS = kio_compat.schema_module("list_offsets", 7, "request")
