@@ -102,14 +102,18 @@ def _start(tmp_path: Path) -> ChaosCluster:
     cluster = ChaosCluster(ClusterSpec(tmp_path / "cluster", brokers=3,
                                        session_timeout_ms=9000, broker_settings=DEFAULTS))
     cluster.start()
-    admin = cluster.admin()  # kept referenced until its futures are done
-    fs = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
-                                       config={"min.insync.replicas": "2"})])
-    for f in fs.values():
-        f.result(30)
-    _wait(lambda: all(leader > 0 and len(isr) == 3
-                      for leader, isr in _metadata(cluster)[1].values())
-          and len(_metadata(cluster)[1]) == PARTITIONS, 30, "leaders and full ISRs")
+    try:  # a failed start must not leave the brokers running
+        admin = cluster.admin()  # kept referenced until its futures are done
+        fs = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
+                                           config={"min.insync.replicas": "2"})])
+        for f in fs.values():
+            f.result(30)
+        _wait(lambda: all(leader > 0 and len(isr) == 3
+                          for leader, isr in _metadata(cluster)[1].values())
+              and len(_metadata(cluster)[1]) == PARTITIONS, 30, "leaders and full ISRs")
+    except BaseException:
+        cluster.stop()
+        raise
     return cluster
 
 
