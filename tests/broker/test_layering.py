@@ -26,7 +26,7 @@ RANK = {
     "config": 4, "partition": 4,
     # the coordinator runtime (yak/coordinator/): the group and transaction coordinators run on it
     "coordinator": 4.5,
-    # The transaction coordinator reuses the group's timer queue and record helpers
+    # The transaction coordinator reuses the group's record helpers
     # (TxnOffsetCommit writes group records); the group coordinator never imports txn.
     "group": 5, "txn": 5.5,
     # share groups (KIP-932): share partitions on the partition layer, membership, sessions
