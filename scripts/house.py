@@ -4,7 +4,8 @@ between packages and any arrow that runs back up the layers.
     python scripts/house.py 2ccc1c9        # the house before issue 22
     python scripts/house.py HEAD           # the house now
 
-Read from git (`git ls-tree`/`git show`), so a revision is measured without checking it out.
+Read from git (`git ls-tree`/`git show`), so a revision is measured without checking it out;
+imports are read by the layering test's own `imports_of`.
 The layer ranks are tests/broker/test_layering.py's, read at HEAD; a package that the ranks
 do not know is shown as `?` (an old revision may have packages since renamed). Imports are
 read with `ast`, as the layering test reads them: `if TYPE_CHECKING:` imports are left out.
@@ -36,20 +37,9 @@ def _ranks() -> dict[str, float]:
 
 
 def _imports(source: str) -> list[str]:
-    tree = ast.parse(source)
-    typing_only: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            typing_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    out = []
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
-    return [n for n in out if n.startswith("yak.")]
+    sys.path.insert(0, str(REPO))
+    from tests.broker.test_layering import imports_of
+    return [name for _, name in imports_of(source)]
 
 
 def main(rev: str) -> None:

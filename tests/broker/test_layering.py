@@ -48,7 +48,13 @@ def _package(path: Path) -> str:
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text())
+    return imports_of(path.read_text())
+
+
+def imports_of(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every `yak.` import in `source`, `if TYPE_CHECKING:` ones left out
+    (also used by scripts/house.py, so the drawing and this test read imports alike)."""
+    tree = ast.parse(source)
     typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
