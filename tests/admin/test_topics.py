@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import await_until
 from yak.broker.server import RunningBroker, start_broker
 from yak.cluster.etcd_store import EtcdMetadataStore
 from yak.cluster.layout import DEFAULT_NAMESPACE, ClusterKeys
@@ -48,17 +49,22 @@ def partition_log(running: RunningBroker, topic: str, partition: int) -> Partiti
 async def hosted(running: RunningBroker, topic: str, partitions: int,
                  timeout: float = 10.0) -> None:
     """The publisher applies the store's records from its watch: wait until it hosts them."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while any(partition_log(running, topic, p) is None for p in range(partitions)):
-        assert asyncio.get_running_loop().time() < deadline, f"{topic} not hosted"
-        await asyncio.sleep(0.02)
+    await await_until(lambda: all(partition_log(running, topic, p) is not None
+                                  for p in range(partitions)),
+                      timeout, f"{topic}'s {partitions} partitions hosted")
+
+
+async def fence(running: RunningBroker, name: str) -> None:
+    """A barrier on the watch: create a topic and wait until the publisher hosts it. The
+    watch delivers the store's records in revision order, so any record written before
+    this one has been applied by the time it returns; a check that nothing changed after
+    it is not a guess about how long the watch takes."""
+    await running.broker.topics.create(name, 1)
+    await hosted(running, name, 1)
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.02)
+    await await_until(check, timeout, what)
 
 
 def test_create_uses_defaults_and_overrides(tmp_path: Path) -> None:
@@ -104,7 +110,7 @@ def test_alter_configs_apply_live_and_survive_restart(tmp_path: Path) -> None:
             assert cfg.max_message_bytes == 512
             assert cfg.retention_ms == 7 * 24 * 3600 * 1000  # replaced, back to default
         await tm.alter_configs("t", {"max.message.bytes": "1"}, validate_only=True)
-        await asyncio.sleep(0.2)  # a change would have reached the watch by now
+        await fence(running, "fence")  # a change would have reached the publisher by now
         assert partition_log(running, "t", 0).config.max_message_bytes == 512
         assert tm.get("t").configs == {"max.message.bytes": "512"}
 
@@ -156,7 +162,7 @@ def test_add_partitions_and_delete(tmp_path: Path) -> None:
         with pytest.raises(InvalidPartitionsError):
             await tm.add_partitions("t", 1)
         await tm.add_partitions("t", 3, validate_only=True)
-        await asyncio.sleep(0.2)  # a change would have reached the watch by now
+        await fence(running, "fence")  # a change would have reached the publisher by now
         assert partition_log(running, "t", 1) is None
         assert tm.get("t").partitions == 1
         await tm.add_partitions("t", 3)
