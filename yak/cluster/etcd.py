@@ -17,21 +17,46 @@ leader) moves on to the next endpoint; a read is retried on the next endpoint af
 transport error; a write whose outcome is unknown raises `EtcdUnavailable` (outcome
 unknown) rather than being sent twice, because a retried compare-and-set could report the
 failure of its own first success.
+
+The client is split by job: `etcd_values.py` holds the API's values and errors (compares,
+operations, key-values, results, events), `etcd_watch.py` the resumable watch; this module
+is the transport (endpoints, failover, the gateway's error bodies) and the calls. Every
+public name stays importable from here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import contextlib
 import json
-import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import httpx
+
+from yak.cluster.etcd_values import (
+    _GRPC_DEADLINE_EXCEEDED,
+    _GRPC_NOT_FOUND,
+    _GRPC_OUT_OF_RANGE,
+    _GRPC_UNAVAILABLE,
+    CompactedError,
+    Compare,
+    EtcdError,
+    EtcdRequestError,
+    EtcdUnavailable,
+    Event,
+    KeyValue,
+    LeaseNotFoundError,
+    Op,
+    RangeResult,
+    TxnResult,
+    WatchResponse,
+    _b64,
+    _int,
+    _txn_body,
+    prefix_range_end,
+)
+from yak.cluster.etcd_watch import Watch
 
 __all__ = [
     "Compare",
@@ -52,259 +77,12 @@ __all__ = [
     "prefix_range_end",
 ]
 
-log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_CONNECT_TIMEOUT_S = 1.0
 # A watch stream with no traffic for this long is re-opened (from the next revision), so a
 # member that died or was paused without closing its socket is noticed.
 DEFAULT_WATCH_IDLE_S = 15.0
-
-# gRPC status codes etcd returns in gateway error bodies.
-_GRPC_INVALID_ARGUMENT = 3
-_GRPC_DEADLINE_EXCEEDED = 4
-_GRPC_NOT_FOUND = 5
-_GRPC_OUT_OF_RANGE = 11
-_GRPC_UNAVAILABLE = 14
-
-
-# ---------------------------------------------------------------- errors
-
-
-class EtcdError(Exception):
-    """Any failure talking to etcd. `code` is the gRPC status code when etcd sent one."""
-
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class EtcdUnavailable(EtcdError):
-    """No endpoint answered in time, or a write's outcome is unknown (it may have applied)."""
-
-
-class EtcdRequestError(EtcdError):
-    """etcd refused the request itself (bad argument, quota exceeded, ...): do not retry."""
-
-
-class LeaseNotFoundError(EtcdError):
-    """The lease does not exist (never granted, revoked, or expired)."""
-
-
-class CompactedError(EtcdError):
-    """The revision asked for has been compacted away; `compact_revision` is the oldest kept."""
-
-    def __init__(self, message: str, compact_revision: int) -> None:
-        super().__init__(message, _GRPC_OUT_OF_RANGE)
-        self.compact_revision = compact_revision
-
-
-# ---------------------------------------------------------------- values
-
-
-def _b64(data: bytes | str) -> str:
-    if isinstance(data, str):
-        data = data.encode()
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text) if text else b""
-
-
-def _key_str(text: str | None) -> str:
-    return _unb64(text).decode("utf-8", "surrogateescape")
-
-
-def _int(d: dict[str, Any], name: str) -> int:
-    """A 64-bit field: a JSON string, or absent when zero."""
-    v = d.get(name)
-    return int(v) if v is not None else 0
-
-
-def prefix_range_end(prefix: bytes | str) -> bytes:
-    """etcd's range_end for "every key starting with prefix" (clientv3.GetPrefixRangeEnd)."""
-    p = bytearray(prefix.encode() if isinstance(prefix, str) else prefix)
-    for i in range(len(p) - 1, -1, -1):
-        if p[i] < 0xFF:
-            p[i] += 1
-            return bytes(p[: i + 1])
-    return b"\x00"  # every key
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    key: str
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    lease: int
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> KeyValue:
-        return cls(
-            key=_key_str(d.get("key")),
-            value=_unb64(d.get("value")),
-            create_revision=_int(d, "create_revision"),
-            mod_revision=_int(d, "mod_revision"),
-            version=_int(d, "version"),
-            lease=_int(d, "lease"),
-        )
-
-    def json(self) -> Any:
-        """The value decoded as JSON (every value Yak writes is JSON)."""
-        return json.loads(self.value)
-
-
-@dataclass(frozen=True, slots=True)
-class RangeResult:
-    kvs: list[KeyValue]
-    count: int
-    revision: int  # the store revision the range was read at
-    more: bool = False
-
-
-_TARGETS = {"value": "VALUE", "version": "VERSION", "create": "CREATE", "mod": "MOD",
-            "lease": "LEASE"}
-_RESULTS = {"==": "EQUAL", "!=": "NOT_EQUAL", ">": "GREATER", "<": "LESS"}
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """One txn guard. Build with the class methods: `Compare.create_revision(k, "==", 0)`."""
-
-    key: str
-    target: str
-    result: str
-    operand: bytes | int
-
-    @classmethod
-    def value(cls, key: str, op: str, value: bytes | str) -> Compare:
-        return cls(key, "VALUE", _RESULTS[op], value.encode() if isinstance(value, str) else value)
-
-    @classmethod
-    def version(cls, key: str, op: str, version: int) -> Compare:
-        return cls(key, "VERSION", _RESULTS[op], version)
-
-    @classmethod
-    def create_revision(cls, key: str, op: str, revision: int) -> Compare:
-        return cls(key, "CREATE", _RESULTS[op], revision)
-
-    @classmethod
-    def mod_revision(cls, key: str, op: str, revision: int) -> Compare:
-        return cls(key, "MOD", _RESULTS[op], revision)
-
-    @classmethod
-    def lease(cls, key: str, op: str, lease_id: int) -> Compare:
-        return cls(key, "LEASE", _RESULTS[op], lease_id)
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"key": _b64(self.key), "target": self.target, "result": self.result}
-        if self.target == "VALUE":
-            d["value"] = _b64(self.operand)  # type: ignore[arg-type]
-        else:
-            field_name = {"VERSION": "version", "CREATE": "create_revision",
-                          "MOD": "mod_revision", "LEASE": "lease"}[self.target]
-            d[field_name] = str(self.operand)
-        return d
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One txn operation: `Op.put(...)`, `Op.delete(...)`, `Op.get(...)` or `Op.txn(...)`."""
-
-    kind: Literal["put", "delete", "range", "txn"]
-    body: dict[str, Any]
-
-    @classmethod
-    def put(cls, key: str, value: bytes | str, lease: int = 0) -> Op:
-        body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
-        if lease:
-            body["lease"] = str(lease)
-        return cls("put", body)
-
-    @classmethod
-    def delete(cls, key: str, prefix: bool = False) -> Op:
-        body: dict[str, Any] = {"key": _b64(key)}
-        if prefix:
-            body["range_end"] = _b64(prefix_range_end(key))
-        return cls("delete", body)
-
-    @classmethod
-    def get(cls, key: str, prefix: bool = False) -> Op:
-        body: dict[str, Any] = {"key": _b64(key)}
-        if prefix:
-            body["range_end"] = _b64(prefix_range_end(key))
-        return cls("range", body)
-
-    @classmethod
-    def txn(cls, compares: Sequence[Compare], success: Sequence[Op],
-            failure: Sequence[Op] = ()) -> Op:
-        """A nested transaction (etcd >= 3.3)."""
-        return cls("txn", _txn_body(compares, success, failure))
-
-    def to_json(self) -> dict[str, Any]:
-        name = {"put": "request_put", "delete": "request_delete_range",
-                "range": "request_range", "txn": "request_txn"}[self.kind]
-        return {name: self.body}
-
-
-def _txn_body(compares: Sequence[Compare], success: Sequence[Op],
-              failure: Sequence[Op]) -> dict[str, Any]:
-    return {"compare": [c.to_json() for c in compares],
-            "success": [o.to_json() for o in success],
-            "failure": [o.to_json() for o in failure]}
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    """`responses[i]` answers op i of the branch that ran: a RangeResult for a get, the number
-    deleted for a delete, the revision for a put, a TxnResult for a nested txn."""
-
-    succeeded: bool
-    revision: int
-    responses: list[Any]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any], revision: int | None = None) -> TxnResult:
-        rev = revision if revision is not None else _int(d.get("header", {}), "revision")
-        out: list[Any] = []
-        for r in d.get("responses", []):
-            if "response_range" in r:
-                rr = r["response_range"]
-                out.append(RangeResult([KeyValue.from_json(kv) for kv in rr.get("kvs", [])],
-                                       _int(rr, "count"), rev, bool(rr.get("more"))))
-            elif "response_put" in r:
-                out.append(rev)
-            elif "response_delete_range" in r:
-                out.append(_int(r["response_delete_range"], "deleted"))
-            elif "response_txn" in r:
-                out.append(TxnResult.from_json(r["response_txn"], rev))
-            else:
-                out.append(None)
-        return cls(bool(d.get("succeeded", False)), rev, out)
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    type: Literal["PUT", "DELETE"]
-    kv: KeyValue  # for a DELETE: key and mod_revision only
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Event:
-        return cls("DELETE" if d.get("type") == "DELETE" else "PUT", KeyValue.from_json(d["kv"]))
-
-
-@dataclass(frozen=True, slots=True)
-class WatchResponse:
-    """A batch of events, in revision order. After a compaction the stream cannot be resumed:
-    `snapshot` then holds every current key in range (read at `revision`) and replaces whatever
-    the watcher knew; events continue after it."""
-
-    revision: int
-    events: list[Event] = field(default_factory=list)
-    snapshot: list[KeyValue] | None = None
 
 
 # ---------------------------------------------------------------- endpoints
@@ -564,92 +342,3 @@ class EtcdClient:
             async for line in resp.aiter_lines():
                 if line.strip():
                     yield json.loads(line)
-
-
-class Watch:
-    """A resumable watch. Iterate it (`async for resp in watch`); `close()` ends it.
-
-    After a dropped stream (member died, idle timeout, failover) it re-opens from the revision
-    after the last one delivered, so no event is missed or repeated. If that revision was
-    compacted meanwhile, it re-reads the range and yields a WatchResponse with a snapshot.
-    It keeps retrying while etcd is unreachable (a watcher has nothing better to do); bound
-    any wait on it from outside.
-    """
-
-    def __init__(self, client: EtcdClient, key: str, *, prefix: bool, start_revision: int,
-                 idle_timeout: float) -> None:
-        self._client = client
-        self.key = key
-        self.prefix = prefix
-        self.next_revision = start_revision  # 0 = "from now"
-        self.idle_timeout = idle_timeout
-        self.reconnects = 0
-        self._closed = False
-
-    def close(self) -> None:
-        self._closed = True
-
-    def __aiter__(self) -> AsyncIterator[WatchResponse]:
-        return self._run()
-
-    async def _snapshot(self) -> WatchResponse:
-        r = await self._client.range(self.key, prefix=self.prefix)
-        self.next_revision = r.revision + 1
-        return WatchResponse(r.revision, [], r.kvs)
-
-    async def _run(self) -> AsyncIterator[WatchResponse]:
-        backoff = 0.05
-        attempt = 0
-        while not self._closed:
-            create: dict[str, Any] = {"key": _b64(self.key), "progress_notify": True}
-            if self.prefix:
-                create["range_end"] = _b64(prefix_range_end(self.key))
-            if self.next_revision:
-                create["start_revision"] = str(self.next_revision)
-            order = self._client._order()
-            idx = order[attempt % len(order)]
-            try:
-                async for msg in self._client._watch_stream(idx, create, self.idle_timeout):
-                    if "error" in msg and "result" not in msg:
-                        err = msg["error"]
-                        text = err.get("message", err) if isinstance(err, dict) else err
-                        raise EtcdUnavailable(f"etcd watch: {text}")
-                    res = msg.get("result", {})
-                    hdr_rev = _int(res.get("header", {}), "revision")
-                    if res.get("canceled"):
-                        compact = _int(res, "compact_revision")
-                        if compact:
-                            log.info("etcd watch on %s: revision %d compacted (oldest %d);"
-                                     " re-reading", self.key, self.next_revision, compact)
-                            snap = await self._snapshot()
-                            yield snap
-                            break
-                        raise EtcdUnavailable(
-                            f"etcd watch canceled: {res.get('cancel_reason') or 'no reason'}")
-                    backoff = 0.05
-                    if res.get("created"):
-                        if not self.next_revision:
-                            self.next_revision = hdr_rev + 1
-                        continue
-                    events = [Event.from_json(e) for e in res.get("events", [])]
-                    if events:
-                        self.next_revision = events[-1].kv.mod_revision + 1
-                        yield WatchResponse(hdr_rev, events)
-                    elif hdr_rev >= self.next_revision:  # progress notification
-                        self.next_revision = hdr_rev + 1
-                    if self._closed:
-                        return
-            except (httpx.TransportError, httpx.TimeoutException, EtcdUnavailable,
-                    json.JSONDecodeError) as e:
-                if not isinstance(e, httpx.ReadTimeout):
-                    log.debug("etcd watch on %s via %s dropped: %s", self.key,
-                              self._client.endpoints[idx], e)
-                    attempt += 1
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
-            except EtcdError as e:
-                log.warning("etcd watch on %s: %s; retrying", self.key, e)
-                attempt += 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-            self.reconnects += 1
