@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import await_until, wait_until
 from yak.cluster.etcd import EtcdClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.membership import (
@@ -60,7 +61,8 @@ def test_register_epoch_live_set_and_deregister(etcd: LocalEtcd, keys: ClusterKe
             assert live.brokers[2] == LiveBroker(record(2, port=9002), regs[1].epoch)
             assert live.brokers[2].record.end_points[0].port == 9002
 
-            # registrations stay while renewed, well past the 3 s session
+            # registrations stay while renewed, well past the 3 s session (the sleep is the
+            # point: the session's time passes)
             await asyncio.sleep(3.5)
             assert all(r.is_registered() for r in regs)
             assert set(live.brokers) == {1, 2}
@@ -106,7 +108,7 @@ def test_duplicate_node_id_refused_in_one_line(etcd: LocalEtcd, keys: ClusterKey
             third = BrokerRegistration(c, keys, record(7, "third"), session_timeout_ms=3000,
                                        heartbeat_interval_ms=500, register_timeout_s=10.0)
             task = asyncio.ensure_future(third.start())
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # a window in which it must not register: not a wait
             assert not task.done()
             first.lease.suspend()  # type: ignore[union-attr]  # as if killed: lease expires
             await asyncio.wait_for(task, 10)
@@ -127,9 +129,8 @@ def test_lost_lease_is_reported_then_registers_again(etcd: LocalEtcd, keys: Clus
             await reg.start()
             epoch1 = reg.epoch
             await c.lease_revoke(reg.lease.lease_id)  # type: ignore[union-attr]
-            async with asyncio.timeout(5):
-                while len(states) < 3:
-                    await asyncio.sleep(0.02)
+            await await_until(lambda: len(states) >= 3, 5,
+                              "three states: registered, lost, registered again")
             assert states[0] == (RegistrationState.REGISTERED, epoch1)
             assert states[1] == (RegistrationState.LOST, epoch1)
             assert states[2][0] is RegistrationState.REGISTERED and states[2][1] > epoch1
@@ -183,10 +184,16 @@ PAUSED_BROKER = textwrap.dedent("""
         while True:  # stands for the produce path: acknowledge only while registered
             if reg.is_registered():
                 out(f"ACK {reg.epoch} {time.monotonic():.3f}")
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # paces the stand-in produce path
 
     asyncio.run(main())
 """)
+
+
+def _proc_state(pid: int) -> str:
+    """The one-letter state in /proc/PID/stat ("T" once SIGSTOP has taken effect)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
 
 
 def test_sigstop_past_session_is_fenced(etcd: LocalEtcd, keys: ClusterKeys,
@@ -201,28 +208,35 @@ def test_sigstop_past_session_is_fenced(etcd: LocalEtcd, keys: ClusterKeys,
         def lines() -> list[str]:
             return out_path.read_text().splitlines()
 
-        deadline = time.monotonic() + 15
-        while not any(line.startswith("ACK") for line in lines()):
-            assert proc.poll() is None and time.monotonic() < deadline, lines()
-            time.sleep(0.05)
+        def acked() -> bool:
+            assert proc.poll() is None, lines()
+            return any(line.startswith("ACK") for line in lines())
+
+        wait_until(acked, 15, "the first ACK")
         epoch1 = int(next(x for x in lines() if x.startswith("STATE registered")).split()[2])
 
         os.kill(proc.pid, signal.SIGSTOP)
-        time.sleep(0.2)
+        # Count its lines only once it is stopped: an epoch-1 ACK written after the count
+        # would read as one written after resuming. Its writes are unbuffered (flushed per
+        # line into a file), so a stopped process has nothing more on its way.
+        wait_until(lambda: _proc_state(proc.pid) == "T", 5, "the process stopped")
         before = len(lines())
 
         async def gone() -> None:
             async with EtcdClient(etcd.endpoints) as c:
-                while await c.get(keys.broker(5)) is not None:
-                    await asyncio.sleep(0.1)
+                async def absent() -> bool:
+                    return await c.get(keys.broker(5)) is None
+
+                await await_until(absent, 10, "etcd to expire broker 5's registration")
 
         run(gone(), 10)  # etcd expired the session while the process was frozen
         os.kill(proc.pid, signal.SIGCONT)
 
-        deadline = time.monotonic() + 10
-        while not any(x.startswith("STATE registered") for x in lines()[before:]):
-            assert proc.poll() is None and time.monotonic() < deadline, lines()[before:]
-            time.sleep(0.05)
+        def registered_again() -> bool:
+            assert proc.poll() is None, lines()[before:]
+            return any(x.startswith("STATE registered") for x in lines()[before:])
+
+        wait_until(registered_again, 10, "a new registration after SIGCONT")
         after = lines()[before:]
         # Nothing was acknowledged under the old epoch after resuming, not even before the
         # first keepalive answered; the loss was reported, then a new, larger epoch.
@@ -230,8 +244,8 @@ def test_sigstop_past_session_is_fenced(etcd: LocalEtcd, keys: ClusterKeys,
         assert f"STATE lost {epoch1}" in after
         epoch2 = int(next(x for x in after if x.startswith("STATE registered")).split()[2])
         assert epoch2 > epoch1
-        time.sleep(0.3)
-        assert any(x.startswith(f"ACK {epoch2} ") for x in lines()[before:])
+        wait_until(lambda: any(x.startswith(f"ACK {epoch2} ") for x in lines()[before:]), 5,
+                   f"an ACK under the new epoch {epoch2}")
     finally:
         proc.kill()
         proc.wait(5)
@@ -252,7 +266,9 @@ def test_a_starved_event_loop_keeps_its_session(etcd: LocalEtcd, keys: ClusterKe
             epoch = reg.epoch
             time.sleep(4.5)  # blocks this loop: nothing else on it runs
             assert reg.is_registered()  # the local deadline was kept renewed meanwhile
-            await asyncio.sleep(0.5)  # let a lost-lease callback through, had there been one
+            # A window for a lost-lease callback to come through, had there been one: the
+            # point is that nothing arrives in it, so there is no condition to poll.
+            await asyncio.sleep(0.5)
             assert states == [(RegistrationState.REGISTERED, epoch)]
             kv = await c.get(keys.broker(6))
             assert kv is not None and kv.create_revision == epoch
