@@ -259,6 +259,7 @@ class BrokerConfig:
     replica_fetch_backoff_ms: int = _d("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _d("replica.socket.timeout.ms")
     num_replica_fetchers: int = _d("num.replica.fetchers")
+    num_recovery_threads_per_data_dir: int = _d("num.recovery.threads.per.data.dir")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were

@@ -536,7 +536,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("log.flush.offset.checkpoint.interval.ms", "int", "60000", "storage",
            effect=ACCEPTED, lo=0),
         _b("log.cleaner.enable", "boolean", "true", "storage", effect=ACCEPTED),
-        _b("num.recovery.threads.per.data.dir", "int", "2", "storage", effect=ACCEPTED, lo=1),
+        _b("num.recovery.threads.per.data.dir", "int", "2", "storage",
+           "num_recovery_threads_per_data_dir", lo=1,
+           doc="threads that load the logs at start-up, recovering them after a crash"),
         _b("producer.id.expiration.ms", "int", "86400000", "storage", effect=ACCEPTED, lo=1),
         # --- tiered storage (KIP-405; yak.tiered, docs/tiered.md)
         _b("remote.log.storage.system.enable", "boolean", "false", "storage",
