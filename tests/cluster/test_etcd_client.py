@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.waiting import await_until
 from yak.cluster.etcd import (
     CompactedError,
     Compare,
@@ -134,10 +135,10 @@ def test_leases(etcd: LocalEtcd, keys: ClusterKeys) -> None:
             short, ttl = await c.lease_grant(1)
             assert ttl >= 1
             await c.put(keys.root + "short", "v", lease=short)
-            t0 = time.monotonic()
-            while await c.get(keys.root + "short") is not None:
-                assert time.monotonic() - t0 < 10
-                await asyncio.sleep(0.1)
+            async def expired() -> bool:
+                return await c.get(keys.root + "short") is None
+
+            await await_until(expired, 10, "the 1 s lease to expire with its key")
             assert await c.lease_keepalive(short) == 0
 
     run(body())
@@ -202,6 +203,12 @@ async def _collect(watch, n: int, timeout: float = 10.0) -> list:
     return got
 
 
+async def _created(watch) -> None:  # type: ignore[no-untyped-def]
+    """A watch "from now" sees only writes after etcd created it; it learns its start
+    revision from etcd's `created` answer, so a non-zero one means it is in place."""
+    await await_until(lambda: watch.next_revision, 10, "etcd to create the watch")
+
+
 def test_watch_prefix_events(etcd: LocalEtcd, keys: ClusterKeys) -> None:
     async def body() -> None:
         async with EtcdClient(etcd.endpoints) as c:
@@ -218,7 +225,7 @@ def test_watch_prefix_events(etcd: LocalEtcd, keys: ClusterKeys) -> None:
             # from now: only later changes, delivered as they happen
             w = c.watch(keys.root, prefix=True)
             task = asyncio.ensure_future(_collect(w, 1))
-            await asyncio.sleep(0.3)
+            await _created(w)
             rev = await c.put(keys.root + "later", "x")
             (resp,) = await task
             assert resp.events[0].kv.key == keys.root + "later"
@@ -243,17 +250,15 @@ def test_watch_resumes_after_member_restart_without_loss(etcd_factory) -> None:
                         got.extend(ev.kv.value.decode() for ev in resp.events)
 
             task = asyncio.ensure_future(consume())
-            await asyncio.sleep(0.3)
+            await _created(w)
             for i in range(5):
                 await c.put(f"/w/{i}", str(i))
             e.members[0].kill()
             await asyncio.to_thread(e.restart_member, "etcd1")
             for i in range(5, 10):
                 await c.put(f"/w/{i}", str(i))
-            async with asyncio.timeout(15):
-                while len(got) < 10:
-                    await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)
+            await await_until(lambda: len(got) >= 10, 15, "10 events through the restart")
+            await asyncio.sleep(0.3)  # a window for a duplicate to arrive in: not a wait
             task.cancel()
             assert got == [str(i) for i in range(10)]
             assert w.reconnects >= 1
@@ -279,7 +284,8 @@ def test_watch_after_compaction_rereads(etcd: LocalEtcd, keys: ClusterKeys) -> N
             # and it goes on with live events after the snapshot
             w = c.watch(keys.root, prefix=True, start_revision=first)
             task = asyncio.ensure_future(_collect(w, 2))
-            await asyncio.sleep(0.3)
+            # The put must come after the snapshot's read, or the snapshot holds it too.
+            await await_until(lambda: w.next_revision != first, 10, "the snapshot read")
             await c.put(keys.root + "d", "5")
             resps = await task
             assert resps[0].snapshot is not None
@@ -353,12 +359,13 @@ def test_watch_on_member_without_leader_is_ended_not_silent(etcd_factory) -> Non
                         got.extend(ev.kv.value.decode() for ev in resp.events)
 
             task = asyncio.ensure_future(consume())
-            await asyncio.sleep(0.3)
+            # A first event through the watch: it is open and delivering before quorum goes.
+            await c.put("/q/ready", "ready")
+            await await_until(lambda: got == ["ready"], 10, "the watch delivering")
             for m in e.members[1:]:
                 m.kill()
-            async with asyncio.timeout(15):  # ended by etcd, far inside the 60 s idle bound
-                while w.reconnects == 0:
-                    await asyncio.sleep(0.1)
+            # ended by etcd, far inside the 60 s idle bound
+            await await_until(lambda: w.reconnects, 15, "the leaderless watch ended")
             for m in e.members[1:]:
                 await asyncio.to_thread(e.restart_member, m.name)
             t0 = time.monotonic()
@@ -368,10 +375,8 @@ def test_watch_on_member_without_leader_is_ended_not_silent(etcd_factory) -> Non
                     break
                 except EtcdUnavailable:
                     assert time.monotonic() - t0 < 15
-            async with asyncio.timeout(15):
-                while "1" not in got:
-                    await asyncio.sleep(0.05)
+            await await_until(lambda: "1" in got, 15, "the write after quorum came back")
             task.cancel()
-            assert got == ["1"]
+            assert got == ["ready", "1"]
 
     run(body(), 60)
