@@ -71,3 +71,38 @@ async def await_until(cond: Callable[[], T | Awaitable[T]], timeout: float, what
         if time.monotonic() > deadline:
             raise AssertionError(_failure(timeout, what, last, error))
         await asyncio.sleep(every)  # the back-off between polls, not the synchronisation
+
+
+def wait_steady(read: Callable[[], T], hold: float, timeout: float, what: str,
+                every: float = 0.1) -> T:
+    """Poll `read` until it gives a truthy value that then stays the same for `hold`
+    seconds, and return it: for a flow that must start and then stall (a server that stops
+    sending to a client that reads nothing). A test that then holds a further window open
+    to show the value does not move is checking, not waiting."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while not value or time.monotonic() - since < hold:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} to"
+                                 f" settle for {hold:g} s; last value: {value!r}")
+        time.sleep(every)  # the back-off between polls, not the synchronisation
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
+async def await_steady(read: Callable[[], T], hold: float, timeout: float, what: str,
+                       every: float = 0.1) -> T:
+    """`wait_steady` on an event loop: the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while not value or time.monotonic() - since < hold:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} to"
+                                 f" settle for {hold:g} s; last value: {value!r}")
+        await asyncio.sleep(every)  # the back-off between polls, not the synchronisation
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value

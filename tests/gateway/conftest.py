@@ -70,7 +70,7 @@ def _spawn(args: list[str], out_path: Path, ready: str, url: str) -> subprocess.
                     return proc
         if proc.poll() is not None:
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # back-off of this wait-for-ready loop
     proc.kill()
     proc.wait(5)
     raise RuntimeError(f"did not start: {out_path.read_text(errors='replace')[-3000:]}")

@@ -34,7 +34,7 @@ def logins(monkeypatch: pytest.MonkeyPatch) -> Logins:
 
     async def fake_login(bootstrap: str, security: ClientSecurity, timeout_s: float) -> None:
         seen.append((security.username or "", security.password or ""))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a login takes a while: concurrent first requests overlap
         if seen.passwords.get(security.username or "") != security.password:
             raise GatewayError(Reason.UNAUTHENTICATED, "SASL_AUTHENTICATION_FAILED: no")
 

@@ -29,6 +29,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
+from tests.waiting import wait_steady
 from yak.gateway.grpc_api import gateway_pb2 as pb
 from yak.gateway.grpc_api import gateway_pb2_grpc as pb_grpc
 
@@ -60,7 +61,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], out: Path, ready: str, target: st
                 channel.close()
         if proc.poll() is not None:
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # back-off of this wait-for-ready loop
     proc.kill()
     proc.wait(5)
     raise RuntimeError(f"did not start: {out.read_text(errors='replace')[-3000:]}")
@@ -138,7 +139,7 @@ def wait_health(target: str, want: int, timeout_s: float = 20.0, service: str = 
             status = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
             if status == want:
                 return
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-status loop
         raise AssertionError(f"health of {service!r} stayed {status}, wanted {want}")
 
 
@@ -278,7 +279,7 @@ def test_consume_and_commit_of_what_confluent_wrote(gw: GrpcProc) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             stub.Commit(pb.CommitRequest(session_id=first.session_id), timeout=10)
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-NOT_FOUND loop
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -303,7 +304,7 @@ def test_a_cancelled_consume_stream_leaves_its_group_at_once(gw: GrpcProc) -> No
     stream.cancel()
     deadline = t0 + 20
     while group_members(gw.bootstrap, group) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.1)  # back-off of this wait-for-leave loop (timed, so kept inline)
     left_after = time.monotonic() - t0
     assert group_members(gw.bootstrap, group) == 0
     # aiokafka's session timeout is 10 s: leaving by LeaveGroup is much faster than expiry.
@@ -336,12 +337,8 @@ def test_a_client_that_stops_reading_stops_the_fetching(gw: GrpcProc) -> None:
                           max_records=100), timeout=120)
     next(stream)
     # Read nothing; wait until the server has handed something over, then stops.
-    deadline = time.monotonic() + 20
-    while sent() == before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)
-    stalled = sent() - before
-    time.sleep(2.0)
+    stalled = wait_steady(lambda: sent() - before, 2.0, 30, "records sent to a non-reader")
+    time.sleep(2.0)  # a window in which nothing more may be sent: the check, not a wait
     assert sent() - before == stalled, "the stream kept fetching for a client not reading"
     print(f"stream stalled after {stalled:.0f} records of {size} B")
     assert 0 < stalled * size < 8 * 1024 * 1024, stalled
@@ -519,7 +516,7 @@ def test_concurrent_consumers_split_the_partitions(gw: GrpcProc) -> None:
         t.start()
     deadline = time.monotonic() + 40
     while len(set(seen[0]) | set(seen[1])) < 40 and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.2)  # back-off of this wait-for-40-records loop
     for s in streams:
         s.cancel()
     for t in threads:

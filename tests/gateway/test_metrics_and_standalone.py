@@ -100,7 +100,7 @@ def test_standalone_gateway_expiry_and_dead_broker(broker_factory: Any, tmp_path
             deadline = time.monotonic() + 30
             while http.get("/api/health").status_code != 200:
                 assert time.monotonic() < deadline
-                time.sleep(0.5)
+                time.sleep(0.5)  # back-off of this wait-for-health loop
             assert "sa-t" in http.get("/topics").json()
     finally:
         gw.stop()

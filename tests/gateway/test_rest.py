@@ -129,7 +129,7 @@ def test_long_poll_returns_as_soon_as_data_arrives(http: httpx.Client, gateway: 
 
     t = threading.Thread(target=long_poll)
     t.start()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the point: data that arrives ~1 s into the poll shows that it waited
     produced_at = time.monotonic()
     http.post("/topics/rest-lp", json={"records": [{"value": "wake up"}]})
     t.join(20)
@@ -269,7 +269,7 @@ def test_console_api_alters_configs_and_browses_by_timestamp(http: httpx.Client)
 
     for i in range(3):
         http.post("/api/topics/rest-cfg/messages", json={"value": f"m{i}"})
-        time.sleep(0.05)
+        time.sleep(0.05)  # distinct millisecond timestamps, for the lookup by timestamp below
     msgs = http.get("/api/topics/rest-cfg/messages", params={"offset": -2}).json()["messages"]
     assert [base64.b64decode(m["value"]) for m in msgs] == [b"m0", b"m1", b"m2"]
     ts = msgs[1]["timestamp"]

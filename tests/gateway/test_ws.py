@@ -14,6 +14,8 @@ import pytest
 from confluent_kafka import Producer
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.waiting import await_steady
+
 
 class Inbox:
     """Frames by type: a 'message' pushed before the 'produced' answer must not be lost."""
@@ -133,10 +135,11 @@ def test_a_client_that_stops_reading_does_not_make_the_server_buffer(
                            compression=None) as ws:
             await ws.send(json.dumps({"type": "subscribe", "topics": ["ws-slow"],
                                       "offset_reset": "earliest"}))
-            await asyncio.sleep(4.0)  # read nothing
-            stalled = sent() - before
+            # Read nothing; wait until the pump has sent something, then stops.
+            stalled = await await_steady(lambda: sent() - before, 2.0, 30,
+                                         "messages sent to a non-reader")
             print(f"pump stalled after {stalled:.0f} messages of {size} B")
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # a window in which nothing more may be sent: the check
             assert sent() - before == stalled, "the pump kept sending into a full socket"
             # Bounded by socket buffers (server send buffer autotunes up to 4 MiB here),
             # far below the 20 MiB in the topic.
