@@ -105,13 +105,16 @@ def test_fetch_long_polls_until_an_append(module_broker) -> None:
     def consumer() -> None:
         with RawClient(module_broker.bootstrap) as c:
             t0 = time.monotonic()
+            sending.set()
             resp = c.fetch(topic, 0, 0, max_wait_ms=10_000, min_bytes=1)
             result["elapsed"] = time.monotonic() - t0
             result["part"] = resp.responses[0].partitions[0]
 
+    sending = threading.Event()
     t = threading.Thread(target=consumer)
     t.start()
-    time.sleep(0.7)
+    assert sending.wait(10), "the consumer thread never got to its fetch"
+    time.sleep(0.7)  # the point: an append 0.7 s into the poll shows that it waited
     with RawClient(module_broker.bootstrap) as c:
         assert c.produce_one(topic, 0, build_batch([Record(None, b"wake")]))[0] == ErrorCode.none
     t.join(15)

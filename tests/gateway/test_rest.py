@@ -123,12 +123,15 @@ def test_long_poll_returns_as_soon_as_data_arrives(http: httpx.Client, gateway: 
     def long_poll() -> None:
         with httpx.Client(base_url=gateway.url, timeout=30) as c:
             t0 = time.monotonic()
+            polling.set()
             r = c.get(f"{base}/records", params={"timeout": 15000})
             result["elapsed"] = time.monotonic() - t0
             result["records"] = r.json()
 
+    polling = threading.Event()
     t = threading.Thread(target=long_poll)
     t.start()
+    assert polling.wait(10), "the long-poll thread never got to its GET"
     time.sleep(1.0)  # the point: data that arrives ~1 s into the poll shows that it waited
     produced_at = time.monotonic()
     http.post("/topics/rest-lp", json={"records": [{"value": "wake up"}]})
