@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
 
+from tests.conftest import free_port
+from tests.waiting import wait_until
 from yak.protocol import kio_compat, records
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.records import Record, build_batch
@@ -121,7 +125,7 @@ def test_maintenance_applies_retention(module_broker) -> None:
         assert c.list_offset(topic, 0, -2).offset == 0
         deadline = time.monotonic() + 10
         while c.list_offset(topic, 0, -2).offset == 0 and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-retention loop
         start = c.list_offset(topic, 0, -2).offset
         assert start > 0
         assert c.list_offset(topic, 0, -1).offset == 6
@@ -158,7 +162,17 @@ def test_metadata_by_topic_id(module_broker) -> None:
     assert unknown.error_code == ErrorCode.unknown_topic_id
 
 
-def test_sigterm_with_a_parked_long_poll_is_prompt(broker) -> None:
+def _parked_fetches(http_port: int) -> float:
+    """The broker's count of Fetch long-polls parked in its purgatory, from /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(r"^yak_delayed_fetch_requests (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_sigterm_with_a_parked_long_poll_is_prompt(broker_factory) -> None:
+    http = free_port()
+    broker = broker_factory(http=f"127.0.0.1:{http}")
     with RawClient(broker.bootstrap) as c:
         c.create_topic("parked")
     poller = RawClient(broker.bootstrap, timeout=60)
@@ -169,7 +183,7 @@ def test_sigterm_with_a_parked_long_poll_is_prompt(broker) -> None:
 
     t = threading.Thread(target=park)
     t.start()
-    time.sleep(0.5)
+    wait_until(lambda: _parked_fetches(http) >= 1, 15, "the long poll parked in the purgatory")
     t0 = time.monotonic()
     assert broker.stop() == 0
     assert time.monotonic() - t0 < 5

@@ -9,6 +9,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.waiting import wait_until
+
 from .rawclient import RawClient
 
 PARTITIONS = 3
@@ -49,17 +51,19 @@ def test_sigkill_during_idempotent_produce(broker) -> None:
                 continue
             if i % 100 == 0:
                 producer.poll(0)
-                time.sleep(0.002)
+                time.sleep(0.002)  # paces the producer
         sent[0] = i
 
     t = threading.Thread(target=produce)
     t.start()
-    time.sleep(1.5)
+    # Kill it mid-stream: a good run of acks behind, more in flight.
+    wait_until(lambda: len(acked) >= 1000, 30, "1,000 acks before the kill")
     before_kill = len(acked)
     broker.kill()
-    time.sleep(0.5)
+    time.sleep(0.5)  # the point: the broker stays down a while under the producer
     broker.start()
-    time.sleep(1.5)
+    restarted_at = len(acked)
+    wait_until(lambda: len(acked) >= restarted_at + 1000, 60, "1,000 acks after the restart")
     stop.set()
     t.join(10)
     assert producer.flush(60) == 0

@@ -102,7 +102,7 @@ def _run_0053(bootstrap: str) -> None:
                       timestamp=-1)  # what 0053's C++ produce() call passes
             p.poll(0)
     assert p.flush(TIMEOUT_S) == 0
-    time.sleep(MAINTENANCE_WAIT_S)
+    time.sleep(MAINTENANCE_WAIT_S)  # the point: retention has had its ticks (and kept all)
 
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest",

@@ -121,7 +121,7 @@ def test_metrics_over_http_count_appends_acks0_and_skip_unknown_topics(broker_fa
         if _metric(text, "yak_broker_topic_messages_in_total", "m-ok") >= 23 or \
                 time.monotonic() > deadline:
             break
-        time.sleep(0.2)
+        time.sleep(0.2)  # back-off of this wait-for-counts loop
     assert _metric(text, "yak_broker_topic_messages_in_total", "m-ok") == 23
     assert _metric(text, "yak_broker_topic_messages_out_total", "m-ok") == 23
     assert "m-unknown-topic" not in text

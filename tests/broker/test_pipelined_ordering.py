@@ -62,7 +62,7 @@ class ThreadBroker:
                           tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
             self.verifications += 1
             if self.delays:
-                await asyncio.sleep(self.delays.pop(0))
+                await asyncio.sleep(self.delays.pop(0))  # the point: a slow verification
             return await inner(txn_id, pid, epoch, tps)
 
         rm.txn_verifier = delayed
