@@ -132,7 +132,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     loop_io = _in_thread
 
     # storage
-    logs = _construct("storage", lambda: LogManager(str(config.data_dir), config.log_defaults))
+    logs = _construct("storage", lambda: LogManager(
+        str(config.data_dir), config.log_defaults,
+        recovery_threads=config.num_recovery_threads_per_data_dir))
 
     # listeners (TLS contexts, SASL configs): also how this broker reaches the others
     security = _construct("security", lambda: SecurityConfig.from_settings(_listener_settings(config)))

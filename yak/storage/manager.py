@@ -10,6 +10,15 @@ manager's flusher thread (`RollFlusher`), which fsyncs it with its indexes off t
 and rewrites `recovery-point-offset-checkpoint`, so an unclean restart scans only what was
 written since the last roll.
 
+Logs load in parallel, as Kafka's `num.recovery.threads.per.data.dir`: a pool of
+`recovery_threads` threads opens (and after a crash recovers) one partition log each, since
+recovery waits on the disk more than on the interpreter and one slow log (a long unflushed
+tail, a contended disk) must not hold up the others. Each log touches only its own
+directory; the manager adopts the results on the calling thread. The broker runs `startup`
+off its event loop. A log that fails to load fails the start-up as before: every loaded log
+is closed and the error of the first failed directory (in name order) is raised, the others
+logged.
+
 The directory is this manager's alone while it runs: `startup` takes an exclusive `flock`
 on `<data dir>/.lock` (Kafka's `.lock` file in each log dir) and `shutdown`/`crash` release
 it; a process that dies releases it with its descriptors. A second broker, or a second
@@ -28,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from yak.errors import InvalidTopicError, KafkaStorageError
 from yak.storage import checkpoint
@@ -173,8 +183,12 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         start_cleaner: bool = True,
+        recovery_threads: int = 1,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # Kafka's num.recovery.threads.per.data.dir (the broker passes the setting; 1: the
+        # logs load one after another on the calling thread).
+        self.recovery_threads = max(1, recovery_threads)
         self.default_config = default_config or LogConfig()
         self.start_cleaner = start_cleaner
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -188,6 +202,7 @@ class LogManager:
         self._cleaner_thread: threading.Thread | None = None
         self.cleaner_stats: list = []  # recent CleanStats, newest last (bounded)
         self.was_clean_shutdown = False
+        self.load_seconds = 0.0  # how long the last startup took to load every log
         self.started = False
         self._dir_lock = DataDirLock(self.data_dir)
 
@@ -219,6 +234,7 @@ class LogManager:
         hw = checkpoint.read_offsets(self._path(checkpoint.REPLICATION_OFFSET_FILE))
         ls = checkpoint.read_offsets(self._path(checkpoint.LOG_START_OFFSET_FILE))
         cl = checkpoint.read_offsets(self._path(checkpoint.CLEANER_OFFSET_FILE))
+        found: list[tuple[str, tuple[str, int]]] = []
         for name in sorted(os.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
             if not os.path.isdir(path):
@@ -229,6 +245,9 @@ class LogManager:
             parsed = parse_log_dir_name(name)
             if parsed is None:
                 continue
+            found.append((path, parsed))
+
+        def open_log(path: str, parsed: tuple[str, int]) -> PartitionLog:
             topic, part = parsed
             plog = PartitionLog(
                 path,
@@ -243,17 +262,21 @@ class LogManager:
                 on_truncate=self._after_truncation,
             )
             plog.first_dirty_offset = cl.get(parsed, -1)
-            self._logs[parsed] = plog
+            return plog
+
+        self._load_all(found, open_log)
+        self.load_seconds = time.monotonic() - t0
         if clean:
             os.remove(marker)
             checkpoint.fsync_dir(self.data_dir)
         elif self._logs:
             stats = [p.recovery_stats for p in self._logs.values()]
             log.info(
-                "unclean shutdown: recovered %d logs in %.2f s, scanned %d of %d segments "
-                "(%d bytes), truncated %d bytes",
+                "unclean shutdown: recovered %d logs in %.2f s (%d recovery threads), "
+                "scanned %d of %d segments (%d bytes), truncated %d bytes",
                 len(stats),
-                time.monotonic() - t0,
+                self.load_seconds,
+                min(self.recovery_threads, len(stats)),
                 sum(len(s.scanned) for s in stats),
                 sum(s.segments for s in stats),
                 sum(s.bytes_scanned for s in stats),
@@ -268,6 +291,42 @@ class LogManager:
                 target=self._cleaner_loop, name="yak-log-cleaner", daemon=True
             )
             self._cleaner_thread.start()
+
+    def _load_all(
+        self,
+        found: list[tuple[str, tuple[str, int]]],
+        open_log: Callable[[str, tuple[str, int]], PartitionLog],
+    ) -> None:
+        """Open every found log, `recovery_threads` at a time, into `self._logs` (in name
+        order, whatever order they finish in). On failures every log that did load is
+        adopted anyway (so `startup` closes it), the failures are logged, and the first
+        failed directory's error is raised; queued logs are not started after one failed,
+        as the sequential loop stopped at the first error."""
+        workers = min(self.recovery_threads, len(found))
+        if workers <= 1:
+            for path, parsed in found:
+                self._logs[parsed] = open_log(path, parsed)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="yak-log-recovery") as pool:
+            futures = [(parsed, pool.submit(open_log, path, parsed)) for path, parsed in found]
+            for _parsed, fut in futures:
+                if fut.exception() is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    break
+        first: BaseException | None = None
+        for parsed, fut in futures:
+            if fut.cancelled():
+                continue
+            error = fut.exception()
+            if error is None:
+                self._logs[parsed] = fut.result()
+                continue
+            if first is None:
+                first = error
+            else:
+                log.error("loading log %s-%d failed too: %s", parsed[0], parsed[1], error)
+        if first is not None:
+            raise first
 
     def shutdown(self) -> None:
         """Flush, checkpoint, snapshot, then the clean-shutdown marker (last, after fsyncs)."""
