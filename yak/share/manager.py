@@ -10,7 +10,14 @@ AcquiredRecords ranges say which offsets the member holds. With nothing acquired
 waits in the fetch purgatory for new data, for at most `max_wait` and never past the next
 lock expiry (an expired lock makes records available again).
 
-Everything is in memory (docs/share-groups.md says what a restart loses).
+Share-partition state is durable when a `SharePersister` is given (the composition's
+`CoordinatorPersister`, the share coordinator on `__share_group_state`): a share partition
+is read from it on first use (`_ensure_loaded`; never initialized: by
+`share.auto.offset.reset`, and that start written before a record is handed out), and
+its changes are written (`_flush`, one write per share partition at a time, each taking
+every change noted so far) before a ShareFetch returns what it acquired and before an
+acknowledgement is answered. Membership, sessions and group configs are still in memory
+(docs/share-groups.md says what a restart loses).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import iter_batches
 from yak.share.group import ShareGroups, TopicLookup
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
+from yak.share.persister import CoordinatorPersister
+from yak.share.records import ShareKey
 from yak.share.session import ShareSessionCache
 
 __all__ = ["ShareConfig", "ShareManager", "SharePartitionResult"]
@@ -70,8 +79,14 @@ class InvalidGroupConfig(Exception):
 
 class ShareManager:
     def __init__(self, config: ShareConfig, clock: Clock, replicas: ReplicaManager,
-                 topics: TopicLookup, node_id: int) -> None:
+                 topics: TopicLookup, node_id: int,
+                 persister: CoordinatorPersister | None = None) -> None:
         self.config = config
+        self.topics = topics
+        self.persister = persister
+        self._loading: dict[tuple[str, str, int], asyncio.Future[ErrorCode]] = {}
+        self._flush_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        self._background: set[asyncio.Task[Any]] = set()
         self.clock = clock
         self.replicas = replicas
         self.node_id = node_id
@@ -96,6 +111,8 @@ class ShareManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     async def _expiry_loop(self) -> None:
         """Members past their session timeout leave; expired locks are released even
@@ -117,6 +134,13 @@ class ShareManager:
                 del self._left[key]
                 if self.sessions.close(*key) is not None:
                     self._release(*key)
+        if self.persister is not None:
+            # archiving by expiry or release: written now, not at the next fetch
+            for (g, t, _p), sp in self.partitions.items():
+                if sp.has_changes():
+                    task = asyncio.get_running_loop().create_task(self._flush(g, t, sp))
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ group configs
 
@@ -170,16 +194,20 @@ class ShareManager:
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None:
-            cfg = self.group_configs.get(group_id, {})
-            c = self.config
-            sp = self.partitions[key] = SharePartition(
-                group_id, topic, partition, self.clock,
-                lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
-                                             c.record_lock_duration_ms)),
-                delivery_count_limit=int(cfg.get("share.delivery.count.limit",
-                                                 c.delivery_count_limit)),
-                max_record_locks=c.partition_max_record_locks)
+            sp = self.partitions[key] = self._new_share_partition(group_id, topic, partition)
         return sp
+
+    def _new_share_partition(self, group_id: str, topic: str, partition: int
+                             ) -> SharePartition:
+        cfg = self.group_configs.get(group_id, {})
+        c = self.config
+        return SharePartition(
+            group_id, topic, partition, self.clock,
+            lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
+                                         c.record_lock_duration_ms)),
+            delivery_count_limit=int(cfg.get("share.delivery.count.limit",
+                                             c.delivery_count_limit)),
+            max_record_locks=c.partition_max_record_locks)
 
     def lock_duration_ms(self, group_id: str) -> int:
         cfg = self.group_configs.get(group_id, {})
@@ -242,9 +270,13 @@ class ShareManager:
                     max_wait_ms: int) -> list[SharePartitionResult]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
+        if self.persister is not None:
+            await self._ensure_loaded(group_id, wanted)
         while True:
             results = self._acquire(group_id, member_id, wanted, max_records, max_bytes)
             if any(r.acquired or r.error is not ErrorCode.none for r in results):
+                if self.persister is not None:
+                    await self._make_durable(group_id, member_id, wanted, results)
                 return results
             remaining = deadline - loop.time()
             if remaining <= 0 or not wanted:
@@ -255,6 +287,115 @@ class ShareManager:
                 remaining = min(remaining, max(0.0, (min(nxt) - self.clock.now_ms()) / 1000)
                                 + 0.001)
             await self.replicas.fetch_purgatory.wait(wanted, remaining)
+
+    # ------------------------------------------------------------------ durability
+
+    async def _ensure_loaded(self, group_id: str, wanted: Sequence[tuple[str, int]]) -> None:
+        """Read the state of every share partition of `wanted` led here that has none in
+        memory (or one of an older leader epoch); concurrent fetches share one read."""
+        for topic, partition in wanted:
+            key = (group_id, topic, partition)
+            p = self.replicas.get_partition(topic, partition)
+            if p is None or not p.is_leader:
+                continue  # _acquire answers
+            sp = self.partitions.get(key)
+            if sp is not None and sp.leader_epoch == p.leader_epoch:
+                continue
+            fut = self._loading.get(key)
+            if fut is None:
+                fut = asyncio.get_running_loop().create_task(
+                    self._load(group_id, topic, partition, p.leader_epoch))
+                self._loading[key] = fut
+                fut.add_done_callback(lambda _f, k=key: self._loading.pop(k, None))
+            await asyncio.shield(fut)
+
+    async def _load(self, group_id: str, topic: str, partition: int,
+                    leader_epoch: int) -> ErrorCode:
+        assert self.persister is not None
+        found = self.topics(topic)
+        if found is None:
+            return ErrorCode.unknown_topic_or_partition
+        key = ShareKey(group_id, found[0], partition)
+        state = await self.persister.read(key, leader_epoch)
+        if state.error is not ErrorCode.none:
+            return state.error
+        p = self.replicas.get_partition(topic, partition)
+        if p is None or not p.is_leader or p.leader_epoch != leader_epoch:
+            return ErrorCode.not_leader_or_follower
+        sp = self._new_share_partition(group_id, topic, partition)
+        sp.leader_epoch = leader_epoch
+        if state.start_offset >= 0:
+            sp.restore(state.start_offset, state.batches, state.state_epoch)
+            sp.log_start_moved(p.log_start_offset)
+        else:
+            reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset",
+                                                             "latest")
+            sp.initialize(p.log_start_offset, p.high_watermark, reset)
+        changes = sp.take_changes()
+        if changes is not None:  # the start a reset chose must be durable before use
+            code = await self.persister.write(key, sp.state_epoch, leader_epoch, *changes)
+            if code is not ErrorCode.none:
+                return code
+        sp.durable = sp.noted()
+        self.partitions[(group_id, topic, partition)] = sp
+        return ErrorCode.none
+
+    async def persist(self, group_id: str,
+                      parts: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """Make every change noted so far on these share partitions durable (the
+        acknowledgements just applied); the partitions whose write failed, with why."""
+        if self.persister is None:
+            return {}
+        keys = [tp for tp in dict.fromkeys(parts)
+                if (group_id, tp[0], tp[1]) in self.partitions]
+        codes = await asyncio.gather(*(
+            self._flush(group_id, t, self.partitions[(group_id, t, p)]) for t, p in keys))
+        return {tp: c for tp, c in zip(keys, codes, strict=True) if c is not ErrorCode.none}
+
+    async def _flush(self, group_id: str, topic: str, sp: SharePartition) -> ErrorCode:
+        """Until every change noted on `sp` before this call is durable. One write of a
+        share partition at a time (a FIFO lock), each taking all changes noted until it
+        starts, so the writes reach the coordinator in the order of the changes."""
+        assert self.persister is not None
+        want = sp.noted()
+        key = (group_id, topic, sp.partition)
+        lock = self._flush_locks.get(key)
+        if lock is None:
+            lock = self._flush_locks[key] = asyncio.Lock()
+        async with lock:
+            if sp.durable >= want and not sp.has_changes():
+                return ErrorCode.none
+            found = self.topics(topic)
+            if found is None:
+                return ErrorCode.unknown_topic_or_partition
+            seq = sp.noted()
+            changes = sp.take_changes()
+            if changes is None:
+                sp.durable = seq
+                return ErrorCode.none
+            code = await self.persister.write(ShareKey(group_id, found[0], sp.partition),
+                                              sp.state_epoch, sp.leader_epoch, *changes)
+            if code is ErrorCode.none:
+                sp.durable = max(sp.durable, seq)
+            else:
+                sp.untake(changes[1])
+            return code
+
+    async def _make_durable(self, group_id: str, member_id: str,
+                            wanted: Sequence[tuple[str, int]],
+                            results: list[SharePartitionResult]) -> None:
+        """Acquisitions are written (their delivery counts) before records go out; a
+        partition whose write failed hands its records back and answers the error."""
+        parts = [tp for tp, r in zip(wanted, results, strict=True) if r.acquired]
+        failed = await self.persist(group_id, parts)
+        for tp, r in zip(wanted, results, strict=True):
+            code = failed.get(tp)
+            if code is None or not r.acquired:
+                continue
+            sp = self.partitions.get((group_id, tp[0], tp[1]))
+            if sp is not None:
+                sp.hand_back(member_id, r.acquired)
+            r.acquired, r.records, r.error = [], [], code
 
     def _acquire(self, group_id: str, member_id: str, wanted: Sequence[tuple[str, int]],
                  max_records: int, max_bytes: int) -> list[SharePartitionResult]:
@@ -279,7 +420,14 @@ class ShareManager:
                     r.leader = (p.state.leader, p.leader_epoch)
                 continue
             r.leader = (p.state.leader, p.leader_epoch)
-            sp = self._share_partition(group_id, topic, partition)
+            if self.persister is not None:
+                found = self.partitions.get((group_id, topic, partition))
+                if found is None or found.leader_epoch != p.leader_epoch:
+                    r.error = ErrorCode.coordinator_not_available  # its state was not read
+                    continue
+                sp = found
+            else:
+                sp = self._share_partition(group_id, topic, partition)
             if not sp.initialized:
                 sp.initialize(p.log_start_offset, p.high_watermark, reset)
             sp.log_start_moved(p.log_start_offset)

@@ -16,7 +16,15 @@ docs/share-groups.md), bounded by `group.share.partition.max.record.locks`.
 
 Time comes from an injected `Clock` (ManualClock in tests): locks expire lazily, before
 every acquire and acknowledgement, and `next_deadline_ms()` tells a waiting fetch when
-the next lock will expire. Nothing here is durable yet (docs/share-groups.md).
+the next lock will expire.
+
+Durability (`records.py`, the share coordinator): every change a restart must not lose is
+also noted as a state batch in `_changes` (per run of offsets, never per record where a
+whole range changes at once): an acquisition (the delivery count went up: persisted as
+available with that count, since a lock does not outlive its leader), an acknowledgement
+(2) or an archive (4); a release or an expiry changes nothing durable unless it archives.
+`take_changes()` hands them to the manager, which writes them before answering;
+`restore()` rebuilds the window from the persisted state on first use.
 """
 
 from __future__ import annotations
@@ -92,6 +100,71 @@ class SharePartition:
         self.end_offset = -1  # -1: not initialized (no fetch yet)
         self._records: dict[int, _InFlight] = {}
         self._next_deadline: int | None = None
+        self._changes: list[tuple[int, int, int, int]] = []  # state batches to persist
+        self._persisted_start = -1
+        self._taken = 0  # changes handed out by take_changes so far
+        self.state_epoch = 0
+        self.leader_epoch = -1  # the partition's leader epoch this window was loaded at
+        self.durable = 0  # `noted()` as of the last successful write (the manager's)
+
+    # ------------------------------------------------------------------ durability
+
+    def restore(self, start_offset: int, batches: Sequence[tuple[int, int, int, int]],
+                state_epoch: int = 0) -> None:
+        """The persisted state (start offset, state batches): records not done come back
+        AVAILABLE with their delivery counts (their locks died with the old leader), except
+        those that had reached the delivery limit, which are archived as their lock's
+        expiry would have; done ones stay done; the window ends after the last batch."""
+        self._records.clear()
+        self.state_epoch = state_epoch
+        end = start_offset
+        limit = self.delivery_count_limit
+        for first, last, state, count in batches:
+            end = max(end, last + 1)
+            if state != 0 or last < start_offset:
+                continue
+            if count >= limit:
+                self._changes.append((max(first, start_offset), last, 4, count))
+                continue
+            for offset in range(max(first, start_offset), last + 1):
+                self._records[offset] = _InFlight(RecordState.AVAILABLE, count, "", 0)
+        # batches arrive sorted and disjoint, so the dict is in offset order
+        self.end_offset = end
+        self._persisted_start = start_offset
+
+    def take_changes(self) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+        """(start offset, state batches) changed since the last call, or None. The
+        caller writes them at once, before any await (the order of the writes)."""
+        start = self.start_offset
+        if not self._changes and start == self._persisted_start:
+            return None
+        changes, self._changes = self._changes, []
+        self._persisted_start = start
+        self._taken += len(changes)
+        return start, changes
+
+    def untake(self, changes: list[tuple[int, int, int, int]]) -> None:
+        """A write of `changes` failed: they go back in front, to be written again."""
+        self._changes[:0] = changes
+        self._taken -= len(changes)
+        self._persisted_start = -1
+
+    def noted(self) -> int:
+        """How many changes were ever noted (a sequence number for 'written up to')."""
+        return self._taken + len(self._changes)
+
+    def has_changes(self) -> bool:
+        return bool(self._changes) or self.start_offset != self._persisted_start
+
+    def hand_back(self, member_id: str, ranges: Sequence[AcquiredRange]) -> None:
+        """Acquisitions that could not be made durable: released again (their delivery
+        counts stay up: a count never goes down)."""
+        for a in ranges:
+            for offset in range(a.first_offset, a.last_offset + 1):
+                r = self._records.get(offset)
+                if r is not None and r.state is RecordState.ACQUIRED \
+                        and r.member_id == member_id:
+                    self._release(offset, r)
 
     # ------------------------------------------------------------------ the window
 
@@ -192,10 +265,14 @@ class SharePartition:
             self.end_offset = offset + n
         if runs and (self._next_deadline is None or deadline < self._next_deadline):
             self._next_deadline = deadline
+        self._changes.extend((a, b, 0, c) for a, b, c in runs)
         return [AcquiredRange(a, b, c) for a, b, c in runs]
 
     def _archive_gap(self, base: int, last: int) -> None:
         records = self._records
+        lo = max(base, self.start_offset)
+        if lo <= last:
+            self._changes.append((lo, last, 4, 0))
         for offset in range(max(base, self.start_offset), min(last + 1, self.end_offset)):
             r = records.get(offset)
             if r is not None and r.state is RecordState.AVAILABLE:
@@ -237,6 +314,8 @@ class SharePartition:
             # The common case: the whole range accepted (or rejected, or gaps): terminal.
             for offset in range(first_offset, last_offset + 1):
                 records.pop(offset, None)
+            self._changes.append((first_offset, last_offset,
+                                  2 if one is AckType.ACCEPT else 4, 0))
             return
         for i, offset in enumerate(range(first_offset, last_offset + 1)):
             kind = one if one is not None else kinds[i]
@@ -249,6 +328,7 @@ class SharePartition:
                 r.deadline_ms = self.clock.now_ms() + self.lock_duration_ms
             else:  # ACCEPT -> ACKNOWLEDGED, REJECT and GAP -> ARCHIVED: both terminal
                 del records[offset]
+                self._changes.append((offset, offset, 2 if kind is AckType.ACCEPT else 4, 0))
 
     def release_member(self, member_id: str) -> int:
         """A member left (or its share session closed): its acquired records become
@@ -285,6 +365,7 @@ class SharePartition:
     def _release(self, offset: int, r: _InFlight) -> None:
         if r.delivery_count >= self.delivery_count_limit:
             del self._records[offset]  # ARCHIVED: the delivery limit is reached
+            self._changes.append((offset, offset, 4, r.delivery_count))
         else:
             r.state = RecordState.AVAILABLE
             r.member_id = ""

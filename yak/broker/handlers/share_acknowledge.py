@@ -1,6 +1,8 @@
 """ShareAcknowledge (KIP-932): accept, release, reject (v2: renew) records a share group
 member holds, without fetching. Epoch 0 is refused (a session is opened by ShareFetch);
 -1 acknowledges and closes the share session. Topics merged by id; policy in yak/share/.
+The acknowledgements are applied before the first await (the connection's order) and
+are durable (the share coordinator, acks=all) before they are answered.
 """
 
 from __future__ import annotations
@@ -48,10 +50,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     mod = response_module(ctx, "share_acknowledge")
     by_topic: dict[uuid.UUID, list[Any]] = {}
     leaders: set[int] = set()
+    codes: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    names: dict[tuple[uuid.UUID, int], str | None] = {}
     for (tid, part), batches in acks.items():
-        name = topic_name(ctx, tid)
-        err = (ErrorCode.unknown_topic_id if name is None
-               else share.acknowledge(group_id, member_id, name, part, batches))
+        name = names[(tid, part)] = topic_name(ctx, tid)
+        codes[(tid, part)] = (ErrorCode.unknown_topic_id if name is None
+                              else share.acknowledge(group_id, member_id, name, part, batches))
+    # Durable (the share coordinator, acks=all) before they are answered.
+    keyed = {(n, k[1]): k for k, n in names.items() if n is not None}
+    for tp, code in (await share.persist(group_id, keyed)).items():
+        codes[keyed[tp]] = code
+    for (tid, part) in acks:
+        name, err = names[(tid, part)], codes[(tid, part)]
         p = ctx.broker.replica_manager.get_partition(name, part) if name is not None else None
         leader = (p.state.leader, p.leader_epoch) if p is not None else (-1, -1)
         leaders.add(leader[0])

@@ -5,7 +5,7 @@ Translation only: the share session's epoch rules (yak/share/session.py), the
 acknowledgements and acquisitions (yak/share/manager.py, partition.py) are policy there.
 Topics are named by id; one topic repeated in a request (librdkafka may do so) is merged
 by id. The acknowledgements are applied before the first await, so they take effect in
-the connection's order. Records go back as whole batches; AcquiredRecords says which
+the connection's order, then made durable (the share coordinator) before the fetch. Records go back as whole batches; AcquiredRecords says which
 offsets the member holds and with which delivery count.
 """
 
@@ -69,12 +69,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             session.partitions[key] = None
     # Acknowledgements first, synchronously (before any await).
     ack_codes: dict[Key, ErrorCode] = {}
+    acked: dict[tuple[str, int], Key] = {}
     for key, batches in acks.items():
         if not batches:
             continue
         name = topic_name(ctx, key[0])
         ack_codes[key] = (ErrorCode.unknown_topic_id if name is None
                           else share.acknowledge(group_id, member_id, name, key[1], batches))
+        if name is not None:
+            acked[(name, key[1])] = key
+    # Durable (the share coordinator, acks=all) before they are answered.
+    for tp, code in (await share.persist(group_id, acked)).items():
+        ack_codes[acked[tp]] = code
     errors: dict[Key, ErrorCode] = {}
     wanted_keys: list[Key] = []
     wanted: list[tuple[str, int]] = []

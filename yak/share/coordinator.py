@@ -1,0 +1,233 @@
+"""The share coordinator (KIP-932, Kafka's ShareCoordinatorService/Shard): the durable
+state of every share partition, in `__share_group_state`, on the coordinator runtime.
+
+The runtime's third user, after the group and transaction coordinators: each partition
+of `__share_group_state` this broker leads is one shard (`ShareStateShard`, what the
+runtime's loader replays the partition into: the last ShareSnapshot per key with the
+ShareUpdates after it laid over it). The share-partition leader (`ShareManager`) reads a
+share partition's state on first use and writes every change (acquisitions with their
+delivery counts, acknowledgements, archiving) through `SharePersister`
+(`persister.py`), here directly or through the state RPCs 83-87 from another broker.
+
+A write is one record, a write operation of the key's shard: appended at once, answered
+once the in-sync replicas have it (acks=all, `share.coordinator.write.timeout.ms`), then
+applied, in submission order per shard (the runtime's ordering invariant). It is a
+ShareUpdate, or every `share.coordinator.snapshot.update.records.per.snapshot` updates a
+ShareSnapshot of the merged state (only when no other write of that key is in flight,
+so the snapshot holds everything before it). A write from a leader epoch older than the
+one stored is FENCED_LEADER_EPOCH: a deposed partition leader's late write never lands.
+
+The records are never pruned yet (the topic is `cleanup.policy=delete` with
+`retention.ms=-1`, so a snapshot's earlier updates stay; Kafka deletes records below the
+oldest snapshot still needed): docs/share-groups.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from yak.clock import Clock
+from yak.coordinator import (
+    CoordinatorLoader,
+    CoordinatorResult,
+    CoordinatorRuntime,
+    PartitionWriter,
+)
+from yak.errors import ErrorCode, KafkaError, error_for_code
+from yak.share import records as rec
+from yak.share.records import ShareKey, ShareState, StateBatch
+
+__all__ = ["ShareCoordinator", "ShareStateShard", "share_state_topic_configs"]
+
+log = logging.getLogger(__name__)
+
+# How long a first read waits for its partition to load after the topic's creation.
+FIRST_LOAD_WAIT_MS = 3000
+
+
+def share_state_topic_configs(min_isr: int) -> dict[str, str]:
+    """Kafka's `__share_group_state`: delete policy, kept forever (the coordinator, not
+    retention, decides what may go), acks=all through min.insync.replicas."""
+    return {"cleanup.policy": "delete", "retention.ms": "-1",
+            "min.insync.replicas": str(min_isr)}
+
+
+class ShareStateShard:
+    """One `__share_group_state` partition's states, by key, as replayed and applied."""
+
+    def __init__(self, partition: int, epoch: int) -> None:
+        self.partition = partition
+        self.epoch = epoch
+        self.states: dict[ShareKey, ShareState] = {}
+        self.in_flight: dict[ShareKey, int] = {}  # writes submitted, not yet completed
+
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+               value: bytes | None) -> None:
+        try:
+            version, k = rec.decode_key(key)
+            if value is None:
+                self.states.pop(k, None)
+                return
+            v = rec.decode_value(version, value)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.warning("skipping unreadable %s record: %s", rec.SHARE_STATE_TOPIC, e)
+            return
+        if version == rec.SNAPSHOT:
+            self.states[k] = v
+        else:
+            self._update(k, v.leader_epoch, v.start_offset, v.batches)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int,
+                               commit: bool) -> None:
+        pass  # the share coordinator writes no transactions
+
+    def _update(self, key: ShareKey, leader_epoch: int, start_offset: int,
+                batches: Sequence[StateBatch]) -> None:
+        st = self.states.get(key)
+        if st is None:
+            return  # an update needs its snapshot (a deleted state's late update)
+        start = st.start_offset if start_offset < 0 else start_offset
+        st.batches = rec.overlay(st.batches, batches, start)
+        st.start_offset = start
+        st.leader_epoch = max(st.leader_epoch, leader_epoch)
+        st.updates += 1
+
+
+class ShareCoordinator:
+    def __init__(self, writer: PartitionWriter, loader: CoordinatorLoader, clock: Clock,
+                 *, snapshot_every: int = 500) -> None:
+        self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
+            writer, loader, ShareStateShard, clock)
+        self.writer = writer
+        self.snapshot_every = snapshot_every
+        self._managed = False  # a cluster: shards follow the partition layer's leadership
+
+    # ------------------------------------------------------------------ partitions
+
+    def manage_partitions(self) -> None:
+        """Cluster mode: load a partition only when this broker leads it."""
+        self._managed = True
+
+    async def start(self) -> None:
+        if not self._managed:
+            self.runtime.load_led_partitions()
+        self.runtime.start_timers()
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+    def partition_changed(self, topic: str, partition: int, state: object | None,
+                          leads: bool) -> None:
+        """The cluster publisher's hook (every topic's changes come through it)."""
+        if topic != rec.SHARE_STATE_TOPIC:
+            return
+        epoch = getattr(state, "leader_epoch", None)
+        self.runtime.on_partition_change(partition, epoch, leads)
+
+    def partition_for(self, key: ShareKey) -> int:
+        return rec.partition_for(key, self.writer.num_partitions)
+
+    def coordinates(self, key: ShareKey) -> bool:
+        return self.runtime.active(self.partition_for(key)) is not None
+
+    async def ensure_ready(self, key: ShareKey) -> ErrorCode | None:
+        """Create the topic on first use and, on one broker, load it; then None if the
+        key's shard is active here, else why not (NOT_COORDINATOR / LOAD_IN_PROGRESS)."""
+        if not self.writer.exists():
+            try:
+                await self.writer.ensure_topic()
+            except KafkaError as e:
+                return e.code
+            if not self._managed:
+                self.runtime.load_led_partitions()
+            await self.runtime.wait_loaded(self.partition_for(key), FIRST_LOAD_WAIT_MS)
+        return self.runtime.shard_error(self.partition_for(key))
+
+    # ------------------------------------------------------------------ the state RPCs
+
+    def read(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        """ReadShareGroupState: the state (None: never initialized). A reader with a newer
+        leader epoch is recorded by its next write; an older one is fenced."""
+        p = self.partition_for(key)
+        err = self.runtime.shard_error(p)
+        if err is not None:
+            return err, None
+        st = self.runtime.schedule_read_operation(p, lambda s: s.states.get(key))
+        if st is not None and 0 <= leader_epoch < st.leader_epoch:
+            return ErrorCode.fenced_leader_epoch, None
+        return ErrorCode.none, st
+
+    async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int,
+                    start_offset: int, batches: Sequence[StateBatch]) -> ErrorCode:
+        """WriteShareGroupState: one record, durable (acks=all) before it answers. The
+        first write of a key (or one at a new state epoch) is a snapshot."""
+        p = self.partition_for(key)
+
+        def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
+            pending = shard.in_flight.get(key, 0)
+            shard.in_flight[key] = pending + 1  # taken back when the write completes
+            st = shard.states.get(key)
+            if st is not None and 0 <= leader_epoch < st.leader_epoch:
+                raise error_for_code(ErrorCode.fenced_leader_epoch,
+                                     f"leader epoch {leader_epoch} < {st.leader_epoch}")
+            snapshot = (st is None or state_epoch > st.state_epoch
+                        or (st.updates >= self.snapshot_every and pending == 0))
+            if snapshot:
+                start = start_offset if start_offset >= 0 or st is None else st.start_offset
+                merged = ShareState(
+                    state_epoch if st is None else max(state_epoch, st.state_epoch),
+                    leader_epoch if st is None else max(leader_epoch, st.leader_epoch),
+                    max(start, 0),
+                    rec.overlay(() if st is None or state_epoch > st.state_epoch
+                                else st.batches, batches, max(start, 0)),
+                    0 if st is None else st.snapshot_epoch + 1)
+                record = (rec.encode_key(rec.SNAPSHOT, key), rec.encode_snapshot(merged))
+
+                def apply() -> ErrorCode:
+                    shard.states[key] = merged
+                    return ErrorCode.none
+            else:
+                assert st is not None
+                record = (rec.encode_key(rec.UPDATE, key),
+                          rec.encode_update(st.snapshot_epoch, leader_epoch, start_offset,
+                                            batches))
+
+                def apply() -> ErrorCode:
+                    shard._update(key, leader_epoch, start_offset, batches)
+                    return ErrorCode.none
+            return CoordinatorResult([record], apply=apply)
+
+        ctx = self.runtime.active(p)
+        try:
+            return await self.runtime.schedule_write_operation("share-write", p, op)
+        except KafkaError as e:
+            return e.code
+        finally:
+            if ctx is not None:
+                n = ctx.shard.in_flight.get(key, 0) - 1
+                if n > 0:
+                    ctx.shard.in_flight[key] = n
+                else:
+                    ctx.shard.in_flight.pop(key, None)
+
+    async def initialize(self, key: ShareKey, state_epoch: int,
+                         start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState: a new state at `start_offset` (a snapshot)."""
+        return await self.write(key, state_epoch, -1, start_offset, ())
+
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """DeleteShareGroupState: a tombstone for both record types of the key."""
+        p = self.partition_for(key)
+
+        def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
+            def apply() -> ErrorCode:
+                shard.states.pop(key, None)
+                return ErrorCode.none
+            return CoordinatorResult([(rec.encode_key(rec.SNAPSHOT, key), None),
+                                      (rec.encode_key(rec.UPDATE, key), None)], apply=apply)
+
+        try:
+            return await self.runtime.schedule_write_operation("share-delete", p, op)
+        except KafkaError as e:
+            return e.code
