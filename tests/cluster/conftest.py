@@ -120,7 +120,7 @@ class YakCluster:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"brokers {want} do not all see each other: {seen}")
-            time.sleep(0.05)
+            time.sleep(0.05)  # back-off of this wait-for-registration loop
 
     def __getitem__(self, node_id: int) -> YakBroker:
         return self.brokers[node_id]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import wait_until
 from yak.chaos.checker import CheckResult, check
 from yak.chaos.env import ChaosCluster, ClusterSpec
 from yak.chaos.history import Recorder, write_history
@@ -236,13 +237,5 @@ class FailoverRun:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if cond():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.2)
+    """Until `cond()`; a broker that refuses or fails the call meanwhile is not yet."""
+    wait_until(cond, timeout, what, every=0.2, ignore=(Exception,))

@@ -23,7 +23,7 @@ def _send(p: Producer, values: list[bytes], gap: float = 0.0) -> list[KafkaError
         p.produce("eo", v, on_delivery=lambda e, m: outcomes.append(e))
         p.poll(0)
         if gap:
-            time.sleep(gap)
+            time.sleep(gap)  # paces the writes across the outage
     p.flush(40)
     return outcomes
 
@@ -59,7 +59,7 @@ def test_brokers_keep_serving_without_etcd_and_never_shrink_isr(
         # A follower dies: the leader would shrink the ISR after replica.lag.time.max.ms,
         # but etcd cannot take the change, so the ISR stays and acks=all cannot complete.
         c[3].kill()
-        time.sleep(4)
+        time.sleep(4)  # the point: past replica.lag.time.max.ms (3 s), when it would shrink
         out = _send(p, [b"c%d" % i for i in range(5)])
         assert all(e is not None for e in out), out
         assert _metadata(c[1].bootstrap, "eo")[2][0][4] == (1, 2, 3)

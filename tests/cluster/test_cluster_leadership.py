@@ -143,7 +143,9 @@ def test_wiped_data_dir_rejoins_as_an_empty_follower(cluster_factory) -> None:
     c[1].start()
     c[2].start()
     c.wait_registered()
-    time.sleep(3)  # let the controller act on both registrations
+    # A window for the controller to act on both registrations; what it must not do (elect
+    # a leader for solo) leaves nothing to poll for.
+    time.sleep(3)
     # solo: broker 1 holds nothing and broker 2 was not in the ISR: no leader (offline)
     # rather than a leader with nothing.
     for p in _metadata(c[3].bootstrap, "solo")[2]:

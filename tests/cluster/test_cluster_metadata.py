@@ -8,7 +8,6 @@ the replicas assigned to it, and admin changes made on one broker are applied by
 from __future__ import annotations
 
 import datetime
-import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -27,6 +26,7 @@ from confluent_kafka.admin import (
 from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import FAST_SESSION, YakCluster
 from tests.conftest import YakBroker
+from tests.waiting import wait_until
 from yak.cluster.layout import ClusterKeys
 from yak.protocol import kio_compat
 from yak.protocol.records import Record, build_batch
@@ -84,13 +84,7 @@ def shared(etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakCluste
 
 
 def _wait(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout} s")
+    return wait_until(predicate, timeout, what, every=0.1)
 
 
 def test_topic_placed_across_brokers_and_described_alike(shared) -> None:

@@ -59,7 +59,7 @@ def _txn_coordinator(bootstrap: str, txn_id: str, timeout: float = T) -> int:
         if int(r.error_code) == 0:
             return int(r.node_id)
         assert time.monotonic() < deadline, f"no coordinator for {txn_id}: {r.error_code}"
-        time.sleep(0.2)
+        time.sleep(0.2)  # back-off of this wait-for-coordinator loop
 
 
 def _create(c: YakCluster, topic: str, replicas: list[int]) -> None:
@@ -78,7 +78,7 @@ def _create(c: YakCluster, topic: str, replicas: list[int]) -> None:
         if leaders == {replicas[0]}:
             return
         assert time.monotonic() < deadline, f"{topic}: leaders {leaders}, want {replicas[0]}"
-        time.sleep(0.1)
+        time.sleep(0.1)  # back-off of this wait-for-leader loop
 
 
 def _read(bootstrap: str, topic: str, want: int, committed: bool,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from tests.waiting import wait_until
 from yak.protocol import kio_compat
 
 AUTHZ = {"authorizer_class_name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -39,14 +39,7 @@ AUTHZ = {"authorizer_class_name": "org.apache.kafka.metadata.authorizer.Standard
 
 
 def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {check.__doc__ or check}")
-        time.sleep(0.1)
+    return wait_until(check, timeout, check.__doc__ or repr(check), every=0.1)
 
 
 def raw(bootstrap: str, api: str, version: int, cls: str, **fields: Any) -> Any:

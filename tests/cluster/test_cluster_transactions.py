@@ -109,7 +109,7 @@ def _wait_state(client, txn_id: str, states: set[str], timeout: float) -> str:
             state = f"error: {e}"
         if state in states:
             return state
-        time.sleep(0.2)
+        time.sleep(0.2)  # back-off of this wait-for-state loop
     return state
 
 
@@ -173,7 +173,7 @@ def test_commit_survives_coordinator_kill_before_its_markers(cluster_factory) ->
         deadline = time.monotonic() + 30
         while _metadata(c[y].bootstrap, TRANSACTION_STATE_TOPIC)[2][part][1] != y:
             assert time.monotonic() < deadline, "Y did not take over the partition"
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-leader loop
         client = TransactionalClient(c[y].bootstrap, request_timeout_ms=5000)
         loaded = _wait_state(client, txn_id, {"Ongoing", "PrepareCommit", "PrepareAbort",
                                               "CompleteCommit", "CompleteAbort"}, 30)
@@ -224,7 +224,7 @@ def test_failover_to_a_once_crashed_broker_leaves_open_transactions_to_their_pro
         deadline = time.monotonic() + 30
         while not cond():
             assert time.monotonic() < deadline, what
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-condition loop
 
     c[crashed].kill()  # B's logs are recovered uncleanly when it comes back
     c[crashed].start()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.waiting import await_until
 from yak.cluster.controller import ControllerElection, NotControllerError
 from yak.cluster.etcd import Compare, EtcdClient, Op
 from yak.cluster.layout import ClusterKeys
@@ -129,7 +130,9 @@ def test_simultaneous_contenders_elect_exactly_one(etcd: LocalEtcd, keys: Cluste
             events: list[tuple[int, str, int]] = []
             cs = await asyncio.gather(*(contender(c, keys, n, events) for n in range(1, 6)))
             await cs[0].wait_until(lambda e: e.current is not None, 5)
-            await asyncio.sleep(0.5)
+            await await_until(lambda: all(e.current == cs[0].current for e in cs), 5,
+                              "every contender seeing the same controller")
+            await asyncio.sleep(0.5)  # a window for a second election: it must not come
             leaders = [e for e in cs if e.is_controller()]
             assert len(leaders) == 1
             assert [ev[1] for ev in events] == ["elected"]

@@ -46,7 +46,7 @@ def _fault_gaps(run: FailoverRun, fault: str) -> tuple[int, dict[int, float]]:
     assert others, leaders
     t0 = run.rec.now()
     getattr(run.cluster, fault)(victim)
-    time.sleep(8)
+    time.sleep(8)  # the point: the window whose ack gaps are measured
     t1 = run.rec.now()
     return victim, {p: _longest_ack_gap(run, p, t0, t1) for p in others}
 

@@ -109,7 +109,7 @@ def test_sigstop_leader_past_its_session(tmp_path: Path) -> None:
         wait_for(lambda: run.leaders().get(0, leader) not in (leader, -1), 30,
                  "a new leader while the old one is paused")
         run.wait_acked(100, 60)
-        time.sleep(SESSION_MS / 1000)
+        time.sleep(SESSION_MS / 1000)  # the point: paused a further session past its loss
         run.cluster.resume(leader)
         run.wait_isr_full(60)
         run.wait_acked(50)
@@ -140,10 +140,11 @@ def test_two_of_three_down_acknowledges_nothing(tmp_path: Path) -> None:
         killed_at = run.rec.now()
         # Once the survivor's session view has dropped them (and anything in flight at the
         # kill has settled), no acks=all write can be acknowledged: the ISR is below 2.
+        # The settling of in-flight writes has no condition to poll: a timed margin.
         time.sleep(SESSION_MS / 1000 + 4)
         window_start = run.rec.now()
         sent_before = run.producer.sent
-        time.sleep(6)
+        time.sleep(6)  # the point: the window in which nothing may be acknowledged
         window_end = run.rec.now()
         assert run.producer.sent > sent_before, "the producer kept trying"
         assert run.acked_between(window_start, window_end) == 0, \

@@ -11,6 +11,7 @@ import datetime
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.waiting import await_until
 from yak.cluster.inter_broker import InterBrokerClient
 from yak.protocol import kio_compat
 
@@ -37,7 +38,8 @@ def test_a_cancelled_request_does_not_shift_the_next_responses(broker) -> None:
         try:
             # The broker holds this one (an empty partition, min_bytes 1) for 3 s.
             held = asyncio.ensure_future(client.request(1, _fetch("ib", 3000)))
-            await asyncio.sleep(0.5)
+            await await_until(lambda: 1 in client._conns and client._conns[1].in_flight == 1,
+                              10, "the held fetch written")
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)
             loop = asyncio.get_running_loop()
@@ -66,8 +68,8 @@ def test_requests_to_one_broker_are_pipelined_on_one_connection(broker) -> None:
             held = asyncio.ensure_future(client.request(1, _fetch("ib-pipe", 1000)))
             quick = [asyncio.ensure_future(client.request(1, _fetch("ib-pipe", 0)))
                      for _ in range(5)]
-            await asyncio.sleep(0.2)
-            assert conn.in_flight == 6  # all written, none answered before the held one
+            # all written, none answered before the held one
+            await await_until(lambda: conn.in_flight == 6, 10, "six requests in flight")
             rs = await asyncio.gather(held, *quick)
             assert all(int(r.responses[0].partitions[0].error_code) == 0 for r in rs)
             assert client._conns[1] is conn and conn.is_open  # one connection throughout

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster.conftest import run
+from tests.waiting import await_until
 from yak.cluster.controller import ControllerElection
 from yak.cluster.etcd import Compare, EtcdClient, KeyValue, Op, RangeResult, TxnResult
 from yak.cluster.etcd_store import EtcdMetadataStore
@@ -215,10 +216,7 @@ def test_registration_election_and_image_run_on_the_local_backend(tmp_path: Path
         election.start()
         await store.wait_for(lambda s: s.controller is not None and 1 in s.brokers(), 5)
         assert store.controller is not None and store.controller[0] == 1
-        for _ in range(100):
-            if elected:
-                break
-            await asyncio.sleep(0.02)
+        await await_until(lambda: elected, 2, "on_elected called")
         assert elected and election.is_controller()
         info = await store.create_topic("t", {"cleanup.policy": "compact"}, [[1], [1]])
         assert store.get("t") == info and len(store.partition_states("t")) == 2

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import await_until
 from yak.broker.server import RunningBroker, start_broker
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from yak.config import BrokerConfig
@@ -153,11 +154,7 @@ def log_bytes(c: Cluster, n: int, upto: int) -> bytes:
 
 
 async def until(cond: Any, timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await asyncio.sleep(0.02)
+    await await_until(cond, timeout, what or repr(cond))
 
 
 def test_follower_copies_the_leader_and_acks_all_waits_for_it(tmp_path: Path) -> None:
@@ -242,8 +239,8 @@ def test_cut_follower_leaves_the_isr_and_rejoins_after_healing(tmp_path: Path) -
             started = time.monotonic()
             # acks=all waits for 3 until it leaves the ISR, then completes without it.
             during = asyncio.ensure_future(produce(c.running[1].port, -1, tag=b"during"))
-            await asyncio.sleep(0.3)
-            assert "yak_delayed_produce_requests 1.0" in metrics_text(c.running[1])
+            await until(lambda: "yak_delayed_produce_requests 1.0" in metrics_text(c.running[1]),
+                        10, "the acks=all produce parked for broker 3")
             assert await during == ErrorCode.none
             assert c.state.isr == (1, 2)
             assert time.monotonic() - started < 10
@@ -287,7 +284,9 @@ def test_empty_follower_restarts_its_log_at_the_leaders_log_start(tmp_path: Path
             await until(lambda: c.rm(1).get_partition(T, 0).high_watermark == 12
                         or c.state.isr == (1, 2))
             c.fetchers[2].unfollow(T, 0)
-            await asyncio.sleep(0.3)
+            # Its fetcher's task ends a little later (an answer may be on its way): only then
+            # is broker 2's log left alone for the wipe below.
+            await until(lambda: not c.fetchers[2]._retired, 10, "broker 2's fetcher stopped")
             assert c.rm(1).delete_records(T, 0, 7) == 7
             # Broker 2 loses its data (a wiped dir): an empty log at 0 behind log start 7.
             p2 = c.rm(2).get_partition(T, 0)
