@@ -1,7 +1,7 @@
 """Shared plumbing of the share-group handlers (not a handler: the registry skips `_`
 modules): the share manager, topic ids to names, the leader endpoints ShareFetch and
-ShareAcknowledge v1 carry, the GROUP config resource of IncrementalAlterConfigs. Policy
-is in yak/share/."""
+ShareAcknowledge v1 carry, the GROUP config resource of IncrementalAlterConfigs, the
+results of the share-state RPCs (83-87). Policy is in yak/share/."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from yak.broker.context import RequestContext
-from yak.broker.handlers._group import response_module
+from yak.broker.handlers._group import response, response_module
 from yak.errors import InvalidConfigurationError, InvalidRequestError
-from yak.protocol.kio_compat import build
+from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
 from yak.security.authorizer import authorization_error
 from yak.share.manager import InvalidGroupConfig
+from yak.share.records import ShareKey
 
 if TYPE_CHECKING:
+    from yak.share.coordinator import ShareCoordinator
     from yak.share.manager import ShareManager
 
 
@@ -77,3 +79,51 @@ def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool)
     if not validate_only:
         for name, op, value in ops:
             share.set_group_config(group_id, name, value if op == _SET else None)
+
+
+# ---------------------------------------------------------------- the state RPCs (83-87)
+
+def state_coordinator(ctx: RequestContext) -> ShareCoordinator | None:
+    """The share coordinator of this broker (behind the manager's persister), or None."""
+    share = manager(ctx)
+    persister = share.persister if share is not None else None
+    return persister.coordinator if persister is not None else None
+
+
+def state_requests(ctx: RequestContext, request: Any
+                   ) -> list[tuple[Any, list[tuple[Any, ShareKey | None, ErrorCode]]]]:
+    """A share-state RPC's partitions: (topic id, [(partition data, key, error)]); the key
+    is None, and the error says why, without CLUSTER_ACTION (an inter-broker API, as in
+    Kafka), for a missing topic id or with no share coordinator here."""
+    allowed = ctx.cluster_authorized(AclOperation.CLUSTER_ACTION)
+    coordinator = state_coordinator(ctx)
+    out = []
+    for t in request.topics:
+        parts: list[tuple[Any, ShareKey | None, ErrorCode]] = []
+        for p in t.partitions:
+            if not allowed:
+                parts.append((p, None, ErrorCode.cluster_authorization_failed))
+            elif coordinator is None:
+                parts.append((p, None, ErrorCode.coordinator_not_available))
+            elif t.topic_id is None:
+                parts.append((p, None, ErrorCode.unknown_topic_id))
+            else:
+                parts.append((p, ShareKey(request.group_id, t.topic_id, p.partition),
+                              ErrorCode.none))
+        out.append((t.topic_id, parts))
+    return out
+
+
+def state_response(ctx: RequestContext, api_name: str, result_cls: str,
+                   results: list[tuple[Any, list[dict[str, Any]]]]) -> Any:
+    """The response: per topic, one PartitionResult per dict of its fields."""
+    mod = response_module(ctx, api_name)
+    return response(ctx, results=tuple(
+        build(getattr(mod, result_cls), topic_id=tid, partitions=tuple(
+            build(mod.PartitionResult, **_with_message(f)) for f in parts))
+        for tid, parts in results))
+
+
+def _with_message(fields: dict[str, Any]) -> dict[str, Any]:
+    code = fields["error_code"]
+    return dict(fields, error_message=None if code is ErrorCode.none else code.name)

@@ -1,0 +1,31 @@
+"""InitializeShareGroupState (KIP-932, an inter-broker API): a new state for a share
+partition at a start offset (a ShareSnapshot), durable before it is answered. Policy in
+yak/share/coordinator.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yak.broker.context import RequestContext
+from yak.broker.handlers._share import state_coordinator, state_requests, state_response
+from yak.protocol.kio_compat import ErrorCode
+
+API_KEY = 83
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = state_coordinator(ctx)
+    results = []
+    for tid, parts in state_requests(ctx, request):
+        out = []
+        for p, key, code in parts:
+            if key is not None and coordinator is not None:
+                code = await coordinator.ensure_ready(key) or ErrorCode.none
+                if code is ErrorCode.none:
+                    code = await coordinator.initialize(key, p.state_epoch, p.start_offset)
+            out.append({"partition": p.partition, "error_code": ErrorCode(code)})
+        results.append((tid, out))
+    return state_response(ctx, "initialize_share_group_state", "InitializeStateResult",
+                          results)
