@@ -11,6 +11,12 @@ What a setting is (type, default, bounds, which part reads it) is declared once,
 Topic configs (`retention.ms`, `segment.bytes`, ...) have broker-level synonyms
 (`log.retention.ms`, `log.segment.bytes`, ...) that set the default of every topic; they
 are resolved here into `log_defaults`, the base `LogConfig` for topics without overrides.
+
+Dynamic broker configs (issue 23): `reconfigure(default, per_broker)` lays the cluster-wide
+default and this broker's own dynamic configs over the static settings (Kafka's
+precedence: per broker > cluster default > static > built-in default) and updates the
+fields of the settings marked `dynamic` in place, so every part holding this object reads
+the new value on its next use. `raw` stays what was given at start-up (the static layer).
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from yak.settings import (
     BROKER_SETTINGS,
+    DYNAMIC_BROKER_SETTINGS,
     LISTENER_PREFIX,
     LONG_MAX,
     ConfigError,
     Setting,
     host_port,
     resolve_topic_defaults,
+    topic_config_for_broker_key,
 )
 
 if TYPE_CHECKING:
@@ -260,12 +268,20 @@ class BrokerConfig:
     replica_socket_timeout_ms: int = _d("replica.socket.timeout.ms")
     num_replica_fetchers: int = _d("num.replica.fetchers")
     num_recovery_threads_per_data_dir: int = _d("num.recovery.threads.per.data.dir")
+    # KIP-73 throttles (dynamic; stored and described, enforced by reassignment later)
+    leader_replication_throttled_rate: int = _d("leader.replication.throttled.rate")
+    follower_replication_throttled_rate: int = _d("follower.replication.throttled.rate")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__
     raw: dict[str, str] = field(default_factory=dict)
     # Topic-config-name -> value derived from the broker's `log.*` synonyms that were
     # actually set (what DescribeConfigs reports as STATIC_BROKER_CONFIG).
     log_props: dict[str, str] = field(default_factory=dict)
     unknown_keys: list[str] = field(default_factory=list)
+    # The dynamic layers (issue 23): the cluster-wide default and this broker's own, as
+    # stored in the metadata (`yak.cluster.dynamic_config`); empty until it applies them.
+    dynamic_default: dict[str, str] = field(default_factory=dict)
+    dynamic_broker: dict[str, str] = field(default_factory=dict)
+    _static: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.advertised_host:
@@ -366,6 +382,57 @@ class BrokerConfig:
             log_defaults=_build_log_defaults(log_props),
             unknown_keys=unknown,
         )
+
+    # ------------------------------------------------------------------ dynamic configs
+
+    def reconfigured(self, default: Mapping[str, str], per_broker: Mapping[str, str]
+                     ) -> BrokerConfig:
+        """The config these dynamic layers would give, checked as a start-up would check
+        it (`ConfigError`, one line naming the key); changes nothing."""
+        for layer in (default, per_broker):
+            for key, value in layer.items():
+                if key not in DYNAMIC_BROKER_SETTINGS:
+                    raise ConfigError(f"{key} is not a dynamic broker config")
+                BROKER_SETTINGS[key].parse(value)
+        return BrokerConfig.from_settings({**self.raw, **default, **per_broker},
+                                          warn=lambda _msg: None)
+
+    def reconfigure(self, default: Mapping[str, str], per_broker: Mapping[str, str]
+                    ) -> set[str]:
+        """Apply new dynamic layers in place; the dynamic keys whose effective value
+        changed (`log.*` synonyms, `message.max.bytes`, ...: `log_defaults` is rebuilt).
+        A key no layer sets any more goes back to its value at start-up."""
+        new = self.reconfigured(default, per_broker)
+        if self._static is None:  # the start-up values, for keys left unset later
+            self._static = {s.field: getattr(self, s.field)
+                            for k in DYNAMIC_BROKER_SETTINGS
+                            if (s := BROKER_SETTINGS[k]).field is not None}
+            self._static["log_props"] = self.log_props
+            self._static["log_defaults"] = self.log_defaults
+        layered = {**default, **per_broker}
+        before = self.effective_values()
+        for key in DYNAMIC_BROKER_SETTINGS:
+            spec = BROKER_SETTINGS[key]
+            if spec.field is not None:
+                value = (getattr(new, spec.field) if key in layered
+                         else self._static[spec.field])
+                setattr(self, spec.field, value)
+        if any(topic_config_for_broker_key(k) is not None for k in layered):
+            self.log_props, self.log_defaults = new.log_props, new.log_defaults
+        else:
+            self.log_props = self._static["log_props"]
+            self.log_defaults = self._static["log_defaults"]
+        self.dynamic_default, self.dynamic_broker = dict(default), dict(per_broker)
+        after = self.effective_values()
+        return {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+
+    def effective_values(self) -> dict[str, str]:
+        """The dynamic keys set in some layer, with their effective value (the highest
+        layer's): what DescribeConfigs shows for them."""
+        out: dict[str, str] = {}
+        for layer in (self.raw, self.dynamic_default, self.dynamic_broker):
+            out.update({k: v for k, v in layer.items() if k in DYNAMIC_BROKER_SETTINGS})
+        return out
 
     @property
     def message_max_bytes(self) -> int:

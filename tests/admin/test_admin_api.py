@@ -159,12 +159,14 @@ def test_describe_configs_sources_and_synonyms(broker_factory) -> None:
     with pytest.raises(KafkaException) as ei:
         a.describe_configs([res])[res].result(T)
     assert ei.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    # The broker resource: its settings, read-only, with where they came from.
+    # The broker resource: its settings, with where they came from; read-only unless
+    # dynamic (issue 23: tests/admin/test_broker_dynamic_configs.py).
     res = ConfigResource(ResourceType.BROKER, "1")
     bcfg = a.describe_configs([res])[res].result(T)
     assert bcfg["num.partitions"].value == "2"
     assert bcfg["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert bcfg["num.partitions"].is_read_only
+    assert not bcfg["num.partitions"].is_read_only
+    assert bcfg["node.id"].is_read_only
     assert bcfg["message.max.bytes"].value == "1048588"
     assert bcfg["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
@@ -246,10 +248,11 @@ def test_legacy_alter_configs_replaces_all_overrides(broker) -> None:
     with pytest.raises(KafkaException) as ei:
         a.alter_configs([missing])[missing].result(T)
     assert ei.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    # Broker settings are static in Yak: refused, not silently ignored.
-    bres = ConfigResource(ResourceType.BROKER, "1", set_config={"log.retention.ms": "1"})
-    with pytest.raises(KafkaException):
+    # A read-only broker setting: refused, not silently ignored.
+    bres = ConfigResource(ResourceType.BROKER, "1", set_config={"log.dirs": "/elsewhere"})
+    with pytest.raises(KafkaException) as ei:
         a.alter_configs([bres])[bres].result(T)
+    assert ei.value.args[0].code() == KafkaError.INVALID_REQUEST
 
 
 def test_create_partitions(broker) -> None:

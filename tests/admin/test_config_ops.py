@@ -8,6 +8,7 @@ from yak.broker.config_view import ConfigSource, broker_entries, topic_entries
 from yak.broker.handlers.incremental_alter_configs import APPEND, DELETE, SET, SUBTRACT, apply_ops
 from yak.config import BrokerConfig
 from yak.errors import InvalidRequestError
+from yak.settings import DYNAMIC_BROKER_SETTINGS, ConfigError
 
 
 def test_apply_ops_kafka_semantics() -> None:
@@ -81,4 +82,49 @@ def test_broker_entries() -> None:
         "true",
         ConfigSource.DEFAULT_CONFIG,
     )
-    assert all(e.read_only for e in entries.values())
+    # Read-only unless the settings table marks the key dynamic (issue 23).
+    assert {n for n, e in entries.items() if not e.read_only} == set(DYNAMIC_BROKER_SETTINGS)
+    assert entries["node.id"].read_only and not entries["num.partitions"].read_only
+
+
+def test_dynamic_layers_sources_and_synonyms() -> None:
+    """Kafka's precedence and synonym order: per broker > cluster default > static >
+    built-in default, synonyms by layer then by the chain (ms, minutes, hours)."""
+    cfg = BrokerConfig.from_settings({"num.partitions": "6", "log.retention.hours": "5"})
+    changed = cfg.reconfigure({"num.partitions": "4", "log.retention.ms": "60000"},
+                              {"num.partitions": "8"})
+    assert changed == {"num.partitions", "log.retention.ms"}
+    assert cfg.num_partitions == 8
+    assert cfg.log_defaults.retention_ms == 60000
+    entries = {e.name: e for e in broker_entries(cfg)}
+    e = entries["num.partitions"]
+    assert (e.value, e.source) == ("8", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [(s.value, s.source) for s in e.synonyms] == [
+        ("8", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("4", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("6", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1", ConfigSource.DEFAULT_CONFIG),
+    ]
+    r = entries["log.retention.ms"]
+    assert (r.value, r.source) == ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [(s.name, s.source) for s in r.synonyms] == [
+        ("log.retention.ms", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG),
+    ]
+    # The cluster-wide default resource lists only the dynamic defaults that are set.
+    default = {e.name: e for e in broker_entries(cfg, default_resource=True)}
+    assert set(default) == {"num.partitions", "log.retention.ms"}
+    assert default["num.partitions"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    # A topic without its own value runs with (and shows) the dynamic default.
+    t = {e.name: e for e in topic_entries({}, cfg)}["retention.ms"]
+    assert (t.value, t.source) == ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    # Layers removed: back to the static values.
+    assert cfg.reconfigure({}, {}) == {"num.partitions", "log.retention.ms"}
+    assert cfg.num_partitions == 6 and cfg.log_defaults.retention_ms == 5 * 3_600_000
+    # A read-only key or a bad value is refused before anything changes.
+    with pytest.raises(ConfigError, match="node.id"):
+        cfg.reconfigure({"node.id": "3"}, {})
+    with pytest.raises(ConfigError, match="num.partitions"):
+        cfg.reconfigure({"num.partitions": "0"}, {})
+    assert cfg.num_partitions == 6

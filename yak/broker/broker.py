@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from yak.broker.metrics import BrokerMetrics
     from yak.cluster.cluster_topics import ClusterTopicManager
     from yak.cluster.coordinators import CoordinatorLocator
+    from yak.cluster.dynamic_config import DynamicBrokerConfigs
     from yak.cluster.producer_ids import ProducerIdManager
     from yak.cluster.view import ClusterView
     from yak.config import BrokerConfig
@@ -118,6 +119,9 @@ class Broker:
         # Share groups (KIP-932, yak/share/): set by the composition; None answers the
         # share APIs COORDINATOR_NOT_AVAILABLE.
         self.share: ShareManager | None = None
+        # Dynamic broker configs (issue 23, yak/cluster/dynamic_config.py): set by the
+        # composition; None refuses BROKER config changes.
+        self.dynamic_configs: DynamicBrokerConfigs | None = None
         # Run once every listener is bound (a cluster broker registers then, with the real
         # ports), and before the listeners close on shutdown (controlled shutdown).
         self.on_listening: list[Callable[[], Awaitable[None]]] = []

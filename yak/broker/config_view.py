@@ -5,15 +5,24 @@ value comes from — a topic override, the broker's `server.properties`, or a bu
 default — through the `config_source` and the synonym chain. Reproducing Kafka's chain
 exactly (e.g. `retention.ms` <- `log.retention.ms` <- `log.retention.hours=168`) is what
 lets those tools show Yak's configuration correctly without knowing it is not Kafka.
+Dynamic broker configs (issue 23) are two more layers above the static settings
+(`BrokerConfig.dynamic_broker`, `.dynamic_default`), shown with Kafka's sources.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import dropwhile
 
 from yak.config import BrokerConfig
-from yak.settings import BROKER_SETTINGS, LISTENER_PREFIX, TOPIC_CONFIGS
+from yak.settings import (
+    BROKER_SETTINGS,
+    DYNAMIC_BROKER_SETTINGS,
+    LISTENER_PREFIX,
+    TOPIC_CONFIGS,
+    topic_config_for_broker_key,
+)
 
 __all__ = [
     "ConfigEntry",
@@ -124,13 +133,33 @@ def _synonyms(topic_key: str) -> tuple[tuple[str, int], ...]:
     return () if spec is None else spec.synonyms
 
 
-def _broker_default_synonym(topic_key: str) -> Synonym | None:
-    """The broker setting whose built-in default is the topic default (Kafka's last synonym)."""
-    for broker_key, _ in _synonyms(topic_key):
-        spec = BROKER_SETTINGS.get(broker_key)
-        if spec is not None and spec.default is not None:
-            return Synonym(broker_key, spec.default, ConfigSource.DEFAULT_CONFIG)
-    return None
+def _broker_chain(name: str) -> list[str]:
+    """Kafka's `brokerSynonyms`: a `log.*` setting's whole chain in precedence order
+    (`log.retention.ms`, `.minutes`, `.hours`), else the name alone."""
+    found = topic_config_for_broker_key(name)
+    return [n for n, _ in found[0].synonyms] if found is not None else [name]
+
+
+def _layers(config: BrokerConfig, per_broker: bool) -> list[tuple[Mapping[str, str], int]]:
+    """Where a broker setting's value can come from, highest first (Kafka's order)."""
+    static = {k: v for k, v in config.raw.items()
+              if k in BROKER_SETTINGS or k.startswith(LISTENER_PREFIX)}
+    layers: list[tuple[Mapping[str, str], int]] = []
+    if per_broker:
+        layers.append((config.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG))
+    layers += [(config.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+               (static, ConfigSource.STATIC_BROKER_CONFIG), (_BUILT_IN, ConfigSource.DEFAULT_CONFIG)]
+    return layers
+
+
+_BUILT_IN = {k: s.default for k, s in BROKER_SETTINGS.items() if s.default is not None}
+
+
+def _chain_synonyms(chain: list[str], layers: list[tuple[Mapping[str, str], int]],
+                    sensitive: bool = False) -> list[Synonym]:
+    """Kafka's `configSynonyms`: by layer, then by the chain's order."""
+    return [Synonym(n, None if sensitive else layer[n], source)
+            for layer, source in layers for n in chain if n in layer]
 
 
 def topic_entries(
@@ -138,31 +167,29 @@ def topic_entries(
     config: BrokerConfig,
     keys: Iterable[str] | None = None,
 ) -> list[ConfigEntry]:
-    """A topic's effective configs: override > broker `log.*` setting > default."""
+    """A topic's effective configs: override > broker `log.*` setting (dynamic for this
+    broker, dynamic cluster default, static) > built-in default."""
     defaults = topic_config_defaults()
     names = sorted(set(defaults) | set(topic_configs))
     if keys:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
+    layers = _layers(config, per_broker=True)
     out: list[ConfigEntry] = []
     for name in names:
         synonyms: list[Synonym] = []
         if name in topic_configs:
             synonyms.append(Synonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG))
-        for broker_key, _ in _synonyms(name):
-            if broker_key in config.raw:
-                synonyms.append(
-                    Synonym(broker_key, config.raw[broker_key], ConfigSource.STATIC_BROKER_CONFIG)
-                )
-        default_syn = _broker_default_synonym(name)
-        if default_syn is not None:
-            synonyms.append(default_syn)
-        elif name in defaults:
+        chain = [b for b, _ in _synonyms(name)]
+        broker = _chain_synonyms(chain, layers)
+        synonyms += broker
+        if not chain and name in defaults:
             synonyms.append(Synonym(name, defaults[name], ConfigSource.DEFAULT_CONFIG))
         if name in topic_configs:
             value, source = topic_configs[name], ConfigSource.TOPIC_CONFIG
         elif name in config.log_props:
-            value, source = config.log_props[name], ConfigSource.STATIC_BROKER_CONFIG
+            value = config.log_props[name]
+            source = broker[0].source if broker else ConfigSource.STATIC_BROKER_CONFIG
         else:
             value, source = defaults.get(name), ConfigSource.DEFAULT_CONFIG
         out.append(
@@ -178,40 +205,46 @@ def topic_entries(
     return out
 
 
-def broker_entries(config: BrokerConfig, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
-    """The broker's settings. All read-only: Yak has no dynamic broker configs (yet).
+def broker_entries(config: BrokerConfig, keys: Iterable[str] | None = None,
+                   default_resource: bool = False) -> list[ConfigEntry]:
+    """A BROKER resource's configs, as Kafka describes them.
+
+    This broker (`default_resource` False): every setting, valued from the highest layer
+    that sets it (this broker's dynamic configs, the cluster-wide dynamic default, the
+    static settings, the built-in default); read-only unless the settings table marks it
+    dynamic. The cluster-wide default resource (the empty name): only the dynamic defaults
+    that are set, as Kafka lists them.
 
     Secrets (passwords, keys, JAAS configs) are sensitive: their value is null, as Kafka
     returns them. Per-listener settings (`listener.name.<l>.<key>`) that were set are
     listed too, like Kafka's."""
     from yak.security.settings import is_sensitive
 
-    listener_keys = [k for k in config.raw if k.startswith(LISTENER_PREFIX)]
-    names = sorted(set(BROKER_SETTINGS) | set(listener_keys))
+    if default_resource:
+        names = sorted(config.dynamic_default)
+    else:
+        listener_keys = [k for k in config.raw if k.startswith(LISTENER_PREFIX)]
+        names = sorted(set(BROKER_SETTINGS) | set(listener_keys))
     if keys:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
+    layers = _layers(config, per_broker=not default_resource)
     out: list[ConfigEntry] = []
     for name in names:
         spec = BROKER_SETTINGS.get(name)
         sensitive = is_sensitive(name) or (spec is not None and spec.type == "password")
-        synonyms: list[Synonym] = []
-        if name in config.raw:
-            value, source = config.raw[name], ConfigSource.STATIC_BROKER_CONFIG
-            synonyms.append(Synonym(name, None if sensitive else value, source))
+        synonyms = list(dropwhile(lambda s, n=name: s.name != n,
+                                  _chain_synonyms(_broker_chain(name), layers, sensitive)))
+        if synonyms:
+            value, source = synonyms[0].value, synonyms[0].source
         else:
-            value, source = (spec.default if spec else None), ConfigSource.DEFAULT_CONFIG
-        if spec is not None and spec.default is not None:
-            synonyms.append(Synonym(name, None if sensitive else spec.default,
-                                    ConfigSource.DEFAULT_CONFIG))
-        if sensitive:
-            value = None
+            value, source = None, ConfigSource.DEFAULT_CONFIG
         out.append(
             ConfigEntry(
                 name=name,
                 value=value,
                 source=source,
-                read_only=True,
+                read_only=name not in DYNAMIC_BROKER_SETTINGS,
                 type=(_TYPE_CODES.get(spec.type, ConfigType.UNKNOWN) if spec
                       else ConfigType.PASSWORD if sensitive else ConfigType.STRING),
                 synonyms=tuple(synonyms),

@@ -222,9 +222,9 @@ class QuorumController:
         self._wake.set()
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run(), name="controller")
-        if self.auto_rebalance:
-            self._rebalance_task = loop.create_task(self._rebalance_loop(),
-                                                    name="controller-rebalance")
+        # Always started: `auto_rebalance` is a dynamic config (issue 23), read each round.
+        self._rebalance_task = loop.create_task(self._rebalance_loop(),
+                                                name="controller-rebalance")
         log.info("controller (epoch %d) active", epoch)
 
     def on_resigned(self, epoch: int) -> None:
@@ -375,6 +375,8 @@ class QuorumController:
     async def _rebalance_loop(self) -> None:
         while True:
             await asyncio.sleep(self.imbalance_check_interval_s)
+            if not self.auto_rebalance:
+                continue
             try:
                 await self.rebalance()
             except NotControllerError:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import datetime
 import logging
+from typing import TYPE_CHECKING
 
 from yak.broker.context import RequestContext
-from yak.errors import ErrorCode, KafkaError
+from yak.errors import ErrorCode, InvalidRequestError, KafkaError
 from yak.security.acl import AclOperation, ResourceType
 from yak.security.authorizer import authorization_error
+
+if TYPE_CHECKING:
+    from yak.cluster.dynamic_config import DynamicBrokerConfigs
 
 log = logging.getLogger("yak.broker.admin")
 
@@ -51,3 +55,11 @@ def duplicates(names: list[str]) -> set[str]:
             dup.add(n)
         seen.add(n)
     return dup
+
+
+def dynamic_configs(ctx: RequestContext) -> DynamicBrokerConfigs:
+    """The broker's dynamic configs (issue 23); a broker composed without them refuses."""
+    dynamic = ctx.broker.dynamic_configs
+    if dynamic is None:
+        raise InvalidRequestError("This broker has no dynamic broker configs")
+    return dynamic

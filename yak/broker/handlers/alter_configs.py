@@ -1,9 +1,11 @@
-"""AlterConfigs (legacy): REPLACE a topic's whole set of overrides.
+"""AlterConfigs (legacy): REPLACE a topic's or a broker's whole set of dynamic configs.
 
 Configs left out of the request go back to their defaults — that is the legacy API's
-contract and why Kafka added IncrementalAlterConfigs. Changes apply to the live logs
-at once (`ClusterTopicManager.alter_configs`). Broker configs are static in Yak: altering them
-is refused with a message saying where to set them.
+contract and why Kafka added IncrementalAlterConfigs. Topic changes apply to the live logs
+at once (`ClusterTopicManager.alter_configs`); BROKER resources (one broker by id, or the
+cluster-wide default, the empty name) are stored in the metadata and applied live by every
+broker (`yak.cluster.dynamic_config`, issue 23). A read-only broker setting is refused
+with INVALID_REQUEST naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import (
     NO_THROTTLE,
     duplicates,
+    dynamic_configs,
     outcome,
     require_cluster,
     require_topic,
@@ -30,24 +33,17 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def refuse_broker_change(ctx: RequestContext, resource: Any) -> None:
-    require_cluster(ctx, AclOperation.ALTER_CONFIGS)
-    check_broker_resource(ctx, resource.resource_name)
-    names = ", ".join(c.name for c in resource.configs)
-    raise InvalidRequestError(
-        f"Cannot update these configs dynamically: {names}; Yak broker settings are static"
-        " (set them in the config file or with --set and restart)"
-    )
-
-
-def check_topic_resource(ctx: RequestContext, resource: Any) -> None:
-    """What both AlterConfigs APIs refuse before looking at values: broker and unknown
-    resource types, and a config named twice."""
+def check_resource(ctx: RequestContext, resource: Any) -> None:
+    """What both AlterConfigs APIs refuse before looking at values: a caller without the
+    right, a BROKER resource of another broker, an unknown resource type, a config named
+    twice. TOPIC and BROKER resources pass; the callers dispatch on the type."""
     if resource.resource_type == ResourceType.BROKER:
-        refuse_broker_change(ctx, resource)
-    if resource.resource_type != ResourceType.TOPIC:
+        require_cluster(ctx, AclOperation.ALTER_CONFIGS)
+        check_broker_resource(ctx, resource.resource_name)
+    elif resource.resource_type == ResourceType.TOPIC:
+        require_topic(ctx, AclOperation.ALTER_CONFIGS, resource.resource_name)
+    else:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
-    require_topic(ctx, AclOperation.ALTER_CONFIGS, resource.resource_name)
     dup = duplicates([c.name for c in resource.configs])
     if dup:
         raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
@@ -83,12 +79,17 @@ async def answer(
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    check_topic_resource(ctx, resource)
+    check_resource(ctx, resource)
+    kind = "topic" if resource.resource_type == ResourceType.TOPIC else "broker"
     configs: dict[str, str] = {}
     for c in resource.configs:
         if c.value is None:
-            raise InvalidRequestError(f"Null value not supported for topic config: {c.name}")
+            raise InvalidRequestError(f"Null value not supported for {kind} config: {c.name}")
         configs[c.name] = c.value
+    if resource.resource_type == ResourceType.BROKER:
+        await dynamic_configs(ctx).replace(
+            resource.resource_name, lambda _current: configs, validate_only=validate_only)
+        return
     await ctx.broker.topics.alter_configs(resource.resource_name, configs,
                                           validate_only=validate_only)
 

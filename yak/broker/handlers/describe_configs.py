@@ -1,5 +1,9 @@
 """DescribeConfigs: topic and broker configs with source, synonyms and types.
 
+BROKER resources: this broker (its id) with every setting, dynamic ones not read-only, or
+the cluster-wide default (the empty name) with the dynamic defaults set (issue 23);
+BROKER_LOGGER: the broker's log levels (`_loggers.py`).
+
 The source/synonym chain is built by `yak.broker.config_view`, shared with CreateTopics
 so both APIs agree on what a topic runs with.
 """
@@ -11,6 +15,7 @@ from typing import Any
 from yak.broker.config_view import ConfigEntry, ResourceType, broker_entries, topic_entries
 from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE, outcome, require_cluster, require_topic
+from yak.broker.handlers._loggers import logger_entries
 from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from yak.protocol.kio_compat import build, schema_module
 from yak.security.acl import AclOperation
@@ -20,13 +25,13 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def check_broker_resource(ctx: RequestContext, name: str) -> None:
-    """ "" is the cluster-wide default resource; otherwise it must be this broker's id."""
-    if name not in ("", str(ctx.broker.node_id)):
-        raise InvalidRequestError(
-            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but"
-            f" received {name}"
-        )
+def check_broker_resource(ctx: RequestContext, name: str, default_allowed: bool = True) -> None:
+    """ "" is the cluster-wide default resource; otherwise it must be this broker's id
+    (the admin clients send a broker's resource to that broker, as Kafka requires)."""
+    if name == str(ctx.broker.node_id) or (default_allowed and name == ""):
+        return
+    expected = f"{ctx.broker.node_id} or empty string" if default_allowed else ctx.broker.node_id
+    raise InvalidRequestError(f"Unexpected broker id, expected {expected}, but received {name}")
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
@@ -40,7 +45,12 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     if resource.resource_type == ResourceType.BROKER:
         require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
         check_broker_resource(ctx, resource.resource_name)
-        return broker_entries(ctx.broker.config, keys)
+        return broker_entries(ctx.broker.config, keys,
+                              default_resource=resource.resource_name == "")
+    if resource.resource_type == ResourceType.BROKER_LOGGER:
+        require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
+        check_broker_resource(ctx, resource.resource_name, default_allowed=False)
+        return logger_entries(keys)
     raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
 
 
