@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
 from conftest import free_port
 
 from security.wire import consume, rdkafka
+from tests.waiting import wait_until
 
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         'username="admin" password="admin-secret" '
@@ -71,14 +72,17 @@ def test_standalone_gateway_uses_the_given_principal(secured_broker, certs, tmp_
         deadline = time.monotonic() + 30
         while "ready" not in out.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, out.read_text()
-            time.sleep(0.1)
+            time.sleep(0.1)  # back-off of this wait-for-ready loop
         conf = rdkafka(b.addr("SASL_SSL"), "SASL_SSL", certs, "PLAIN", "admin", "admin-secret")
         admin = AdminClient(conf)
         admin.create_topics([NewTopic("alices", 1)])["alices"].result(15)
         admin.create_acls([AclBinding(ResourceType.TOPIC, "alices", ResourcePatternType.LITERAL,
                                       "User:alice", "*", AclOperation.DESCRIBE,
                                       AclPermissionType.ALLOW)])
-        time.sleep(0.5)
+        # alice may see the topic once the ACL is in force (was: 0.5 s and hope)
+        wait_until(lambda: "alices" in httpx.get(f"http://127.0.0.1:{port}/topics",
+                                                 timeout=10).json(), 15,
+                   "alice's DESCRIBE on alices in force at the gateway")
         # alice may see the topic but not write to it: the cluster refuses her, and the
         # gateway says so (the request as a whole, as Confluent's REST Proxy does).
         r = _produce(f"http://127.0.0.1:{port}", "alices", "nope")

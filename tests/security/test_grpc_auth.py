@@ -199,7 +199,7 @@ def test_mtls_certificate_principal_with_the_clusters_acls(b, certs, tmp_path):
                     assert e.code() is Code.PERMISSION_DENIED
                     break
                 assert time.monotonic() < deadline, "revoked ACL still honoured"
-                time.sleep(0.2)
+                time.sleep(0.2)  # back-off of this wait-for-revocation loop
             for f in admin.create_acls([_acl(ResourceType.TOPIC, "alice-topic", "User:alice",
                                              AclOperation.WRITE)]).values():
                 f.result(15)

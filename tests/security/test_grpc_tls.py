@@ -23,7 +23,7 @@ def _start(args: list[str], out: Path, ready: str) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 30
     while ready not in out.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
-        time.sleep(0.1)
+        time.sleep(0.1)  # back-off of this wait-for-ready loop
     return proc
 
 

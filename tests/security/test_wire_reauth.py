@@ -32,7 +32,7 @@ def test_sessions_expire_and_clients_reauthenticate(secured_broker):
     # A client that does not re-authenticate is cut off at the end of its session.
     with SaslRaw(addr) as c:
         assert c.login_plain("alice", "alice-pw").error_code == 0
-        time.sleep(1.7)
+        time.sleep(1.7)  # the point: past the end of its session
         mod = kio_compat.schema_module("metadata", 12, "request")
         req = mod.MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                   include_topic_authorized_operations=False)

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.waiting import wait_until
 from yak.storage import LogManager, checkpoint
 
 TOPIC = "seg-crash"
@@ -37,11 +38,7 @@ def _recovery_point(data_dir: str) -> int:
 
 
 def _wait(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_until(cond, timeout, what)
 
 
 @pytest.mark.slow

@@ -180,7 +180,7 @@ def test_background_cleaner_thread(tmp_path):
         log.update_high_watermark()
         deadline = time.time() + 10
         while not m.cleaner_stats and time.time() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # back-off of this wait-for-cleaner loop
         assert m.cleaner_stats
         vals = [r.value for r in all_records(log) if r.key == b"g"]
         assert vals[-1] == b"199" * 20 and len(vals) < 200

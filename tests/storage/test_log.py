@@ -259,7 +259,7 @@ def test_sync_group_commit(manager):
 
     def counting(fd):
         calls.append(fd)
-        time.sleep(0.01)
+        time.sleep(0.01)  # the point: a slow fsync, so appends queue up behind it
         orig(fd)
 
     os.fdatasync = counting

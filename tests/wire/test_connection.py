@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import free_port
 from security.conftest import certs, plain_users, secured_broker  # noqa: F401 - fixtures
 
+from tests.waiting import await_until
 from yak.errors import SaslAuthenticationError
 from yak.protocol import kio_compat
 from yak.protocol.fetch_client_codec import (
@@ -88,7 +89,7 @@ def test_pipelined_requests_each_get_their_own_answer_in_order(module_broker) ->
                 # on this connection is answered after it.
                 req = _fetch(names[0], 800) if i == 0 else _metadata(names[i % len(names)])
                 task = asyncio.ensure_future(conn.request(req))
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # one turn of the loop: the request is written
                 max_in_flight = max(max_in_flight, conn.in_flight)
                 r = await task
                 finished.append(i)
@@ -174,8 +175,7 @@ def test_a_cancelled_request_poisons_the_connection(module_broker) -> None:
         conn = _conn(module_broker.port, timeout_s=10)
         try:
             held = asyncio.ensure_future(conn.request(_fetch("held-cancel", 3000)))
-            await asyncio.sleep(0.3)
-            assert conn.in_flight == 1
+            await await_until(lambda: conn.in_flight == 1, 10, "the held fetch written")
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)
             assert not conn.is_open and conn.in_flight == 0
