@@ -83,7 +83,7 @@ class YakBroker:
                 return self
             if self.proc.poll() is not None:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # back-off of this wait-for-ready loop
         self.kill()
         raise RuntimeError(
             f"broker did not start (rc={self.proc.returncode}); log:\n{self.log()[-4000:]}"

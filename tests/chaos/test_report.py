@@ -311,7 +311,7 @@ def test_stop_cuts_a_hold_short_and_heals() -> None:
     nem.start()
     deadline = time.monotonic() + 5
     while not c.calls and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # back-off of this wait-for-first fault loop
     nem.stop()
     nem.join(5)
     assert not nem.is_alive()

@@ -79,7 +79,7 @@ def test_health_of_three_brokers_with_one_killed(cluster_factory) -> None:  # no
     ok("topic", "create", "rep", "-p", "3", "-r", "3", *b)
     deadline = time.monotonic() + 30
     while (got := _health(c.bootstrap))[0] != 0 and time.monotonic() < deadline:
-        time.sleep(0.5)  # until every follower has caught up
+        time.sleep(0.5)  # back-off: until every follower has caught up
     assert got[0] == 0, got
     assert got[1]["brokers"] == [1, 2, 3]
 
@@ -99,7 +99,7 @@ def test_health_of_three_brokers_with_one_killed(cluster_factory) -> None:  # no
         if rc == 1 and report["under_replicated"] and report["brokers_down"] == [3]:
             break
         assert time.monotonic() < deadline, report
-        time.sleep(0.5)
+        time.sleep(0.5)  # back-off of this wait-for-report loop
     assert report["healthy"] is False
     assert report["brokers"] == [1, 2]
     assert {(r["topic"], r["partition"]) for r in report["under_replicated"]} <= {
@@ -165,7 +165,7 @@ def test_start_broker_restarts_one_stopped_broker(tmp_path) -> None:
         assert [(x["id"], x["port"]) for x in info["brokers"]] == [(1, base), (2, base + 1)]
         deadline = time.monotonic() + 30
         while (got := _health(boot))[0] != 0 and time.monotonic() < deadline:
-            time.sleep(0.5)
+            time.sleep(0.5)  # back-off of this wait-for-health loop
         assert got[0] == 0 and got[1]["brokers"] == [1, 2], got
 
         ok("cluster", "stop", "--dir", d)

@@ -64,7 +64,7 @@ def test_serve_with_config_file_and_overrides(tmp_path: Path, fmt: str) -> None:
         while "Yak broker ready" not in out_path.read_text():
             assert proc.poll() is None, err_path.read_text()
             assert time.monotonic() < deadline, "broker did not start"
-            time.sleep(0.05)
+            time.sleep(0.05)  # back-off of this wait-for-ready loop
         assert f"127.0.0.1:{port}" in out_path.read_text()
         stderr = err_path.read_text()
         assert "some.unknown.key" in stderr  # warned, not fatal

@@ -252,7 +252,7 @@ def test_a_second_gateway_serves_the_same_registry(served: Served, tmp_path: Pat
                                            Schema(json.dumps(USER_V2), "AVRO"))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and "second-b-value" not in sr2.get_subjects():
-            time.sleep(0.2)
+            time.sleep(0.2)  # back-off of this wait-for-subject loop
         assert sr2.get_latest_version("second-b-value").schema_id == sid2
         ids = {sr2.register_schema(f"second-{i}", Schema(json.dumps(
             {"type": "record", "name": f"R{i}", "fields": []}), "AVRO")) for i in range(3)}

@@ -88,7 +88,7 @@ def test_subscribe_to_missing_topic_names_it(module_broker):
 def test_starting_offsets_json_and_timestamp(module_broker):
     topic = f"ts-{uuid.uuid4().hex[:6]}"
     _produce(module_broker.bootstrap, topic, 10)
-    time.sleep(0.05)
+    time.sleep(0.05)  # the point: timestamps strictly before and after `mid`
     mid = int(time.time() * 1000)
     time.sleep(0.05)
     _produce(module_broker.bootstrap, topic, 5)

@@ -86,7 +86,7 @@ def test_sigkill_mid_run_then_restart_delivers_exactly_once(module_broker, tmp_p
             written = sum(hw for _lso, hw in marks)
             if written >= 1000 and any(hw - lso > 50 for lso, hw in marks):
                 break
-            time.sleep(0.01)
+            time.sleep(0.01)  # back-off of this wait-for-watermarks loop
     finally:
         wm.close()
     assert job.poll() is None, log.read_text()[-3000:]

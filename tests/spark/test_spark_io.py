@@ -69,7 +69,7 @@ def test_starting_timestamp_and_missing_topic(spark, module_broker):
     bs = module_broker.bootstrap
     topic = _topic(bs)
     _produce(bs, topic, [(0, None, b"old-%d" % i) for i in range(50)])
-    time.sleep(0.05)
+    time.sleep(0.05)  # the point: timestamps strictly before and after `cut`
     cut = int(time.time() * 1000)
     time.sleep(0.05)
     _produce(bs, topic, [(0, None, b"new-%d" % i) for i in range(7)])

@@ -40,7 +40,7 @@ def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
             if logs.count("Registering worker") >= 2:
                 break
             assert time.monotonic() < deadline, f"workers did not register:\n{logs[-3000:]}"
-            time.sleep(1)
+            time.sleep(1)  # back-off of this wait-for-workers loop
         yield f"spark://127.0.0.1:{port}", run
     finally:
         subprocess.run([str(SCRIPT), "stop", str(run)], env=env, stdout=subprocess.DEVNULL,

@@ -85,7 +85,7 @@ class SeaweedS3:
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"weed not ready after {timeout}s: {self.tail()}")
-            time.sleep(0.3)
+            time.sleep(0.3)  # back-off of this wait-for-ready loop
 
     def create_bucket(self, name: str) -> None:
         r = httpx.put(f"{self.endpoint}/{name}", timeout=5)

@@ -27,6 +27,7 @@ from obstore.store import S3Store
 
 from tests.conftest import REPO, YakBroker, free_port
 from tests.tiered.seaweed import SeaweedS3
+from tests.waiting import wait_until
 from yak.tiered import Manifest
 
 BUCKET = "yak-tiered"
@@ -82,11 +83,7 @@ def local_segments(b: YakBroker, topic: str) -> list[Path]:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+    wait_until(cond, timeout, what, every=0.2)
 
 
 def low_watermark(b: YakBroker, topic: str) -> int:
@@ -215,7 +212,8 @@ def test_store_down_during_produce(s3: SeaweedS3,
         assert time.monotonic() - t0 < 30
         # Local data is served as usual.
         assert consume_confluent(b, "outage", 7000, 1000, timeout=30) == list(range(7000, 8000))
-        # Nothing local goes while the store cannot take the uploads.
+        # Nothing local goes while the store cannot take the uploads (a window in which
+        # it must not happen: nothing to poll for).
         time.sleep(2)
         local_start = min(int(p.stem) for p in local_segments(b, "outage"))
         assert local_start < 4000
