@@ -21,11 +21,11 @@ AUDITED = {
                                                  "_handle_frame"),
     "handlers.produce.handle": ("yak/broker/handlers/produce.py", None, "handle"),
     "handlers.fetch.handle": ("yak/broker/handlers/fetch.py", None, "handle"),
-    "ReplicaManager.handle_produce_append": ("yak/partition/replica_manager.py",
-                                             "ReplicaManager", "handle_produce_append"),
-    "ReplicaManager._verify": ("yak/partition/replica_manager.py", "ReplicaManager", "_verify"),
-    "ReplicaManager.fetch_messages": ("yak/partition/replica_manager.py", "ReplicaManager",
-                                      "fetch_messages"),
+    # The ReplicaManager's paths are parts it extends (yak/partition/replica_manager.py).
+    "ReplicaManager.handle_produce_append": ("yak/partition/produce.py", "AppendPath",
+                                             "handle_produce_append"),
+    "TxnVerification.verify": ("yak/partition/verification.py", "TxnVerification", "verify"),
+    "ReplicaManager.fetch_messages": ("yak/partition/fetch.py", "FetchPath", "fetch_messages"),
 }
 
 

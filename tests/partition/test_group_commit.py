@@ -38,7 +38,8 @@ def test_concurrent_acks_all_share_fsync_jobs(tmp_path: Path) -> None:
             concurrent[0] += 1
             concurrent[1] = max(concurrent[1], concurrent[0])
         calls.append(offset)
-        time.sleep(0.02)  # a slow disk: requests pile up behind the fsync in flight
+        # The point of the test: a slow disk, so requests pile up behind the fsync in flight.
+        time.sleep(0.02)
         real_sync(offset)
         with lock:
             concurrent[0] -= 1
@@ -47,6 +48,8 @@ def test_concurrent_acks_all_share_fsync_jobs(tmp_path: Path) -> None:
 
     async def body() -> list[int]:
         async def one(i: int) -> int:
+            # The point of the test, not synchronisation: requests arrive spread over
+            # ~100 ms, so most of them arrive while a (20 ms) fsync is in flight.
             await asyncio.sleep(i * 0.002)
             batch = memoryview(build_batch([Record(b"k", b"v%d" % i)]))
             (r,) = await rm.append_records([("t", 0, batch)], -1, AppendOrigin.CLIENT, 10_000)

@@ -175,17 +175,24 @@ def test_a_new_epoch_replaces_the_guard(leader: Partition) -> None:
 # ------------------------------------------------------------------ handle_produce_append
 
 
+async def _settle(rounds: int = 50) -> None:
+    """Let every runnable task run as far as it can (to check what has NOT happened)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
 def test_a_batch_waiting_on_verification_is_not_overtaken(rm: ReplicaManager) -> None:
-    """The issue-21 bug at the partition layer: the first batch of a transaction waits
-    50 ms on a (remote) coordinator; the producer's next batch, pipelined on the same
-    connection, must wait for it instead of reaching the log first (which storage
-    refuses with OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka)."""
+    """The issue-21 bug at the partition layer: the first batch of a transaction waits on
+    a (remote) coordinator, held there until the test answers; the producer's next batch,
+    pipelined on the same connection, must wait for it instead of reaching the log first
+    (which storage refuses with OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka)."""
     calls: list[Sequence[tuple[str, int]]] = []
+    answer = asyncio.Event()
 
     async def slow_coordinator(txn_id: str, pid: int, epoch: int,
                                tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
         calls.append(tps)
-        await asyncio.sleep(0.05)
+        await answer.wait()
         return dict.fromkeys(tps, 0)
 
     rm.txn_verifier = slow_coordinator
@@ -193,10 +200,15 @@ def test_a_batch_waiting_on_verification_is_not_overtaken(rm: ReplicaManager) ->
     async def main() -> list[int]:
         first = EffectTurn(None)
         second = EffectTurn(first)
-        r1, r2 = await asyncio.gather(
-            rm.handle_produce_append([("t", 0, _txn_batch(7, 0, 0))], -1, 5000, "tx", first),
-            rm.handle_produce_append([("t", 0, _txn_batch(7, 0, 1))], -1, 5000, "tx", second),
-        )
+        t1 = asyncio.ensure_future(rm.handle_produce_append(
+            [("t", 0, _txn_batch(7, 0, 0))], -1, 5000, "tx", first))
+        t2 = asyncio.ensure_future(rm.handle_produce_append(
+            [("t", 0, _txn_batch(7, 0, 1))], -1, 5000, "tx", second))
+        await _settle()  # both requests run as far as they can while the question is open
+        assert len(calls) == 1 and not t1.done() and not t2.done()
+        assert rm.get_partition("t", 0).log_end_offset == 0  # type: ignore[union-attr]
+        answer.set()
+        r1, r2 = await asyncio.gather(t1, t2)
         assert (r1[0].error, r2[0].error) == (0, 0), (r1[0].error_message,
                                                        r2[0].error_message)
         assert r1[0].info is not None and r2[0].info is not None
@@ -208,13 +220,15 @@ def test_a_batch_waiting_on_verification_is_not_overtaken(rm: ReplicaManager) ->
 
 def test_a_later_request_waits_for_an_earlier_one_still_verifying(rm: ReplicaManager) -> None:
     """Effects in arrival order across producers: the connection's first request (a
-    transactional batch whose verification takes 50 ms) appends before its second (an
-    idempotent batch that needs no verification), as Kafka's one-request-at-a-time
-    handling would; without the turn the second lands first."""
+    transactional batch whose verification is held at the coordinator until the test
+    answers) appends before its second (an idempotent batch that needs no verification),
+    as Kafka's one-request-at-a-time handling would; without the turn the second lands
+    first."""
+    answer = asyncio.Event()
 
     async def slow_coordinator(txn_id: str, pid: int, epoch: int,
                                tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        await asyncio.sleep(0.05)
+        await answer.wait()
         return dict.fromkeys(tps, 0)
 
     rm.txn_verifier = slow_coordinator
@@ -224,10 +238,15 @@ def test_a_later_request_waits_for_an_earlier_one_still_verifying(rm: ReplicaMan
     async def main() -> list[int]:
         first = EffectTurn(None)
         second = EffectTurn(first)
-        r1, r2 = await asyncio.gather(
-            rm.handle_produce_append([("t", 0, _txn_batch(7, 0, 0))], 1, 5000, "tx", first),
-            rm.handle_produce_append([("t", 0, idempotent)], 1, 5000, None, second),
-        )
+        t1 = asyncio.ensure_future(rm.handle_produce_append(
+            [("t", 0, _txn_batch(7, 0, 0))], 1, 5000, "tx", first))
+        t2 = asyncio.ensure_future(rm.handle_produce_append(
+            [("t", 0, idempotent)], 1, 5000, None, second))
+        await _settle()  # the second has had every chance to overtake
+        assert not t2.done()
+        assert rm.get_partition("t", 0).log_end_offset == 0  # type: ignore[union-attr]
+        answer.set()
+        r1, r2 = await asyncio.gather(t1, t2)
         assert r1[0].info is not None and r2[0].info is not None
         return [r1[0].info.base_offset, r2[0].info.base_offset]
 

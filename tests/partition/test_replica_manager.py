@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from yak.clock import ManualClock
 from yak.errors import (
     ErrorCode,
     FencedLeaderEpochError,
@@ -55,6 +56,16 @@ def rm(tmp_path: Path) -> Iterator[ReplicaManager]:
     logs.shutdown()
 
 
+async def until(cond: Callable[[], bool], what: str, rounds: int = 1000) -> None:
+    """Let the event loop run until `cond()` holds: synchronisation on the condition
+    itself, never on a wall-clock sleep."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
 def lead(rm: ReplicaManager, topic: str = "t", partition: int = 0, epoch: int = 0,
          replicas: tuple[int, ...] = (ME,), isr: tuple[int, ...] | None = None,
          config: LogConfig | None = None) -> None:
@@ -63,8 +74,9 @@ def lead(rm: ReplicaManager, topic: str = "t", partition: int = 0, epoch: int = 
 
 
 def append(rm: ReplicaManager, acks: int = 1, topic: str = "t", n: int = 1,
-           timeout_ms: int = 5000, origin: AppendOrigin = AppendOrigin.CLIENT) -> object:
-    (r,) = asyncio.run(rm.append_records([(topic, 0, batch(n))], acks, origin, timeout_ms))
+           timeout_ms: int = 5000, origin: AppendOrigin = AppendOrigin.CLIENT,
+           ts: int | None = None) -> object:
+    (r,) = asyncio.run(rm.append_records([(topic, 0, batch(n, ts))], acks, origin, timeout_ms))
     return r
 
 
@@ -131,9 +143,8 @@ def test_acks_all_waits_for_the_isr_then_completes(rm: ReplicaManager) -> None:
     async def produce_then_replicate() -> tuple[int, int]:
         task = asyncio.ensure_future(rm.append_records([("t", 0, batch())], -1,
                                                        AppendOrigin.CLIENT, 30_000))
-        await asyncio.sleep(0.05)
+        await until(lambda: rm.produce_purgatory.waiting() == 1, "the produce is parked")
         assert not task.done()
-        assert rm.produce_purgatory.waiting() == 1
         p.update_follower_fetch_state(2, p.log_end_offset)  # the follower caught up
         (r,) = await asyncio.wait_for(task, 10)
         return r.error, r.info.base_offset
@@ -181,8 +192,8 @@ def test_fetch_long_poll_is_woken_by_an_append(rm: ReplicaManager) -> None:
     async def run() -> tuple[int, int]:
         params = FetchParams(30_000, 1, 1 << 20)
         task = asyncio.ensure_future(rm.fetch_messages(params, [FetchPartition("t", 0, 0, 1 << 20)]))
-        await asyncio.sleep(0.05)
-        assert not task.done() and rm.fetch_purgatory.waiting() == 1
+        await until(lambda: rm.fetch_purgatory.waiting() == 1, "the fetch is parked")
+        assert not task.done()
         await rm.append_records([("t", 0, batch(2))], 1)
         (r,) = await asyncio.wait_for(task, 10)  # far below max_wait: the append woke it
         return r.error, r.size
@@ -247,3 +258,26 @@ def test_replication_appends_go_to_followers_with_the_leaders_offsets(rm: Replic
     assert p.log_end_offset == 1 and p.high_watermark == 0  # a follower's HW is the fetcher's
     lead(rm, epoch=4, replicas=(2, ME), isr=(ME,))
     assert asyncio.run(replicate()).error == ErrorCode.not_leader_or_follower
+
+
+def test_log_maintenance_runs_at_the_wall_clock_it_is_given(tmp_path: Path) -> None:
+    """Retention and time-based rolls are judged at the ReplicaManager's `wall_clock`,
+    not at the system's: with a manual clock, nothing expires until the test moves it."""
+    logs = LogManager(str(tmp_path / "data"), LogConfig(), start_cleaner=False)
+    logs.startup()
+    start = int(time.time() * 1000)
+    wall = ManualClock(start)
+    manager = ReplicaManager(ME, logs, wall_clock=wall)
+    hour = 3_600_000
+    lead(manager, config=LogConfig(segment_ms=hour, retention_ms=hour))
+    try:
+        assert append(manager, n=3, ts=start).error == 0
+        p = manager.get_partition("t", 0)
+        asyncio.run(manager.maintenance_pass())
+        assert p.log_start_offset == 0  # an hour has not passed on the given clock
+        wall.advance(2 * hour)
+        asyncio.run(manager.maintenance_pass())  # rolls the segment, then retention drops it
+        assert p.log_start_offset == 3 and p.log_end_offset == 3
+    finally:
+        manager.io_pool.shutdown(wait=True)
+        logs.shutdown()

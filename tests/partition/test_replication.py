@@ -237,7 +237,10 @@ def test_lagging_follower_leaves_the_isr_and_acks_continue(cluster) -> None:  # 
         try:
             task = asyncio.ensure_future(produce(rms[1], -1, timeout_ms=10_000))
             # Only follower 2 fetches; 3 is silent for more than replica.lag.time.max.ms
-            # (the clock moves 50 ms a round; the expiration task ticks on its own).
+            # (the clock moves 50 ms a round). Polling on the condition: the ISR decision
+            # is made on the manual clock, but the point here is that the broker's own
+            # expiration task makes it, and that task ticks on the event loop's timer
+            # (every 150 ms here), so each round yields 20 ms of it.
             deadline = time.monotonic() + 5
             while not task.done() and time.monotonic() < deadline:
                 await replicate_once(rms[1], rms[2])

@@ -6,6 +6,7 @@ append, read, list offsets and delete records through `ReplicaManager`, never th
 watermark); see `docs/architecture.md`.
 """
 
+from yak.partition.fetch import FetchParams, FetchPartition, PartitionReadResult
 from yak.partition.partition import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -17,17 +18,9 @@ from yak.partition.partition import (
     LogReadInfo,
     Partition,
 )
+from yak.partition.produce import AppendOrigin, PartitionAppendResult, TxnMarker
 from yak.partition.purgatory import FetchPurgatory, ProducePurgatory
-from yak.partition.replica_manager import (
-    AppendOrigin,
-    FetchParams,
-    FetchPartition,
-    LogDirDescription,
-    PartitionAppendResult,
-    PartitionReadResult,
-    ReplicaManager,
-    TxnMarker,
-)
+from yak.partition.replica_manager import LogDirDescription, ReplicaManager
 from yak.partition.state import INTERNAL_TOPICS, NO_LEADER, PartitionState
 
 __all__ = [

@@ -1,0 +1,299 @@
+"""The read side of the ReplicaManager: Fetch (Kafka's `fetchMessages`, `readFromLog` and
+`DelayedFetch`), for consumers and for followers.
+
+A consumer's fetch reads every wanted partition within Kafka's byte limits and, with fewer
+than `min_bytes`, parks in the fetch purgatory until new data or `max_wait_ms`, then reads
+again. A follower's fetch (`FetchParams.replica_id >= 0`) is the leader's side of
+replication: its epochs are checked (a `diverging_epoch` tells it where to truncate), its
+fetch offset becomes its known log end offset (which moves the high watermark and may
+add it to the ISR), and it reads up to the log end. Tiered partitions (issue 25) read
+below the local log start from the remote log, after the local reads.
+
+`FetchPath` is a part of `ReplicaManager` (a class it extends, not a field): the Fetch hot
+path reads the ReplicaManager's own attributes, with no extra call per request, and the
+handlers keep calling `replica_manager.fetch_messages`. It declares what it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from yak.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from yak.partition.partition import FetchIsolation
+
+if TYPE_CHECKING:
+    from yak.clock import Clock
+    from yak.partition.ordering import EffectTurn
+    from yak.partition.partition import Partition
+    from yak.partition.purgatory import FetchPurgatory
+    from yak.tiered import RemoteLogManager
+
+__all__ = ["FetchParams", "FetchPartition", "FetchPath", "PartitionReadResult"]
+
+_NONE = int(ErrorCode.none)
+_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+_UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
+_NOT_LEADER = int(ErrorCode.not_leader_or_follower)
+_FENCED_EPOCH = int(ErrorCode.fenced_leader_epoch)
+
+
+class PartitionReadResult:
+    """One partition's answer to a fetch. Offsets are -1 where the partition is unknown.
+
+    `diverging_epoch` (a follower's fetch only): (epoch, end offset) where the follower's
+    log stops matching this leader's; `current_leader`: (leader id, leader epoch) sent with
+    NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH so the fetcher need not ask for metadata
+    (KIP-951)."""
+
+    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "buffers", "size", "aborted_transactions", "diverging_epoch",
+                 "current_leader")
+
+    def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
+                 log_start_offset: int = -1, buffers: list[Any] | None = None, size: int = 0,
+                 aborted_transactions: list[tuple[int, int]] | None = None,
+                 diverging_epoch: tuple[int, int] | None = None,
+                 current_leader: tuple[int, int] | None = None) -> None:
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.buffers = buffers if buffers is not None else []
+        self.size = size
+        self.aborted_transactions = aborted_transactions
+        self.diverging_epoch = diverging_epoch
+        self.current_leader = current_leader
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition a Fetch asks for."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # a follower's: the epoch of the last batch it has
+    log_start_offset: int = -1  # a follower's log start offset
+
+
+@dataclass(slots=True)
+class FetchParams:
+    """The request-wide part of a Fetch (Kafka's FetchParams)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+    replica_id: int = -1  # -1: a consumer; a broker id: a follower (issue 11)
+    replica_epoch: int = -1  # the follower's broker epoch (KIP-903), -1 unknown
+    # The connection sends file data with sendfile: storage may return `FileRegion`s.
+    zero_copy: bool = False
+
+
+class FetchPath:
+    """Fetch on the ReplicaManager (see the module's docstring)."""
+
+    # The ReplicaManager's, read here.
+    _partitions: dict[tuple[str, int], Partition]
+    fetch_purgatory: FetchPurgatory
+    clock: Clock
+    remote_log: RemoteLogManager | None
+
+    async def fetch_messages(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        turn: EffectTurn | None = None,
+    ) -> list[PartitionReadResult]:
+        """Read every wanted partition; if together they have fewer than `min_bytes` and
+        no error, park in the fetch purgatory until new data or `max_wait_ms`, then read
+        again (Kafka's DelayedFetch). Results are in the order of `wanted`.
+
+        `turn`: the request's place in its connection's order of effects: the first read
+        (and a follower's fetch state) comes after every earlier request's effects, as if
+        the connection were handled one request at a time; the long poll holds no one."""
+        try:
+            if turn is not None and not turn.ready:
+                await turn.wait()
+            resolved = [self._partitions.get((w.topic, w.partition)) for w in wanted]
+            remote: list[int] = []  # indexes of tiered reads below the local log start
+            if params.replica_id >= 0:
+                results, total, errors = self._read_for_follower(params, wanted, resolved)
+            else:
+                results, total, errors = self._read_all(params, wanted, resolved, remote)
+        finally:
+            if turn is not None:
+                turn.release()
+        # A follower is fetching (alive) until this fetch is answered or dropped with its
+        # connection; then silent until its next one (`replica.fetch.dead.ms`, issue 27).
+        followed: list[Partition] = []
+        if params.replica_id >= 0:
+            followed = [p for p in resolved if p is not None and p.is_leader]
+            for p in followed:
+                p.follower_fetch_started(params.replica_id)
+        try:
+            if remote:
+                await self._read_remote(params, wanted, resolved, results, remote, total)
+                return results
+            if total >= params.min_bytes or errors or not wanted or params.max_wait_ms <= 0:
+                return results
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + params.max_wait_ms / 1000
+            keys = [(w.topic, w.partition) for w in wanted]
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return results
+                woken = await self.fetch_purgatory.wait(keys, remaining)
+                resolved = [self._partitions.get(k) for k in keys]
+                results, total, errors = self._read_all(params, wanted, resolved)
+                if not woken or total >= params.min_bytes or errors:
+                    return results
+        finally:
+            if followed:
+                now = self.clock.now_ms()
+                for p in followed:
+                    p.follower_fetch_ended(params.replica_id, now)
+
+    def _read_for_follower(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None],
+    ) -> tuple[list[PartitionReadResult], int, bool]:
+        """A follower's fetch, first pass (Kafka's leader side of replication): check its
+        epochs, answer a diverging epoch where its log stops matching ours, record its log
+        end offset (moving the high watermark, maybe adding it to the ISR), then read up to
+        the log end. A later pass after a long-poll wake-up is a plain read."""
+        now = self.clock.now_ms()
+        replica = params.replica_id
+        epoch = params.replica_epoch
+        early = False  # an error or a diverging epoch: answer at once, never long-poll
+        plain_wanted: list[FetchPartition] = []
+        plain_resolved: list[Partition | None] = []
+        slots: list[int | PartitionReadResult] = []
+        for w, p in zip(wanted, resolved, strict=True):
+            if p is None:
+                slots.append(PartitionReadResult(_UNKNOWN_TP))
+                early = True
+                continue
+            try:
+                p.check_epoch(w.current_leader_epoch)
+            except KafkaError as e:
+                slots.append(PartitionReadResult(int(e.code), current_leader=(
+                    p.state.leader, p.leader_epoch)))
+                early = True
+                continue
+            offset = w.fetch_offset
+            if w.last_fetched_epoch >= 0:
+                # Kafka's Partition.fetchRecords: the follower's last epoch must end here
+                # at or after its fetch offset, or it must truncate first.
+                end_epoch, end_offset = p.end_offset_for_epoch(w.last_fetched_epoch)
+                if end_epoch < 0 or end_offset < 0:
+                    # No epoch of ours is that old: nothing to compare; the follower
+                    # learns our log's bounds from OFFSET_OUT_OF_RANGE (Kafka's answer).
+                    early = True
+                    slots.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
+                                                     p.last_stable_offset, p.log_start_offset))
+                    continue
+                if end_epoch < w.last_fetched_epoch or end_offset < offset:
+                    early = True
+                    slots.append(PartitionReadResult(
+                        _NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                        diverging_epoch=(end_epoch, end_offset)))
+                    continue
+            if p.log_start_offset <= offset <= p.log_end_offset:
+                p.update_follower_fetch_state(replica, offset, now, epoch, w.log_start_offset)
+            slots.append(len(plain_wanted))
+            plain_wanted.append(w)
+            plain_resolved.append(p)
+        read, total, errors = self._read_all(params, plain_wanted, plain_resolved)
+        out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
+        return out, total, errors or early
+
+    def _read_all(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None], remote: list[int] | None = None,
+    ) -> tuple[list[PartitionReadResult], int, bool]:
+        """Kafka's byte limits: each partition at most its `max_bytes`, the response at
+        most `params.max_bytes`, except that the first partition with data returns at
+        least one whole batch, so a batch bigger than the limits can still be consumed."""
+        total = 0
+        errors = False
+        out: list[PartitionReadResult] = []
+        isolation = params.isolation
+        max_bytes = params.max_bytes
+        rl = self.remote_log
+        for w, p in zip(wanted, resolved, strict=True):
+            if p is None:
+                out.append(PartitionReadResult(_UNKNOWN_TP))
+                errors = True
+                continue
+            try:
+                p.check_epoch(w.current_leader_epoch)
+                info = p.read(w.fetch_offset, min(w.max_bytes, max_bytes - total), isolation,
+                              total == 0, params.zero_copy)
+            except OffsetOutOfRangeError:
+                if (remote is not None and self.remote_log is not None
+                        and p.log.config.remote_storage_enable
+                        and w.fetch_offset < p.log_start_offset):
+                    remote.append(len(out))  # tiered: read by _read_remote
+                    out.append(PartitionReadResult(_NONE))
+                    continue
+                out.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
+                                               p.last_stable_offset, p.log_start_offset))
+                errors = True
+                continue
+            except KafkaError as e:
+                code = int(e.code)
+                out.append(PartitionReadResult(
+                    code, current_leader=(p.state.leader, p.leader_epoch)
+                    if code in (_NOT_LEADER, _FENCED_EPOCH) else None))
+                errors = True
+                continue
+            total += info.size
+            log_start = info.log_start_offset
+            if rl is not None and p.log.config.remote_storage_enable:
+                # Tiered: the whole log's start (the remote one), as Kafka answers.
+                remote_start = rl.log_start_offset(w.topic, w.partition)
+                if remote_start is not None:
+                    log_start = remote_start
+            out.append(PartitionReadResult(_NONE, info.high_watermark, info.last_stable_offset,
+                                           log_start, info.buffers, info.size,
+                                           info.aborted_transactions))
+        return out, total, errors
+
+    async def _read_remote(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None], results: list[PartitionReadResult],
+        slots: list[int], total: int,
+    ) -> None:
+        """Fill `results[i]` for the tiered partitions whose fetch offset is below the local
+        log start (issue 25): from the remote log, after the local reads, within what is
+        left of the response's byte budget. The remote log holds only records below the
+        high watermark that nothing can change any more, so no order of effects applies."""
+        rl = self.remote_log
+        assert rl is not None
+        committed = params.isolation is FetchIsolation.TXN_COMMITTED
+        for i in slots:
+            w, p = wanted[i], resolved[i]
+            assert p is not None
+            log_ = p.log
+            hw = log_.high_watermark
+            lso = min(log_.last_stable_offset, hw)
+            start = rl.log_start_offset(w.topic, w.partition)
+            low = log_.log_start_offset if start is None else start
+            try:
+                rr, aborted = await rl.read(
+                    w.topic, w.partition, str(p.topic_id), log_, w.fetch_offset,
+                    min(w.max_bytes, params.max_bytes - total), lso if committed else hw,
+                    total == 0, committed)
+            except OffsetOutOfRangeError:
+                results[i] = PartitionReadResult(_OUT_OF_RANGE, hw, lso, low)
+                continue
+            except KafkaError as e:
+                results[i] = PartitionReadResult(int(e.code), hw, lso, low)
+                continue
+            total += rr.size
+            results[i] = PartitionReadResult(_NONE, hw, lso, low, rr.buffers, rr.size, aborted)
