@@ -34,6 +34,7 @@ from yak.errors import ErrorCode, KafkaError
 from yak.partition.partition import FetchIsolation
 from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import iter_batches
+from yak.share.dead_letters import copy_dead_letters
 from yak.share.group import ShareGroups, TopicLookup
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
@@ -42,9 +43,16 @@ from yak.share.session import ShareSessionCache
 
 __all__ = ["ShareConfig", "ShareManager", "SharePartitionResult"]
 
+DLQ_ACK_TIMEOUT_MS = 5000
+
 GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.isolation.level",
                      "share.record.lock.duration.ms", "share.delivery.count.limit",
-                     "share.session.timeout.ms", "share.heartbeat.interval.ms")
+                     "share.session.timeout.ms", "share.heartbeat.interval.ms",
+                     # ahead of Kafka (issue 24): KIP-1191's dead-letter topic, and a delay
+                     # before a released or expired record is handed out again
+                     "errors.deadletterqueue.topic.name", "share.record.redelivery.delay.ms")
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+MAX_REDELIVERY_DELAY_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,8 @@ class ShareManager:
         self.groups.expire_members()
         for sp in self.partitions.values():
             sp.expire()
+            if self.persister is None:
+                sp.dead.clear()  # in memory: no dead-letter copies (they follow the writes)
         now = self.clock.now_ms()
         for key, left_ms in list(self._left.items()):
             if now - left_ms > self.config.session_timeout_ms:
@@ -154,13 +164,16 @@ class ShareManager:
 
     def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
         """Set (or with None delete) one share group config, within the broker's bounds.
-        It applies to the group's share partitions created after it (in memory)."""
+        It applies to the group's share partitions at once (in memory on this broker)."""
         self.check_group_config(key, value)
         cfgs = self.group_configs.setdefault(group_id, {})
         if value is None:
             cfgs.pop(key, None)
         else:
             cfgs[key] = value
+        for (g, _t, _p), sp in self.partitions.items():
+            if g == group_id:
+                self._configure(sp, cfgs)
 
     def _check(self, key: str, value: str) -> None:
         c = self.config
@@ -172,6 +185,10 @@ class ShareManager:
             if value not in ("read_uncommitted", "read_committed"):
                 raise InvalidGroupConfig(f"{key}={value}")
             return
+        if key == DLQ_TOPIC:
+            if value.startswith("__") or self.topics(value) is None:
+                raise InvalidGroupConfig(f"{key}={value}: no such topic (create it first)")
+            return
         bounds = {
             "share.record.lock.duration.ms": (c.min_record_lock_duration_ms,
                                               c.max_record_lock_duration_ms),
@@ -179,6 +196,7 @@ class ShareManager:
                                            c.max_delivery_count_limit),
             "share.session.timeout.ms": (1, 2**31 - 1),
             "share.heartbeat.interval.ms": (1, 2**31 - 1),
+            "share.record.redelivery.delay.ms": (0, MAX_REDELIVERY_DELAY_MS),
         }[key]
         try:
             n = int(value)
@@ -199,15 +217,18 @@ class ShareManager:
 
     def _new_share_partition(self, group_id: str, topic: str, partition: int
                              ) -> SharePartition:
-        cfg = self.group_configs.get(group_id, {})
+        sp = SharePartition(group_id, topic, partition, self.clock,
+                            max_record_locks=self.config.partition_max_record_locks)
+        self._configure(sp, self.group_configs.get(group_id, {}))
+        return sp
+
+    def _configure(self, sp: SharePartition, cfg: dict[str, str]) -> None:
         c = self.config
-        return SharePartition(
-            group_id, topic, partition, self.clock,
-            lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
-                                         c.record_lock_duration_ms)),
-            delivery_count_limit=int(cfg.get("share.delivery.count.limit",
-                                             c.delivery_count_limit)),
-            max_record_locks=c.partition_max_record_locks)
+        sp.lock_duration_ms = int(cfg.get("share.record.lock.duration.ms",
+                                          c.record_lock_duration_ms))
+        sp.delivery_count_limit = int(cfg.get("share.delivery.count.limit",
+                                              c.delivery_count_limit))
+        sp.redelivery_delay_ms = int(cfg.get("share.record.redelivery.delay.ms", 0))
 
     def lock_duration_ms(self, group_id: str) -> int:
         cfg = self.group_configs.get(group_id, {})
@@ -368,6 +389,7 @@ class ShareManager:
             found = self.topics(topic)
             if found is None:
                 return ErrorCode.unknown_topic_or_partition
+            copied = self._dead_letters(group_id, topic, sp)
             seq = sp.noted()
             changes = sp.take_changes()
             if changes is None:
@@ -375,11 +397,23 @@ class ShareManager:
                 return ErrorCode.none
             code = await self.persister.write(ShareKey(group_id, found[0], sp.partition),
                                               sp.state_epoch, sp.leader_epoch, *changes)
+            if copied:
+                await self.replicas.wait_for_acks(copied, DLQ_ACK_TIMEOUT_MS)
             if code is ErrorCode.none:
                 sp.durable = max(sp.durable, seq)
             else:
                 sp.untake(changes[1])
             return code
+
+    def _dead_letters(self, group_id: str, topic: str, sp: SharePartition) -> list[Any]:
+        """Copy what `sp` archived (delivery limit, rejected) to the group's dead-letter
+        topic, if it has one (`dead_letters.py`); the appends, for their acks=all wait."""
+        dead, sp.dead = sp.dead, []
+        dlq = self.group_configs.get(group_id, {}).get(DLQ_TOPIC)
+        if not dead or dlq is None:
+            return []
+        return copy_dead_letters(self.replicas, self.topics, group_id, topic, sp.partition,
+                                 dead, dlq)
 
     async def _make_durable(self, group_id: str, member_id: str,
                             wanted: Sequence[tuple[str, int]],

@@ -74,6 +74,11 @@ class AcquiredRange:
     delivery_count: int
 
 
+# Why a record went to the dead-letter topic (its `__dlq.errors.reason` header).
+DELIVERY_LIMIT = "delivery count limit reached"
+REJECTED = "rejected"
+
+
 class InvalidRecordState(Exception):
     """An acknowledgement of a record this member does not hold (INVALID_RECORD_STATE)."""
 
@@ -89,6 +94,7 @@ class SharePartition:
         lock_duration_ms: int = 30_000,
         delivery_count_limit: int = 5,
         max_record_locks: int = 2000,
+        redelivery_delay_ms: int = 0,
     ) -> None:
         self.group_id = group_id
         self.topic = topic
@@ -97,6 +103,13 @@ class SharePartition:
         self.lock_duration_ms = lock_duration_ms
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
+        # A released or expired record is AVAILABLE again only this long after (its
+        # `deadline_ms` is then when it becomes ready; 0: at once).
+        self.redelivery_delay_ms = redelivery_delay_ms
+        self._next_ready: int | None = None  # earliest ready time of a delayed record
+        # Archived records to copy to the group's dead-letter topic:
+        # (first, last, delivery count, reason), taken by the manager.
+        self.dead: list[tuple[int, int, int, str]] = []
         self.end_offset = -1  # -1: not initialized (no fetch yet)
         self._records: dict[int, _InFlight] = {}
         self._next_deadline: int | None = None
@@ -125,6 +138,7 @@ class SharePartition:
                 continue
             if count >= limit:
                 self._changes.append((max(first, start_offset), last, 4, count))
+                self.dead.append((max(first, start_offset), last, count, DELIVERY_LIMIT))
                 continue
             for offset in range(max(first, start_offset), last + 1):
                 self._records[offset] = _InFlight(RecordState.AVAILABLE, count, "", 0)
@@ -206,9 +220,10 @@ class SharePartition:
     def next_fetch_offset(self) -> int:
         """Where the log read for an acquisition starts: the first AVAILABLE record (a
         redelivery), else the window's end."""
-        self.expire()
+        now = self.clock.now_ms()
+        self.expire(now)
         for offset, r in self._records.items():
-            if r.state is RecordState.AVAILABLE:
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now:
                 return offset
         return self.end_offset
 
@@ -242,7 +257,7 @@ class SharePartition:
             stop = min(last + 1, self.end_offset)
             while offset < stop and taken < max_records:
                 r = records.get(offset)
-                if r is not None and r.state is available:
+                if r is not None and r.state is available and r.deadline_ms <= now:
                     r.state = acquired
                     r.delivery_count += 1
                     r.member_id = member_id
@@ -312,10 +327,16 @@ class SharePartition:
                 raise InvalidRecordState(f"offset {offset} is not acquired by this member")
         if one is not None and one not in (AckType.RELEASE, AckType.RENEW):
             # The common case: the whole range accepted (or rejected, or gaps): terminal.
-            for offset in range(first_offset, last_offset + 1):
-                records.pop(offset, None)
+            counts = [r.delivery_count for o in range(first_offset, last_offset + 1)
+                      if (r := records.pop(o, None)) is not None] \
+                if one is AckType.REJECT else ()
             self._changes.append((first_offset, last_offset,
                                   2 if one is AckType.ACCEPT else 4, 0))
+            if counts:
+                self.dead.append((first_offset, last_offset, max(counts), REJECTED))
+            else:
+                for offset in range(first_offset, last_offset + 1):
+                    records.pop(offset, None)
             return
         for i, offset in enumerate(range(first_offset, last_offset + 1)):
             kind = one if one is not None else kinds[i]
@@ -329,6 +350,8 @@ class SharePartition:
             else:  # ACCEPT -> ACKNOWLEDGED, REJECT and GAP -> ARCHIVED: both terminal
                 del records[offset]
                 self._changes.append((offset, offset, 2 if kind is AckType.ACCEPT else 4, 0))
+                if kind is AckType.REJECT:
+                    self.dead.append((offset, offset, r.delivery_count, REJECTED))
 
     def release_member(self, member_id: str) -> int:
         """A member left (or its share session closed): its acquired records become
@@ -360,15 +383,40 @@ class SharePartition:
         return n
 
     def next_deadline_ms(self) -> int | None:
-        return self._next_deadline
+        """When something changes by itself: a lock expires or a delayed record becomes
+        ready (a waiting fetch wakes then)."""
+        ready = self._next_ready
+        if ready is not None and ready <= self.clock.now_ms():
+            ready = self._next_ready = self._recompute_ready()
+        if ready is None:
+            return self._next_deadline
+        return ready if self._next_deadline is None else min(ready, self._next_deadline)
+
+    def _recompute_ready(self) -> int | None:
+        now = self.clock.now_ms()
+        later = [r.deadline_ms for r in self._records.values()
+                 if r.state is RecordState.AVAILABLE and r.deadline_ms > now]
+        return min(later) if later else None
 
     def _release(self, offset: int, r: _InFlight) -> None:
         if r.delivery_count >= self.delivery_count_limit:
             del self._records[offset]  # ARCHIVED: the delivery limit is reached
             self._changes.append((offset, offset, 4, r.delivery_count))
+            dead = self.dead
+            if dead and dead[-1][1] + 1 == offset and dead[-1][2:] == (r.delivery_count,
+                                                                       DELIVERY_LIMIT):
+                dead[-1] = (dead[-1][0], offset, r.delivery_count, DELIVERY_LIMIT)
+            else:
+                dead.append((offset, offset, r.delivery_count, DELIVERY_LIMIT))
         else:
             r.state = RecordState.AVAILABLE
             r.member_id = ""
+            if self.redelivery_delay_ms > 0:
+                r.deadline_ms = ready = self.clock.now_ms() + self.redelivery_delay_ms
+                if self._next_ready is None or ready < self._next_ready:
+                    self._next_ready = ready
+            else:
+                r.deadline_ms = 0
 
 
 def _extend(runs: list[list[int]], first: int, last: int, delivery_count: int) -> None:
