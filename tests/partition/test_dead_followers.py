@@ -25,7 +25,7 @@ from tests.partition.test_replication import (
     until,
 )
 from yak.partition import FetchIsolation, FetchParams, FetchPartition, ReplicaManager
-from yak.partition.partition import FLAP_HOLD_MS, FLAP_SHRINKS
+from yak.partition.follower_state import FLAP_HOLD_MS, FLAP_SHRINKS
 from yak.storage import LogConfig, LogManager
 
 DEAD_MS = 1200
