@@ -253,6 +253,17 @@ class ShareManager:
             if g == group_id:
                 sp.release_member(member_id)
 
+    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(group id, state) of the share groups here: Stable with members, else Empty
+        (ListGroups' state filter, case-insensitive, as Kafka's)."""
+        want = {s.lower() for s in states}
+        out = []
+        for gid, g in self.groups.groups.items():
+            state = "Stable" if g.members else "Empty"
+            if not want or state.lower() in want:
+                out.append((gid, state))
+        return out
+
     def check_member(self, group_id: str, member_id: str) -> ErrorCode:
         """UNKNOWN_MEMBER_ID for a member of a group this broker coordinates but does not
         know (a group coordinated elsewhere is not checked here yet)."""

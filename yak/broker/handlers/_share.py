@@ -1,11 +1,14 @@
 """Shared plumbing of the share-group handlers (not a handler: the registry skips `_`
 modules): the share manager, topic ids to names, the leader endpoints ShareFetch and
 ShareAcknowledge v1 carry, the GROUP config resource of IncrementalAlterConfigs, the
-results of the share-state RPCs (83-87). Policy is in yak/share/."""
+results of the share-state RPCs (83-87), share groups in ListGroups / DescribeGroups and
+FindCoordinator's share key type. Policy is in yak/share/."""
 
 from __future__ import annotations
 
+import base64
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from yak.broker.context import RequestContext
@@ -15,7 +18,7 @@ from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
 from yak.security.authorizer import authorization_error
 from yak.share.manager import InvalidGroupConfig
-from yak.share.records import ShareKey
+from yak.share.records import SHARE_STATE_TOPIC, ShareKey
 
 if TYPE_CHECKING:
     from yak.share.coordinator import ShareCoordinator
@@ -127,3 +130,67 @@ def state_response(ctx: RequestContext, api_name: str, result_cls: str,
 def _with_message(fields: dict[str, Any]) -> dict[str, Any]:
     code = fields["error_code"]
     return dict(fields, error_message=None if code is ErrorCode.none else code.name)
+
+
+# ---------------------------------------------------------------- groups APIs
+
+@dataclass(frozen=True)
+class ShareListing:
+    """A share group as ListGroups lists it (the group coordinator's GroupListing shape)."""
+
+    group_id: str
+    state: str
+    protocol_type: str = "share"
+    group_type: str = "share"
+
+
+def share_listings(ctx: RequestContext, states: Any) -> list[Any]:
+    share = manager(ctx)
+    if share is None:
+        return []
+    return [ShareListing(gid, state) for gid, state in share.list_groups(states)]
+
+
+def describe_share_group(ctx: RequestContext, mod: Any, group_id: str, ops: int) -> Any | None:
+    """DescribeGroups' answer for a share group (protocol type "share", its members
+    without metadata or assignment bytes: theirs is ShareGroupDescribe's), or None if
+    `group_id` is not one."""
+    share = manager(ctx)
+    g = share.groups.get(group_id) if share is not None else None
+    if g is None:
+        return None
+    return build(
+        mod.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
+        group_state="Stable" if g.members else "Empty", protocol_type="share",
+        protocol_data="", authorized_operations=ops, members=tuple(
+            build(mod.DescribedGroupMember, member_id=m.member_id, group_instance_id=None,
+                  client_id=m.client_id, client_host=m.client_host, member_metadata=b"",
+                  member_assignment=b"") for m in g.members.values()))
+
+
+SHARE_KEY_TYPE = 2  # FindCoordinator's key type for a share partition (KIP-932)
+
+
+async def share_coordinator_node(ctx: RequestContext, key: str) -> tuple[ErrorCode, int]:
+    """FindCoordinator key type 2: "group:topicId:partition" (Kafka's
+    SharePartitionKey, the topic id in Kafka's base64 form) -> the leader of its
+    `__share_group_state` partition, the topic created on first use. CLUSTER_ACTION,
+    as Kafka asks (brokers send it)."""
+    if not ctx.cluster_authorized(AclOperation.CLUSTER_ACTION):
+        return ErrorCode.cluster_authorization_failed, -1
+    coordinator = state_coordinator(ctx)
+    if coordinator is None or ctx.broker.coordinators is None:
+        return ErrorCode.coordinator_not_available, -1
+    parts = key.rsplit(":", 2)
+    try:
+        tid = uuid.UUID(bytes=base64.urlsafe_b64decode(parts[1] + "=="))
+        share_key = ShareKey(parts[0], tid, int(parts[2]))
+    except (IndexError, ValueError):
+        return ErrorCode.invalid_request, -1
+    if not coordinator.writer.exists():
+        await coordinator.ensure_ready(share_key)
+    leader = ctx.broker.coordinators.leader_of(SHARE_STATE_TOPIC,
+                                                coordinator.partition_for(share_key))
+    if leader < 0:
+        return ErrorCode.coordinator_not_available, -1
+    return ErrorCode.none, leader

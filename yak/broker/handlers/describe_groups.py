@@ -1,7 +1,9 @@
 """DescribeGroups: state, protocol and members (with their metadata and assignment).
 
 An unknown group is "Dead" with no error before v6 and GROUP_ID_NOT_FOUND from v6,
-as in Kafka; the admin clients of each era expect exactly that.
+as in Kafka; the admin clients of each era expect exactly that. A share group (KIP-932)
+the group coordinator does not know is described from the share manager (protocol type
+"share", its members without metadata or assignment).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from yak.broker.handlers._group import (
     response,
     response_module,
 )
+from yak.broker.handlers._share import describe_share_group
 from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
 
@@ -53,6 +56,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         d = coord.describe_group(gid)
         err = d.error
+        if err is ErrorCode.group_id_not_found or d.state == "Dead":
+            shared = describe_share_group(ctx, mod, gid, ops)  # a share group (KIP-932)?
+            if shared is not None:
+                out.append(shared)
+                continue
         if err is ErrorCode.group_id_not_found and ctx.api_version < 6:
             err = ErrorCode.none
         out.append(

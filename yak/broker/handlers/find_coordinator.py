@@ -1,4 +1,5 @@
-"""FindCoordinator: the coordinator of a group (key type 0) or a transactional id (1).
+"""FindCoordinator: the coordinator of a group (key type 0), a transactional id (1) or a
+share partition's state (2, KIP-932: `_share.share_coordinator_node`).
 
 v0-3 ask for one key, v4+ for a list (KIP-699); both are answered from the same
 lookup, `broker.coordinators` (yak/cluster/coordinators.py): the coordinator is the leader
@@ -14,6 +15,7 @@ from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import response, response_module
+from yak.broker.handlers._share import SHARE_KEY_TYPE, share_coordinator_node
 from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
 
@@ -39,6 +41,8 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
         return await locator.group(key)
     if key_type == _TRANSACTION:
         return await locator.transaction(key)
+    if key_type == SHARE_KEY_TYPE:
+        return await share_coordinator_node(ctx, key)
     return ErrorCode.invalid_request, -1
 
 
