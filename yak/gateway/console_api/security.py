@@ -1,11 +1,13 @@
-"""The console's security API: who the caller is, ACLs and SCRAM users (issue 13).
+"""The ACLs and Users pages' API: who the caller is, whether the cluster enforces ACLs,
+ACLs and SCRAM users (issue 13).
 
 Everything goes to the cluster as the caller (`yak.gateway.http_auth.caller_core`), so the
 cluster decides who may see or change what: DescribeAcls and DescribeUserScramCredentials
 need DESCRIBE on the cluster, CreateAcls/DeleteAcls and AlterUserScramCredentials ALTER
 (a super user has both). The console shows its ACL and user pages only when `/whoami`
 says the cluster grants DESCRIBE; a caller without it gets 403 (40301) naming
-CLUSTER_AUTHORIZATION_FAILED from every route here. Passwords go in (to create a user)
+CLUSTER_AUTHORIZATION_FAILED from every route here but `/authorizer`, which answers
+`enforced: null` instead (and documents the other pages' errors). Passwords go in (to create a user)
 and never come out; what is listed is the mechanism and iteration count, as Kafka's
 DescribeUserScramCredentials answers.
 """
@@ -30,6 +32,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from yak.gateway.cluster import ClusterClient, ClusterError
+from yak.gateway.console_api.common import ERRORS as PAGE_ERRORS
 from yak.gateway.errors import ErrorBody, RestError, V2Response, from_cluster_error
 from yak.gateway.http_auth import caller
 
@@ -95,6 +98,21 @@ def _acl_json(b: Any) -> dict[str, Any]:
         "operation": b.operation.name,
         "permission_type": b.permission_type.name,
     }
+
+
+@router.get("/authorizer", responses=PAGE_ERRORS)
+async def authorizer(request: Request) -> Any:
+    """Whether the cluster enforces ACLs: its brokers' `authorizer.class.name` (an empty
+    one means no authorizer: every principal may do everything, and ACLs, even if listed,
+    are not checked). `enforced` is null when the caller may not read broker configs."""
+    try:
+        name = (await _cluster(request).broker_configs(["authorizer.class.name"]))[
+            "authorizer.class.name"]
+    except ClusterError:
+        return {"enforced": None, "class_name": None}
+    return {"enforced": bool(name), "class_name": name or None}
+
+
 
 
 @router.get("/whoami", responses=_ERRORS)

@@ -1,0 +1,68 @@
+"""What the console's page APIs share: the error responses they document, the caller's
+cluster and core, and the facts more than one page shows (which topics are internal,
+every broker of the cluster, live or not).
+
+Each page module builds its own `APIRouter` with `page_router()`, so every route has the
+prefix, tag and response class it had when the API was one module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from yak.gateway.cluster import ClusterClient
+from yak.gateway.core import GatewayCore
+from yak.gateway.errors import ErrorBody, V2Response
+from yak.gateway.http_auth import caller_core
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422, 500, 503)
+}
+TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
+
+
+def page_router() -> APIRouter:
+    """A page's router: under `/api`, tagged `console`, answering with `V2Response`."""
+    return APIRouter(prefix="/api", tags=["console"], default_response_class=V2Response)
+
+
+def cluster_of(request: Request) -> ClusterClient:
+    """The cluster client acting for this request's caller (yak.gateway.http_auth)."""
+    return caller_core(request).cluster
+
+
+def core_of(request: Request) -> GatewayCore:
+    """The core acting for this request's caller (yak.gateway.http_auth)."""
+    return caller_core(request)
+
+
+def is_internal(tm: Any) -> bool:
+    """Kafka's internal topics and, by convention, every topic whose name starts with "_"
+    (`_schemas`, `_confluent-*`): the console offers no one-click delete for them."""
+    return bool(tm.internal) or tm.name.startswith("_")
+
+
+def all_brokers(request: Request, md: Any, leaders: dict[int, int],
+             replicas: dict[int, int]) -> list[dict[str, Any]]:
+    """Every broker of the cluster, live or not. Metadata lists only live (registered,
+    unfenced) brokers; a stopped one is still named by the replica sets of its partitions
+    (kept in the cluster's metadata: etcd in a cluster), and this gateway remembers the
+    address of every broker it has seen. Those not in Metadata are offline."""
+    state = request.app.state
+    seen: dict[tuple[Any, int], tuple[str, int]] = getattr(state, "console_seen_brokers", None)
+    if seen is None:
+        seen = state.console_seen_brokers = {}
+    for i, addr in md.brokers.items():
+        seen[(md.cluster_id, i)] = addr
+    known = set(md.brokers) | {r for r in replicas if r >= 0}
+    known |= {i for (cid, i) in seen if cid == md.cluster_id}
+    out = []
+    for i in sorted(known):
+        online = i in md.brokers
+        host, port = md.brokers[i] if online else seen.get((md.cluster_id, i), (None, None))
+        out.append({"id": i, "host": host, "port": port, "online": online,
+                    "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0)})
+    return out
+

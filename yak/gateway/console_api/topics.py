@@ -1,0 +1,121 @@
+"""The Topics pages' API: the topic list (with size, messages and retention per topic),
+create, delete (an internal topic only when confirmed by name), one topic's partitions
+and configs, and config changes. Its records are `messages.py`'s."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import Query, Request, Response
+from pydantic import BaseModel, Field
+
+from yak.gateway import errors as E
+from yak.gateway.cluster import ClusterError
+from yak.gateway.console_api.common import ERRORS, TOPIC_NAME, cluster_of, is_internal, page_router
+from yak.gateway.errors import RestError
+
+router = page_router()
+
+
+class NewTopicBody(BaseModel):
+    name: str = Field(pattern=TOPIC_NAME)
+    partitions: int = Field(default=1, ge=1, le=256)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    configs: dict[str, str] = Field(default_factory=dict)
+
+
+class ConfigChanges(BaseModel):
+    configs: dict[str, str | None]
+
+
+
+@router.get("/topics", responses=ERRORS)
+async def topics(request: Request) -> Any:
+    cluster = cluster_of(request)
+    md = await cluster.metadata()
+    tps = [(t, p) for t, tm in md.topics.items() for p in tm.partitions]
+    marks = await cluster.watermarks(tps)
+    sizes = await cluster.log_dirs()
+    rows = []
+    for name, tm in sorted(md.topics.items()):
+        parts = [(name, p) for p in tm.partitions]
+        rows.append({
+            "name": name, "internal": is_internal(tm), "partitions": len(tm.partitions),
+            "replication_factor": max((len(p.replicas) for p in tm.partitions.values()),
+                                      default=0),
+            "messages": sum(max(marks[tp].high_watermark - marks[tp].log_start_offset, 0)
+                            for tp in parts),
+            "size": sum(sizes.get(tp, (0, 0))[0] for tp in parts),
+        })
+    # Retention of every topic in one DescribeConfigs each would be N round trips; the
+    # list shows it for non-internal topics only, concurrently.
+    async def retention(row: dict[str, Any]) -> None:
+        try:
+            cfg = {c["name"]: c["value"] for c in await cluster.topic_configs(row["name"])}
+        except ClusterError:
+            cfg = {}
+        row["retention_ms"] = cfg.get("retention.ms")
+        row["retention_bytes"] = cfg.get("retention.bytes")
+        row["cleanup_policy"] = cfg.get("cleanup.policy")
+
+    await asyncio.gather(*(retention(r) for r in rows))
+    return rows
+
+
+@router.post("/topics", status_code=201, responses=ERRORS)
+async def create_topic(request: Request, body: NewTopicBody) -> Any:
+    await cluster_of(request).create_topic(body.name, body.partitions, body.replication_factor,
+                                         body.configs)
+    return {"name": body.name}
+
+
+@router.delete("/topics/{topic}", status_code=204, response_class=Response, responses=ERRORS)
+async def delete_topic(request: Request, topic: str,
+                       confirm: Annotated[str | None, Query(max_length=249)] = None) -> Response:
+    """Delete a topic; an internal one (`__consumer_offsets`, `_schemas`, ...) only with
+    `?confirm=<its name>`, so that no single click loses the cluster's own state."""
+    tm = await cluster_of(request).topic(topic)
+    if tm is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if is_internal(tm) and confirm != topic:
+        raise RestError(403, 40302, f"{topic} is an internal topic: deleting it loses the "
+                        "state it holds; repeat with ?confirm=<topic name> to delete it")
+    await cluster_of(request).delete_topic(topic)
+    return Response(status_code=204)
+
+
+@router.get("/topics/{topic}", responses=ERRORS)
+async def topic_detail(request: Request, topic: str) -> Any:
+    cluster = cluster_of(request)
+    tm = await cluster.topic(topic)
+    if tm is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    tps = [(topic, p) for p in sorted(tm.partitions)]
+    marks, sizes, configs = await asyncio.gather(
+        cluster.watermarks(tps), cluster.log_dirs(), cluster.topic_configs(topic)
+    )
+    parts = []
+    for tp in tps:
+        pm = tm.partitions[tp[1]]
+        m = marks[tp]
+        size, lag = sizes.get(tp, (0, 0))
+        parts.append({
+            "partition": pm.partition, "leader": pm.leader, "replicas": pm.replicas,
+            "isr": pm.isr, "error": pm.error,
+            "log_start_offset": m.log_start_offset, "high_watermark": m.high_watermark,
+            # DescribeLogDirs' offset_lag is log end minus high watermark on the leader.
+            "log_end_offset": m.high_watermark + lag if m.high_watermark >= 0 else -1,
+            "last_stable_offset": m.last_stable_offset, "size": size,
+        })
+    return {"name": topic, "internal": is_internal(tm), "partitions": parts, "configs": configs}
+
+
+@router.put("/topics/{topic}/configs", responses=ERRORS)
+async def alter_configs(request: Request, topic: str, body: ConfigChanges) -> Any:
+    cluster = cluster_of(request)
+    if await cluster.topic(topic) is None:
+        raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
+    if body.configs:
+        await cluster.alter_topic_configs(topic, body.configs)
+    return {"configs": await cluster.topic_configs(topic)}
