@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from yak.chaos.checker import ANOMALY_KINDS, CheckResult
+from yak.chaos.anomalies import ANOMALY_KINDS, CheckResult
 from yak.chaos.history import write_history
 
 __all__ = ["analyse", "write_report", "FaultWindow"]
