@@ -142,6 +142,8 @@ class ShareCoordinator:
             if not self._managed:
                 self.runtime.load_led_partitions()
             await self.runtime.wait_loaded(self.partition_for(key), FIRST_LOAD_WAIT_MS)
+        elif self.runtime.is_loading(self.partition_for(key)):
+            await self.runtime.wait_loaded(self.partition_for(key), FIRST_LOAD_WAIT_MS)
         return self.runtime.shard_error(self.partition_for(key))
 
     # ------------------------------------------------------------------ the state RPCs
