@@ -134,7 +134,7 @@ def test_simultaneous_contenders_elect_exactly_one(etcd: LocalEtcd, keys: Cluste
                               "every contender seeing the same controller")
             await asyncio.sleep(0.5)  # a window for a second election: it must not come
             leaders = [e for e in cs if e.is_controller()]
-            assert len(leaders) == 1
+            assert len(leaders) == 1, (events, [(e.node_id, e.epoch, e.current) for e in cs])
             assert [ev[1] for ev in events] == ["elected"]
             assert all(e.current == (leaders[0].node_id, leaders[0].epoch) for e in cs)
             for e in cs:
