@@ -7,7 +7,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test-slow run test install system-deps lint clean
+.PHONY: test-slow test-repeat run test install system-deps lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,43 @@ test: system-deps install
 
 test-slow: system-deps install
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m slow tests
+
+# The tests whose sleeps became waits on a condition (issue 22), N rounds in CI's parallel
+# mode: a race that a sleep was hiding shows up as a failure in some round. Every round
+# runs; the target fails if any did. `make test-repeat N=5 REPEAT_TESTS="tests/x.py"` for
+# others; docs/testing.md records the runs.
+N ?= 20
+REPEAT_TESTS ?= \
+	tests/admin/test_topics.py \
+	tests/cluster/test_membership.py::test_lost_lease_is_reported_then_registers_again \
+	tests/cluster/test_membership.py::test_sigstop_past_session_is_fenced \
+	tests/cluster/test_etcd_client.py::test_kv_range_put_delete \
+	tests/cluster/test_etcd_client.py::test_watch_prefix_events \
+	tests/cluster/test_etcd_client.py::test_watch_resumes_after_member_restart_without_loss \
+	tests/cluster/test_etcd_client.py::test_watch_after_compaction_rereads \
+	tests/cluster/test_etcd_client.py::test_watch_on_member_without_leader_is_ended_not_silent \
+	tests/cluster/test_inter_broker.py \
+	tests/cluster/test_replica_fetcher.py::test_cut_follower_leaves_the_isr_and_rejoins_after_healing \
+	tests/cluster/test_replica_fetcher.py::test_empty_follower_restarts_its_log_at_the_leaders_log_start \
+	tests/cluster/test_local_kv.py::test_registration_election_and_image_run_on_the_local_backend \
+	tests/cluster/test_controller.py::test_simultaneous_contenders_elect_exactly_one \
+	tests/broker/test_crash.py \
+	tests/broker/test_broker_features.py::test_sigterm_with_a_parked_long_poll_is_prompt \
+	tests/broker/test_fetch_out_of_range.py::test_past_log_end_resets_to_latest_and_long_polls \
+	tests/broker/test_produce_fetch.py::test_fetch_long_polls_until_an_append \
+	tests/wire/test_connection.py::test_a_cancelled_request_poisons_the_connection \
+	tests/gateway/test_grpc.py::test_a_client_that_stops_reading_stops_the_fetching \
+	tests/gateway/test_ws.py::test_a_client_that_stops_reading_does_not_make_the_server_buffer \
+	tests/gateway/test_rest.py::test_long_poll_returns_as_soon_as_data_arrives \
+	tests/security/test_gateway_security.py::test_standalone_gateway_uses_the_given_principal
+
+test-repeat: $(BIN)/python
+	@fails=0; for i in $$(seq 1 $(N)); do \
+	  echo "== test-repeat round $$i of $(N)"; \
+	  $(BIN)/python -m pytest -q -n 2 --dist loadfile -p no:cacheprovider $(REPEAT_TESTS) \
+	    || fails=$$((fails + 1)); \
+	done; \
+	echo "test-repeat: $$fails of $(N) rounds failed"; test $$fails -eq 0
 
 lint: install
 	$(BIN)/ruff check .
