@@ -40,6 +40,7 @@ from yak.errors import InvalidConfigurationError, InvalidRequestError
 from yak.settings import (
     BROKER_SETTINGS,
     DYNAMIC_BROKER_SETTINGS,
+    LISTENER_PREFIX,
     ConfigError,
     topic_config_for_broker_key,
 )
@@ -154,8 +155,10 @@ class DynamicBrokerConfigs:
         """Refuse what may not be stored for this resource: a read-only key
         (INVALID_REQUEST naming it, Kafka's message), an unknown one or a bad value
         (INVALID_CONFIG, one line), or a result that would not start."""
-        read_only = sorted(k for k in configs if k in BROKER_SETTINGS
-                           and k not in DYNAMIC_BROKER_SETTINGS)
+        # Per-listener settings (`listener.name.<l>.<key>`, e.g. a keystore to reload) are
+        # dynamic in Kafka; Yak reads them at start-up only.
+        read_only = sorted(k for k in configs if k not in DYNAMIC_BROKER_SETTINGS and (
+            k in BROKER_SETTINGS or k.startswith(LISTENER_PREFIX)))
         if read_only:
             raise InvalidRequestError(
                 f"Cannot update these configs dynamically: {', '.join(read_only)} (read-only"
