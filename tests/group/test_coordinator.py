@@ -572,3 +572,51 @@ def test_offsets_of_deleted_topics_are_dropped_at_the_next_check() -> None:
         assert set(reloaded.groups["g"].offsets) == {("kept", 0)}
 
     run(scenario)
+
+
+def test_each_shard_owns_its_groups_unload_drops_exactly_them_and_load_rebuilds_them() -> None:
+    """Kafka's GroupCoordinatorShard: a partition's groups live in its shard. Resigning
+    one partition drops its groups (a member waiting in JoinGroup there is answered
+    NOT_COORDINATOR) and nothing of another partition's; electing it again rebuilds the
+    same groups from the log."""
+
+    async def scenario() -> None:
+        h = Harness()
+        coord, log = h.coord, h.log
+        coord.manage_partitions()
+        for p in range(log.num_partitions):
+            coord.on_election(p, 0)
+        # two groups on different partitions
+        ids = [f"g{i}" for i in range(40)]
+        a = ids[0]
+        b = next(g for g in ids if coord.partition_for(g) != coord.partition_for(a))
+        pa, pb = coord.partition_for(a), coord.partition_for(b)
+        for gid, off in ((a, 11), (b, 22)):
+            assert await coord.commit_offsets(gid, -1, "", None, [OffsetToCommit("t", 0, off)]) == [
+                ErrorCode.none]
+        waiting = await h.join_new(a)  # a member of `a` waiting at the join barrier
+        await settle()
+        assert not waiting.done()
+        shard_a = coord.runtime.context(pa).shard
+        assert set(shard_a.groups) == {a} and b not in shard_a.groups
+        assert b in coord.runtime.context(pb).shard.groups
+
+        log.leader_epochs[pa] = 1
+        coord.on_resignation(pa, 1)
+        await settle()
+        assert waiting.result().error is ErrorCode.not_coordinator
+        assert a not in coord.groups and b in coord.groups
+        assert coord.fetch_offsets(a, None)[0] is ErrorCode.not_coordinator
+        err, got = coord.fetch_offsets(b, [("t", [0])])
+        assert err is ErrorCode.none and got[0].offset == 22
+        assert not shard_a.groups  # dropped with the shard
+
+        coord.on_election(pa, 1)  # led here again: rebuilt from the log
+        assert set(coord.runtime.context(pa).shard.groups) == {a}
+        err, got = coord.fetch_offsets(a, [("t", [0])])
+        assert err is ErrorCode.none and got[0].offset == 11
+        assert coord.groups[a].state is GroupState.EMPTY  # the unfinished join left no trace
+        await coord.stop()
+
+    run(scenario)
+

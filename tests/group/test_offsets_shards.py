@@ -92,21 +92,23 @@ def test_commits_survive_restart_and_compaction_with_txn_markers(tmp_path: Path)
         assert await coord.delete_groups(["gone"]) == [rec_none()]
         txg = replicas.get_partition(OFFSETS_TOPIC, coord.partition_for("txg"))
         assert txg is not None
-        plog = txg.log
         assert topics.get(OFFSETS_TOPIC).configs["cleanup.policy"] == "compact"
         # An aborted and a committed transactional offset commit, as a txn coordinator
         # would leave them, and one still open at the "crash".
         # (Written as a replica would: storage keeps control batches off the leader path,
         # where only clients write.)
-        for make in (
-            lambda o: txn_offsets(1000, "txg", 111, o),
-            lambda o: control_batch(1000, False, o),
-            lambda o: txn_offsets(2000, "txg", 222, o),
-            lambda o: control_batch(2000, True, o),
-            lambda o: txn_offsets(3000, "open", 333, o),
+        # Each in its group's own partition: that partition's shard owns the group.
+        opn = replicas.get_partition(OFFSETS_TOPIC, coord.partition_for("open"))
+        assert opn is not None
+        for part, make in (
+            (txg, lambda o: txn_offsets(1000, "txg", 111, o)),
+            (txg, lambda o: control_batch(1000, False, o)),
+            (txg, lambda o: txn_offsets(2000, "txg", 222, o)),
+            (txg, lambda o: control_batch(2000, True, o)),
+            (opn, lambda o: txn_offsets(3000, "open", 333, o)),
         ):
-            plog.append_as_follower(make(plog.log_end_offset))
-            assert txg.maybe_increment_high_watermark()
+            part.log.append_as_follower(make(part.log.log_end_offset))
+            assert part.maybe_increment_high_watermark()
         g = replicas.get_partition(OFFSETS_TOPIC, coord.partition_for("g"))
         assert g is not None
         # Commits are appended with acks=all: committed (below the high watermark) at once.

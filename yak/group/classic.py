@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from yak.coordinator import CoordinatorResult, CoordinatorRuntime
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 class ClassicGroups:
     def __init__(
         self,
-        groups: dict[str, Group],
+        groups: MutableMapping[str, Group],
         consumer: ConsumerGroups,
         runtime: CoordinatorRuntime[Any],
         config: GroupConfig,
@@ -51,7 +51,7 @@ class ClassicGroups:
         partition_for: Callable[[str], int],
         spawn: Callable[[Any], None],
     ) -> None:
-        self.groups = groups  # shared with the membership manager and the offsets manager
+        self.groups = groups  # the shards' groups (`shard.ShardedGroups`), shared with the managers
         self.consumer = consumer  # a group with KIP-848 members refuses classic joins
         self.runtime = runtime
         self.config = config
@@ -572,11 +572,13 @@ class ClassicGroups:
 
     # ================================================================ storage
 
-    def replay_group(self, group_id: str, gv: rec.GroupValue, now: int) -> None:
-        """A group read back from `__consumer_offsets`: its members get fresh session
-        timers, so those that keep heartbeating continue without a rebalance."""
+    def replay_group(self, into: dict[str, Group], group_id: str, gv: rec.GroupValue,
+                     now: int) -> None:
+        """A group read back from `__consumer_offsets` into its shard's map: its members
+        get fresh session timers, so those that keep heartbeating continue without a
+        rebalance."""
         group = group_from_value(group_id, gv, now)
-        self.groups[group_id] = group
+        into[group_id] = group
         for member in group.members.values():
             self.schedule_session_timeout(group, member)
 

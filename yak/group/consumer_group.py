@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 
 from yak.errors import ErrorCode
@@ -160,6 +160,7 @@ class ConsumerGroups:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
         list_topics: Callable[[], Iterable[str]] | None = None,
+        groups: MutableMapping[str, CGroup] | None = None,
     ) -> None:
         self.timers = timers
         self.clock = clock
@@ -167,7 +168,8 @@ class ConsumerGroups:
         self.list_topics = list_topics or (lambda: ())
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.groups: dict[str, CGroup] = {}
+        # the shards' groups (`shard.ShardedGroups`); a plain dict when used alone
+        self.groups: MutableMapping[str, CGroup] = {} if groups is None else groups
 
     def has_members(self, group_id: str) -> bool:
         g = self.groups.get(group_id)
@@ -379,6 +381,11 @@ class ConsumerGroups:
             self.clock.now_ms() + self.session_timeout_ms,  # type: ignore[attr-defined]
             lambda: self._expire(gid, mid),
         )
+
+    def cancel_timers(self, g: CGroup) -> None:
+        """`g`'s shard is unloaded: its members' session timers go with it."""
+        for mid in g.members:
+            self.timers.cancel(("cg", g.group_id, mid))  # type: ignore[attr-defined]
 
     def _expire(self, group_id: str, member_id: str) -> None:
         g = self.groups.get(group_id)

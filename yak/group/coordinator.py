@@ -11,7 +11,8 @@ NOT_COORDINATOR), then hands it to the manager that owns the answer:
   and expiry.
 
 Its state lives on the coordinator runtime (`yak.coordinator`): one shard per
-`__consumer_offsets` partition this broker leads (`shard.py`), every write an operation
+`__consumer_offsets` partition this broker leads (`shard.py`), which owns that partition's
+groups (unloading it drops exactly them; loading it rebuilds exactly them), every write an operation
 of its partition's shard, so the writes of one partition take effect in the order they
 were submitted; the runtime's timer queue runs the groups' deadlines. On a single broker
 every partition is led here (loaded at start-up, or when the topic is created); in a
@@ -50,7 +51,7 @@ from yak.group.api import (
 from yak.group.consumer_group import HeartbeatResult, TopicResolver
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
-from yak.group.shard import GroupShard, GroupShards, PartitionRouter
+from yak.group.shard import GroupShard, GroupShards, PartitionRouter, ShardedGroups
 from yak.group.state import GroupState
 
 __all__ = [
@@ -88,7 +89,10 @@ class GroupCoordinator:
         self.router = PartitionRouter(self.runtime)
         partition_for = self.router.partition_for
         self.membership = GroupMetadataManager(
-            self.runtime, self.config, self.clock, self.timers, partition_for,
+            self.runtime,
+            ShardedGroups(self.runtime, self.router, lambda shard: shard.groups),
+            ShardedGroups(self.runtime, self.router, lambda shard: shard.consumer_groups),
+            self.config, self.clock, self.timers, partition_for,
             self._spawn, topic_resolver, topic_lister,
         )
         self.offsets = OffsetMetadataManager(
@@ -145,8 +149,9 @@ class GroupCoordinator:
         self.runtime.start_timers()
 
     async def stop(self) -> None:
+        groups = list(self.groups.values())  # the runtime forgets its shards on stop
         await self.runtime.stop()
-        self.membership.release_all()
+        self.membership.release_all(groups)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -240,8 +245,13 @@ class GroupCoordinator:
         client_host: str,
         regex: str | None = None,
     ) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat (KIP-848)."""
+        """ConsumerGroupHeartbeat (KIP-848). Its group lives in its partition's shard, so
+        before `__consumer_offsets` exists (one broker, no FindCoordinator yet) there is
+        nowhere to keep it: COORDINATOR_NOT_AVAILABLE, and the client's FindCoordinator
+        creates the topic."""
         err = self._group_id_error(group_id)
+        if err is None and self.shards.needs_topic():
+            err = ErrorCode.coordinator_not_available
         if err is not None:
             return HeartbeatResult(err, member_id, member_epoch)
         return self.membership.consumer_group_heartbeat(

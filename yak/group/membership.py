@@ -1,11 +1,13 @@
 """The membership manager: which groups exist and who is in them, for both group protocols.
 
-One job: own the groups map and answer for membership, as Kafka's `GroupMetadataManager`:
+One job: answer for membership, as Kafka's `GroupMetadataManager`:
 the classic protocol's JoinGroup/SyncGroup/Heartbeat/LeaveGroup (its state machine, the
 join barrier and session timers, is `classic.ClassicGroups`), the KIP-848
 ConsumerGroupHeartbeat (`consumer_group.ConsumerGroups`), which of the two a group id
 speaks, the admin views (ListGroups, DescribeGroups), a group's removal, and a group's
-record read back when a partition loads or dropped when it unloads. Separate from
+record read back when a partition loads or dropped when it unloads. The groups are the
+shards' (`shard.GroupShard`); `groups` and `consumer.groups` are maps that route a group
+id to its shard's. Separate from
 `offsets.OffsetMetadataManager`, which keeps what the groups have committed: membership
 never writes an offset, and offsets never rebalance anyone.
 
@@ -15,7 +17,7 @@ this broker owns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from yak.coordinator import CoordinatorRuntime, Record
@@ -24,7 +26,7 @@ from yak.errors import ErrorCode
 from yak.group import records as rec
 from yak.group.api import GroupConfig, GroupDescription, GroupListing, MemberDescription
 from yak.group.classic import ClassicGroups
-from yak.group.consumer_group import ConsumerGroups, HeartbeatResult, TopicResolver
+from yak.group.consumer_group import CGroup, ConsumerGroups, HeartbeatResult, TopicResolver
 from yak.group.state import Group, GroupState
 
 __all__ = ["GroupMetadataManager"]
@@ -34,6 +36,8 @@ class GroupMetadataManager:
     def __init__(
         self,
         runtime: CoordinatorRuntime[Any],
+        groups: MutableMapping[str, Group],
+        consumer_groups: MutableMapping[str, CGroup],
         config: GroupConfig,
         clock: Clock,
         timers: TimerQueue,
@@ -44,9 +48,9 @@ class GroupMetadataManager:
     ) -> None:
         self.clock = clock
         self.timers = timers
-        # Every group this broker coordinates, classic or consumer: a consumer group has
-        # its `Group` too, which holds its committed offsets.
-        self.groups: dict[str, Group] = {}
+        # Every group this broker coordinates, classic or consumer (a consumer group has
+        # its `Group` too, which holds its committed offsets), in its shard.
+        self.groups = groups
         self.consumer = ConsumerGroups(
             timers,
             clock,
@@ -54,6 +58,7 @@ class GroupMetadataManager:
             config.consumer_session_timeout_ms,
             config.consumer_heartbeat_interval_ms,
             topic_lister,
+            consumer_groups,
         )
         self.classic = ClassicGroups(
             self.groups, self.consumer, runtime, config, clock, timers, partition_for, spawn
@@ -188,18 +193,25 @@ class GroupMetadataManager:
         """The record that deletes `group`'s metadata (after its offsets' tombstones)."""
         return rec.encode_group_key(group.group_id), None
 
-    def replay_group(self, group_id: str, gv: rec.GroupValue, now: int) -> None:
-        """A classic group read back from `__consumer_offsets` (its last record)."""
-        self.classic.replay_group(group_id, gv, now)
+    def replay_group(self, into: dict[str, Group], group_id: str, gv: rec.GroupValue,
+                     now: int) -> None:
+        """A classic group read back from `__consumer_offsets` (its last record), into
+        its loading shard's map."""
+        self.classic.replay_group(into, group_id, gv, now)
 
-    def unload(self, group_id: str) -> None:
-        """This broker no longer coordinates `group_id`: forget it; its waiting members
-        get NOT_COORDINATOR."""
-        group = self.groups.pop(group_id)
-        self.classic.release_waiters(group, cancel_sessions=True)
-        self.consumer.groups.pop(group_id, None)
+    def unload_groups(self, groups: Iterable[Group], consumer_groups: Iterable[CGroup]) -> None:
+        """This broker no longer coordinates these groups (their shard is unloaded): their
+        waiting members get NOT_COORDINATOR and their timers are cancelled, so none fires
+        on a group of the same id loaded here again later."""
+        for group in groups:
+            self.classic.release_waiters(group, cancel_sessions=True)
+            self.timers.cancel(("join", group.group_id))
+            for mid in list(group.pending_members):
+                self.timers.cancel(("pending", group.group_id, mid))
+        for cg in consumer_groups:
+            self.consumer.cancel_timers(cg)
 
-    def release_all(self) -> None:
+    def release_all(self, groups: Iterable[Group]) -> None:
         """Shutdown: every member waiting in JoinGroup/SyncGroup gets NOT_COORDINATOR."""
-        for group in self.groups.values():
+        for group in groups:
             self.classic.release_waiters(group, cancel_sessions=False)

@@ -65,26 +65,33 @@ class OffsetMetadataManager:
         self._spawn = spawn
         self._topic_resolver = topic_resolver
         self._keys: dict[tuple[str, str, int], bytes] = {}
-        # producer id -> groups with transactional offsets pending for it (a marker visits
-        # only those, not every group)
-        self._txn_groups: dict[int, set[str]] = {}
+
+    def _txn_index(self, partition: int) -> dict[int, set[str]] | None:
+        """The shard's producer id -> its groups with transactional offsets pending for
+        it (a marker visits only those, not every group); None if not loaded here."""
+        ctx = self.runtime.active(partition)
+        return None if ctx is None else ctx.shard.txn_groups
 
     # ================================================================ loading
 
-    def replay_offset(self, k: rec.OffsetKey, ov: rec.OffsetValue, now: int) -> None:
-        """A committed offset read back from `__consumer_offsets` (the last one per key)."""
-        group = self.groups.get(k.group)
+    @staticmethod
+    def replay_offset(into: dict[str, Group], k: rec.OffsetKey, ov: rec.OffsetValue,
+                      now: int) -> None:
+        """A committed offset read back from `__consumer_offsets` (the last one per key),
+        into its loading shard's groups."""
+        group = into.get(k.group)
         if group is None:
-            group = Group(k.group, state_timestamp_ms=now)
-            self.groups[k.group] = group
+            group = into[k.group] = Group(k.group, state_timestamp_ms=now)
         group.offsets[(k.topic, k.partition)] = CommittedOffset(
             ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
         )
 
-    def load_open_transactions(self, open_txns: Mapping[int, Sequence[Record]], now: int) -> None:
+    @staticmethod
+    def load_open_transactions(into: dict[str, Group], txn_groups: dict[int, set[str]],
+                               open_txns: Mapping[int, Sequence[Record]], now: int) -> None:
         """TxnOffsetCommits whose transaction had no marker yet when the log was replayed
-        (per producer id) stay pending: the transaction coordinator re-sends the marker,
-        which completes them (`complete_txn_offsets`)."""
+        (per producer id) stay pending, in the loading shard's groups: the transaction
+        coordinator re-sends the marker, which completes them (`complete_txn_offsets`)."""
         for pid, records in open_txns.items():
             for key, value in records:
                 try:
@@ -95,14 +102,13 @@ class OffsetMetadataManager:
                 except (ValueError, UnicodeDecodeError) as e:
                     log.warning("skipping unreadable __consumer_offsets record: %s", e)
                     continue
-                group = self.groups.get(k.group)
+                group = into.get(k.group)
                 if group is None:
-                    group = Group(k.group, state_timestamp_ms=now)
-                    self.groups[k.group] = group
+                    group = into[k.group] = Group(k.group, state_timestamp_ms=now)
                 group.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = (
                     CommittedOffset(ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp)
                 )
-                self._txn_groups.setdefault(pid, set()).add(k.group)
+                txn_groups.setdefault(pid, set()).add(k.group)
 
     def tombstones(self, group: Group) -> list[Record]:
         """Tombstones for every committed offset of `group` (DeleteGroups)."""
@@ -233,11 +239,14 @@ class OffsetMetadataManager:
                     staged = group.pending_txn_offsets.setdefault(producer_id, {})
                     for tp, value in accepted:
                         staged[tp] = value
-                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
+                    index = self._txn_index(partition)
+                    if index is not None:
+                        index.setdefault(producer_id, set()).add(group_id)
 
+            partition = self._partition_for(group_id)
             try:
                 await self.runtime.schedule_write_operation(
-                    "txn-offset-commit", self._partition_for(group_id),
+                    "txn-offset-commit", partition,
                     lambda _shard: CoordinatorResult(
                         records, producer=(producer_id, producer_epoch), on_appended=stage))
             except Exception as e:  # noqa: BLE001 - mapped as for OffsetCommit
@@ -298,25 +307,18 @@ class OffsetMetadataManager:
         """A COMMIT/ABORT marker of `producer_id` reached these `__consumer_offsets`
         partitions (Kafka's onTransactionCompleted): its pending offsets of the groups
         there become the committed ones, or are dropped. Returns how many were applied."""
-        wanted = set(partitions)
         applied = 0
-        waiting = self._txn_groups.get(producer_id, set())
-        for group_id in list(waiting):
-            group = self.groups.get(group_id)
-            staged = None if group is None else group.pending_txn_offsets.get(producer_id)
-            if staged is None:
-                waiting.discard(group_id)
+        for partition in set(partitions):
+            index = self._txn_index(partition)
+            waiting = None if index is None else index.pop(producer_id, None)
+            if not waiting:
                 continue
-            if self._partition_for(group_id) not in wanted:
-                continue
-            assert group is not None
-            del group.pending_txn_offsets[producer_id]
-            waiting.discard(group_id)
-            if commit:
-                group.offsets.update(staged)
-                applied += len(staged)
-        if not waiting:
-            self._txn_groups.pop(producer_id, None)
+            for group_id in waiting:
+                group = self.groups.get(group_id)
+                staged = None if group is None else group.pending_txn_offsets.pop(producer_id, None)
+                if staged is not None and commit:
+                    group.offsets.update(staged)  # type: ignore[union-attr]
+                    applied += len(staged)
         return applied
 
     def has_pending_txn_offsets(self, group_id: str) -> bool:

@@ -6,13 +6,17 @@ partition this broker leads is one shard of the coordinator runtime (`yak.coordi
 `GroupShard` is what the runtime's loader replays a partition into (Kafka's
 `GroupCoordinatorShard.replay`: group records for `GroupMetadataManager`, offsets and
 transactional offsets for `OffsetMetadataManager`), and once the replay reached the log end
-`GroupShards` hands it to the two managers; unloading a shard drops its groups.
+`GroupShards` has the two managers build the shard's groups from it.
 
-The groups themselves stay in the managers' maps (one per broker, keyed by group id, each
-group belonging to its partition's shard): the managers' requests and timers were written
-against one map, and the runtime's contract (a shard's writes take effect in submission
-order, loading and unloading with leadership, the epoch fence) holds per partition
-either way.
+Each shard owns its groups, as Kafka's `GroupCoordinatorShard` owns its
+`GroupMetadataManager`'s: `GroupShard.groups` (classic groups and the `Group` that holds a
+group's committed offsets), `consumer_groups` (KIP-848 members) and `txn_groups` (which of
+its groups hold a producer's pending transactional offsets). Unloading a shard drops
+exactly those maps, with the shard (after answering its waiting members and cancelling
+its groups' timers); loading builds exactly them. The managers hold no group state of
+their own: they reach a group through `ShardedGroups`, a map keyed by group id that routes
+each id to the map of its partition's shard (a group of a partition not loaded here is
+absent, and cannot be created).
 
 `route_error` is the check every request passes first: a bad group id, a partition still
 loading, or one this broker does not coordinate. On one broker every partition is led
@@ -24,15 +28,21 @@ leadership changes load and unload them (`on_election` / `on_resignation`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TypeVar
 
-from yak.coordinator import NO_PRODUCER, CoordinatorRuntime, Record, ShardContext
+from yak.coordinator import NO_PRODUCER, CoordinatorRuntime, Record, ShardContext, ShardState
 from yak.coordinator.timer import Clock
-from yak.errors import ErrorCode
+from yak.errors import ErrorCode, error_for_code
 from yak.group import records as rec
+from yak.group.consumer_group import CGroup
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
+from yak.group.state import Group
 
-__all__ = ["PartitionRouter", "GroupShard", "GroupShards"]
+__all__ = ["PartitionRouter", "GroupShard", "GroupShards", "ShardedGroups"]
+
+V = TypeVar("V")
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +73,10 @@ class PartitionRouter:
 
 
 class GroupShard:
-    """What replaying one `__consumer_offsets` partition found: the last group record per
-    group, the last offset per key, and transactional offset commits per producer.
+    """One `__consumer_offsets` partition's groups (`groups`, `consumer_groups`,
+    `txn_groups`: producer id -> ids of this shard's groups with offsets pending for it),
+    and, while it loads, what the replay found: the last group record per group, the last
+    offset per key, and transactional offset commits per producer.
 
     A transaction's records count from its COMMIT marker on (dropped at an ABORT); those
     with no marker yet at the log end stay pending (the transaction coordinator sends the
@@ -77,6 +89,9 @@ class GroupShard:
         self.group_values: dict[str, rec.GroupValue | None] = {}
         self.offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
         self.open_transactions: dict[int, list[Record]] = {}
+        self.groups: dict[str, Group] = {}
+        self.consumer_groups: dict[str, CGroup] = {}
+        self.txn_groups: dict[int, set[str]] = {}
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
                value: bytes | None) -> None:
@@ -105,6 +120,69 @@ class GroupShard:
                     None if value is None else rec.decode_group_value(value))
         except (ValueError, UnicodeDecodeError) as e:
             log.warning("skipping unreadable __consumer_offsets record: %s", e)
+
+
+class ShardedGroups(MutableMapping[str, V]):
+    """The groups of every shard loaded here, as one map keyed by group id: each id is
+    routed to its partition's shard (`field` picks which of the shard's maps). Reads of a
+    group whose shard is not here find nothing; creating one raises NOT_COORDINATOR.
+    Iteration visits the shards loaded here, one after another."""
+
+    def __init__(self, runtime: CoordinatorRuntime[GroupShard], router: PartitionRouter,
+                 field: Callable[[GroupShard], dict[str, V]]) -> None:
+        self._runtime = runtime
+        self._router = router
+        self._field = field
+
+    def _owner(self, group_id: str) -> dict[str, V] | None:
+        ctx = self._runtime.context(self._router.partition_for(group_id))
+        if ctx is None or ctx.state in (ShardState.CLOSED, ShardState.FAILED):
+            return None
+        return self._field(ctx.shard)
+
+    def get(self, group_id: str, default: V | None = None) -> V | None:  # type: ignore[override]
+        owner = self._owner(group_id)
+        return default if owner is None else owner.get(group_id, default)
+
+    def __contains__(self, group_id: object) -> bool:
+        owner = self._owner(group_id) if isinstance(group_id, str) else None
+        return owner is not None and group_id in owner
+
+    def __getitem__(self, group_id: str) -> V:
+        owner = self._owner(group_id)
+        if owner is None:
+            raise KeyError(group_id)
+        return owner[group_id]
+
+    def __setitem__(self, group_id: str, value: V) -> None:
+        owner = self._owner(group_id)
+        if owner is None:
+            raise error_for_code(ErrorCode.not_coordinator,
+                                 f"group {group_id!r}: its partition is not loaded here")
+        owner[group_id] = value
+
+    def __delitem__(self, group_id: str) -> None:
+        owner = self._owner(group_id)
+        if owner is None:
+            raise KeyError(group_id)
+        del owner[group_id]
+
+    def _maps(self) -> list[dict[str, V]]:
+        return [self._field(c.shard) for c in self._runtime.contexts()
+                if c.state not in (ShardState.CLOSED, ShardState.FAILED)]
+
+    def __iter__(self) -> Iterator[str]:
+        for m in self._maps():
+            yield from list(m)
+
+    def values(self) -> list[V]:  # type: ignore[override]
+        return [v for m in self._maps() for v in m.values()]
+
+    def items(self) -> list[tuple[str, V]]:  # type: ignore[override]
+        return [kv for m in self._maps() for kv in m.items()]
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self._maps())
 
 
 class GroupShards:
@@ -179,31 +257,29 @@ class GroupShards:
         NOT_COORDINATOR and find the new coordinator)."""
         self.runtime.on_partition_change(partition, epoch, leads=False)
 
-    def _drop_groups_of(self, partition: int) -> None:
-        for gid in [g for g in self._membership.groups if self._router.partition_for(g) == partition]:
-            self._membership.unload(gid)
-
     def _on_loaded(self, ctx: ShardContext[GroupShard]) -> None:
-        """The replay reached the log end: hand what it found to the managers. Later
-        records win; tombstones delete. A group with members comes back Stable with fresh
-        session timers, so consumers that keep heartbeating across a broker restart (or a
-        move of the partition) continue without a rebalance."""
+        """The replay reached the log end: build the shard's groups from what it found.
+        Later records win; tombstones delete. A group with members comes back Stable with
+        fresh session timers, so consumers that keep heartbeating across a broker restart
+        (or a move of the partition) continue without a rebalance."""
         shard, now = ctx.shard, self.clock.now_ms()
         found = len(shard.group_values) + len(shard.offset_values)
-        if self.cluster:  # anything left of an earlier term of this partition
-            self._drop_groups_of(ctx.partition)
         for gid, gv in shard.group_values.items():
             if gv is not None:
-                self._membership.replay_group(gid, gv, now)
+                self._membership.replay_group(shard.groups, gid, gv, now)
         for k, ov in shard.offset_values.items():
             if ov is not None:
-                self._offsets.replay_offset(k, ov, now)
-        self._offsets.load_open_transactions(shard.open_transactions, now)
-        # the managers own the state from here on
+                self._offsets.replay_offset(shard.groups, k, ov, now)
+        self._offsets.load_open_transactions(shard.groups, shard.txn_groups,
+                                             shard.open_transactions, now)
+        # the groups hold the state from here on
         shard.group_values, shard.offset_values, shard.open_transactions = {}, {}, {}
         log.log(logging.INFO if found else logging.DEBUG,
                 "group coordinator: loaded __consumer_offsets-%d at epoch %d (%d records)",
                 ctx.partition, ctx.epoch, found)
 
     def _on_unloaded(self, ctx: ShardContext[GroupShard]) -> None:
-        self._drop_groups_of(ctx.partition)
+        """Exactly this shard's groups go, with the shard."""
+        shard = ctx.shard
+        self._membership.unload_groups(shard.groups.values(), shard.consumer_groups.values())
+        shard.groups, shard.consumer_groups, shard.txn_groups = {}, {}, {}
