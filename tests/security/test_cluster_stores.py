@@ -20,7 +20,7 @@ from yak.security.acl import (
 )
 from yak.security.authorizer import encode_acls
 from yak.security.cluster_stores import ClusterAclStore, ClusterQuotaStore
-from yak.security.quota import QuotaEntity
+from yak.security.quota_store import QuotaEntity
 
 
 class Docs:

@@ -15,19 +15,20 @@ from yak.errors import (
 )
 from yak.security.principal import KafkaPrincipal
 from yak.security.quota import (
-    CLIENT_ID,
-    IP,
     MATCH_DEFAULT,
     MATCH_EXACT,
     MATCH_SPECIFIED,
-    USER,
     AlterEntry,
-    ClientQuotaManager,
     ClientQuotas,
+)
+from yak.security.quota_manager import ClientQuotaManager, Rate
+from yak.security.quota_store import (
+    CLIENT_ID,
+    IP,
+    USER,
     FileQuotaStore,
     MemoryQuotaStore,
     QuotaEntity,
-    Rate,
 )
 
 

@@ -27,7 +27,7 @@ from typing import Protocol, TypeVar
 
 from yak.security.acl import AclBinding
 from yak.security.authorizer import decode_acls, encode_acls
-from yak.security.quota import QuotaEntity, decode_quotas, encode_quotas, merge_quotas
+from yak.security.quota_store import QuotaEntity, decode_quotas, encode_quotas, merge_quotas
 from yak.security.scram import (
     Key,
     ScramCredential,
