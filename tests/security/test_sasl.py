@@ -17,6 +17,7 @@ import scramp
 from yak.config import ConfigError
 from yak.errors import ErrorCode, SaslAuthenticationError
 from yak.security.jaas import parse_jaas_config, plain_users
+from yak.security.plain import PlainServer
 from yak.security.principal import KafkaPrincipal
 from yak.security.sasl import (
     API_VERSIONS,
@@ -24,10 +25,8 @@ from yak.security.sasl import (
     SASL_HANDSHAKE,
     FailedAuthenticationDelay,
     GateAction,
-    PlainServer,
     SaslAuthenticator,
     SaslListenerConfig,
-    ScramServer,
 )
 from yak.security.scram import (
     FileCredentialStore,
@@ -37,6 +36,7 @@ from yak.security.scram import (
     derive_credential,
     salted_password,
 )
+from yak.security.scram_server import ScramServer
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required\n"

@@ -8,11 +8,15 @@ only to its own store, so the broker composes them and its handlers just transla
 - `settings`    the security settings (Kafka names, defaults) and per-listener overrides.
 - `tls`         `ssl.SSLContext` from Kafka's PEM settings; mTLS principal (RFC 2253 DN,
                 `ssl.principal.mapping.rules`).
-- `jaas`, `sasl`, `scram`  SASL server mechanisms (PLAIN, SCRAM-SHA-256/512) as state
-                machines, the SaslHandshake/SaslAuthenticate sequence, SCRAM credentials
-                behind a `CredentialStore`.
+- `sasl`        the SaslHandshake/SaslAuthenticate state machine of one connection and
+                which mechanisms a listener enables (`jaas` parses their JAAS configs).
+- `plain`, `scram_server`, `oauthbearer`  one SASL server mechanism each (PLAIN,
+                SCRAM-SHA-256/512, OAUTHBEARER); `scram` the SCRAM credentials behind a
+                `CredentialStore`.
 - `acl`, `authorizer`  Kafka's ACL model and StandardAuthorizer behind an `AclStore`.
-- `quota`       client quotas (user / client-id), Kafka's sampled rate and throttle time.
+- `quota_store` client quota entities (user / client-id), keys and the `QuotaStore`.
+- `quota_manager`  Kafka's sampled rate and throttle time, one manager per quota key.
+- `quota`       the composed `ClientQuotas`: managers, store, Describe/AlterClientQuotas.
 
 See docs/security.md for the settings and for how the broker wires these parts in.
 """
