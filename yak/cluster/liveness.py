@@ -26,8 +26,21 @@ path follows: the broker leaves every ISR and its partitions get leaders from th
 (never unclean). A restarted broker registers anew as today. A broker in controlled
 shutdown is left alone: it is leaving by its own path and deregisters itself.
 
+Every other broker runs the same probe on the active controller (issue 27: a killed
+controller used to cost its whole session, since the probe was the controller's alone).
+Its verdict leads to the same revoke, of the controller's registration lease after the
+same checks; the controller key (`ControllerElection` puts it on that same session lease)
+goes with it, as after an expiry, so the brokers' campaigns through etcd elect the next
+controller. Should the key be on another lease, it is revoked too, but only while the key
+still names that broker with the controller epoch that was probed. Leadership stays fenced
+by etcd alone: a new controller is elected only by etcd's compare-and-set on the key,
+and every write of the old one compares on the key's create revision, so even a wrong
+verdict could only cost the old controller its term, never give two brokers one. Several
+brokers may reach the same verdict at once: a second revoke finds the lease gone.
+
 Nothing here can fence a live broker: the only trigger is the kernel's refusal on the
-broker's own host, repeated. A controller that loses its term stops probing at once.
+broker's own host, repeated. A controller that loses its term stops probing the others at
+once (it goes on probing the next controller, as every broker does).
 """
 
 from __future__ import annotations
@@ -51,10 +64,11 @@ RETRY_IDLE_S = 0.5  # between connects to a broker that has never been reached
 
 
 class BrokerLiveness:
-    """Probes every other registered broker while `start()`ed (the controller's term).
+    """Probes every other registered broker while `start()`ed (the controller's term), and
+    the active controller from `open()` to `aclose()` (every broker, all the time).
 
     `resolve(node_id)` gives the broker's inter-broker (host, port). `fenced` counts the
-    brokers this controller fenced (a metric).
+    brokers (and controllers) this broker fenced (a metric).
     """
 
     def __init__(self, store: EtcdMetadataStore, client: KVClient, keys: ClusterKeys,
@@ -68,7 +82,8 @@ class BrokerLiveness:
         self.refusals = max(1, refusals)
         self.window_s = window_s
         self.fenced = 0
-        self._active = False
+        self._running = False  # open(): probe the controller (every broker)
+        self._active = False  # start(): probe every broker (the controller's term)
         self._probes: dict[int, tuple[int, asyncio.Task[None]]] = {}  # node -> (epoch, task)
         # Nodes being fenced: the revoke's own watch event must not cancel the probe that
         # sent it before it has counted and logged it.
@@ -77,44 +92,63 @@ class BrokerLiveness:
 
     # ------------------------------------------------------------------ term
 
+    def open(self) -> None:
+        """This broker is registered: probe the active controller from now on."""
+        self._running = True
+        self._sync()
+
     def start(self) -> None:
         """This broker became the controller: probe every other broker."""
-        self._active = True
+        self._running = self._active = True
         self._sync()
 
     def stop(self) -> None:
-        """The term ended: stop probing (no await; the tasks end on cancellation)."""
+        """The term ended: stop probing the others (no await; the tasks end on
+        cancellation); the next controller is probed once it is known."""
         self._active = False
-        for _epoch, task in self._probes.values():
-            task.cancel()
-        self._probes.clear()
+        self._sync()
 
     async def aclose(self) -> None:
         tasks = [t for _e, t in self._probes.values()]
-        self.stop()
+        self._running = self._active = False
+        self._sync()
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
     def _on_delta(self, delta: MetadataDelta) -> None:
-        if self._active and (delta.brokers or delta.snapshot):
+        if self._running and (delta.brokers or delta.snapshot or delta.controller):
             self._sync()
 
+    def _targets(self) -> set[int]:
+        """Whom to probe: every other broker in the controller's term, else the
+        controller (when it is another broker), else nobody."""
+        if not self._running:
+            return set()
+        if self._active:
+            return set(self.store.brokers()) - {self.node_id}
+        controller = self.store.controller
+        if controller is None or controller[0] == self.node_id:
+            return set()
+        return {controller[0]}
+
     def _sync(self) -> None:
-        """One probe per registered broker and epoch; a new epoch replaces the old probe."""
-        if not self._active:
-            return
+        """One probe per target broker and epoch; a new epoch replaces the old probe."""
         brokers = self.store.brokers()
+        targets = self._targets()
         for node, (epoch, task) in list(self._probes.items()):
             b = brokers.get(node)
             if node in self._fencing and not task.done():
                 continue
-            if b is None or b.epoch != epoch or task.done():
+            if node not in targets or b is None or b.epoch != epoch or task.done():
                 task.cancel()
                 del self._probes[node]
+        if not targets:
+            return
         loop = asyncio.get_running_loop()
-        for node, b in brokers.items():
-            if node == self.node_id or node in self._probes:
+        for node in sorted(targets):
+            b = brokers.get(node)
+            if b is None or node in self._probes:
                 continue
             task = loop.create_task(self._probe(node, b.epoch), name=f"liveness-{node}")
             self._probes[node] = (b.epoch, task)
@@ -182,13 +216,19 @@ class BrokerLiveness:
             await self._revoke(node, epoch)
         finally:
             self._fencing.discard(node)
-            if self._active:  # once this probe has ended: a probe of whoever registers next
+            if self._running:  # once this probe has ended: a probe of whoever comes next
                 asyncio.get_running_loop().call_soon(self._sync)
 
     async def _revoke(self, node: int, epoch: int) -> None:
         b = self.store.brokers().get(node)
         if b is None or b.epoch != epoch:
             return  # gone or registered anew meanwhile
+        # Judged as the controller (or the controller's probe by a standby): the term the
+        # verdict is about, read before the revoke removes it.
+        controller = self.store.controller
+        as_controller = not self._active
+        if as_controller and (controller is None or controller[0] != node):
+            return  # it stopped being the controller meanwhile: its successor probes it
         if b.in_controlled_shutdown:
             log.info("liveness: broker %d closed its listener in controlled shutdown;"
                      " it deregisters itself", node)
@@ -205,6 +245,28 @@ class BrokerLiveness:
                         " expiry will", node, epoch, e)
             return
         self.fenced += 1
-        log.warning("liveness: broker %d (epoch %d) refused %d connections in %.1f s after"
+        role = f"controller {node} (controller epoch {controller[1]})" if (
+            as_controller and controller is not None) else f"broker {node}"
+        log.warning("liveness: %s (epoch %d) refused %d connections in %.1f s after"
                     " its connection closed: its process is gone; fenced (lease %x revoked)",
-                    node, epoch, self.refusals, self.window_s, kv.lease)
+                    role, epoch, self.refusals, self.window_s, kv.lease)
+        if as_controller and controller is not None:
+            await self._revoke_controller_key(node, controller[1], kv.lease)
+
+    async def _revoke_controller_key(self, node: int, controller_epoch: int,
+                                     revoked: int) -> None:
+        """The controller key, should it be on a lease other than the registration's
+        (`ControllerElection` puts it on the same one): revoked only while it still names
+        `node` with the probed controller epoch."""
+        try:
+            kv = await self.client.get(self.keys.controller)
+            if kv is None or not kv.lease or kv.lease == revoked \
+                    or kv.create_revision != controller_epoch \
+                    or int(kv.json()["brokerId"]) != node:
+                return
+            await self.client.lease_revoke(kv.lease)
+        except LeaseNotFoundError:
+            return
+        except (EtcdError, ValueError, KeyError) as e:
+            log.warning("liveness: could not revoke the controller key's lease of broker"
+                        " %d: %s; its session expiry will", node, e)

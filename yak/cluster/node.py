@@ -230,6 +230,8 @@ class ClusterNode:
         # Its own registration in the image before anything reads the brokers from it.
         await self.store.wait_for_revision(self.registration.epoch)
         self.election.start()
+        if self.liveness is not None:
+            self.liveness.open()  # probe the controller (every broker; liveness.py)
         if set(self.store.brokers()) <= {self.node_id}:
             await self._await_reelection(self.session_timeout_ms / 1000)
 
