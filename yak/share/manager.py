@@ -299,17 +299,32 @@ class ShareManager:
 
     async def fetch(self, group_id: str, member_id: str,
                     wanted: Sequence[tuple[str, int]], *, max_records: int, max_bytes: int,
-                    max_wait_ms: int) -> list[SharePartitionResult]:
+                    max_wait_ms: int, acked: Sequence[tuple[str, int]] = (),
+                    ack_errors: dict[tuple[str, int], ErrorCode] | None = None,
+                    ) -> list[SharePartitionResult]:
+        """Acquire for `member_id`. `acked`: the partitions whose acknowledgements the
+        caller just applied: made durable with the acquisitions (one write per share
+        partition), or before waiting when nothing is acquired; `ack_errors` gets the
+        ones whose write failed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
+        acks_pending = bool(acked) and self.persister is not None
         if self.persister is not None:
             await self._ensure_loaded(group_id, wanted)
         while True:
             results = self._acquire(group_id, member_id, wanted, max_records, max_bytes)
             if any(r.acquired or r.error is not ErrorCode.none for r in results):
                 if self.persister is not None:
-                    await self._make_durable(group_id, member_id, wanted, results)
+                    failed = await self._make_durable(group_id, member_id, wanted, results,
+                                                      acked if acks_pending else ())
+                    if ack_errors is not None:
+                        ack_errors.update((tp, failed[tp]) for tp in acked if tp in failed)
                 return results
+            if acks_pending:  # durable before this request waits, not after
+                acks_pending = False
+                failed = await self.persist(group_id, acked)
+                if ack_errors is not None:
+                    ack_errors.update(failed)
             remaining = deadline - loop.time()
             if remaining <= 0 or not wanted:
                 return results
@@ -428,10 +443,13 @@ class ShareManager:
 
     async def _make_durable(self, group_id: str, member_id: str,
                             wanted: Sequence[tuple[str, int]],
-                            results: list[SharePartitionResult]) -> None:
-        """Acquisitions are written (their delivery counts) before records go out; a
-        partition whose write failed hands its records back and answers the error."""
-        parts = [tp for tp, r in zip(wanted, results, strict=True) if r.acquired]
+                            results: list[SharePartitionResult],
+                            acked: Sequence[tuple[str, int]] = (),
+                            ) -> dict[tuple[str, int], ErrorCode]:
+        """Acquisitions are written (their delivery counts) before records go out, with
+        the acknowledgements of `acked`; a partition whose write failed hands its records
+        back and answers the error. Returns the failed writes."""
+        parts = [*acked, *(tp for tp, r in zip(wanted, results, strict=True) if r.acquired)]
         failed = await self.persist(group_id, parts)
         for tp, r in zip(wanted, results, strict=True):
             code = failed.get(tp)
@@ -441,6 +459,7 @@ class ShareManager:
             if sp is not None:
                 sp.hand_back(member_id, r.acquired)
             r.acquired, r.records, r.error = [], [], code
+        return failed
 
     def _acquire(self, group_id: str, member_id: str, wanted: Sequence[tuple[str, int]],
                  max_records: int, max_bytes: int) -> list[SharePartitionResult]:

@@ -56,8 +56,9 @@ class CoordinatorPersister:
 
     def _remote(self, key: ShareKey) -> int | None:
         """The broker to send the RPC to, or None to serve it here."""
-        if self._node_of is None or self._send is None or not self.coordinator.writer.exists():
-            return None
+        if self._node_of is None or self._send is None or not self.coordinator.writer.exists() \
+                or self.coordinator.coordinates(key):
+            return None  # led here (the common case, asked first: the lookup is not free)
         node = self._node_of(self.coordinator.partition_for(key))
         return None if node < 0 or node == self._node_id else node
 

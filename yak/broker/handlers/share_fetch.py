@@ -78,9 +78,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                           else share.acknowledge(group_id, member_id, name, key[1], batches))
         if name is not None:
             acked[(name, key[1])] = key
-    # Durable (the share coordinator, acks=all) before they are answered.
-    for tp, code in (await share.persist(group_id, acked)).items():
-        ack_codes[acked[tp]] = code
     errors: dict[Key, ErrorCode] = {}
     wanted_keys: list[Key] = []
     wanted: list[tuple[str, int]] = []
@@ -97,10 +94,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 wanted_keys.append(key)
                 wanted.append((name, key[1]))
-    results = await share.fetch(
-        group_id, member_id, wanted, max_records=request.max_records,
-        max_bytes=request.max_bytes, max_wait_ms=timedelta_to_ms(request.max_wait)) \
-        if wanted else []
+    # The acknowledgements are durable (the share coordinator, acks=all) before they are
+    # answered: written with this fetch's acquisitions, or before it waits.
+    ack_errors: dict[tuple[str, int], ErrorCode] = {}
+    if wanted:
+        results = await share.fetch(
+            group_id, member_id, wanted, max_records=request.max_records,
+            max_bytes=request.max_bytes, max_wait_ms=timedelta_to_ms(request.max_wait),
+            acked=list(acked), ack_errors=ack_errors)
+    else:
+        results = []
+        ack_errors = await share.persist(group_id, acked)
+    for tp, code in ack_errors.items():
+        ack_codes[acked[tp]] = code
     mod = response_module(ctx, "share_fetch")
     by_topic: dict[uuid.UUID, list[Any]] = {}
     leaders: set[int] = set()
