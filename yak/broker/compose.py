@@ -25,6 +25,8 @@
                         authorizer.class.name is set (applied by the handlers, per API,
                         through the request context)
     client quotas       ClientQuotas over a ClusterQuotaStore, applied in request dispatch
+    dynamic configs     DynamicBrokerConfigs: BROKER resources' configs, documents of the
+                        metadata store, applied to the BrokerConfig every part reads
 
 One path for one broker and many (issue 22): a single broker is a one-node cluster whose
 KV store is local; only the backend `metadata.store` names differs. The image's watch
@@ -50,6 +52,7 @@ from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
+from yak.cluster.dynamic_config import DynamicBrokerConfigs
 from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
@@ -330,6 +333,9 @@ def build_broker(config: BrokerConfig) -> Broker:
         broker.cluster_id = node.store.cluster_id
 
     share = make_share(config, replica_manager, topics)
+    # Dynamic broker configs (issue 23): applied once the image is read, before storage
+    # opens the logs (they open with the dynamic topic defaults), then live.
+    dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
 
     # The image first: storage needs the topic configs, and a data dir of another
     # cluster must be refused before storage opens it. The publisher hosts what the image
@@ -337,6 +343,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     # replica manager, so they stop first (before storage shuts down).
     parts = [
         Part("metadata store", start_metadata, node.stop),
+        Part("dynamic broker configs", dynamic_configs.start),
         Part("storage", start_storage, stop_storage),
         Part("topic manager", node.start_hosting),
         Part("replica manager", replica_manager.start, replica_manager.stop),
@@ -377,6 +384,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         coordinators=coordinators,
     )
     broker.share = share
+    broker.dynamic_configs = dynamic_configs
     _join_cluster(broker, node, topics, fetchers)
     return broker
 
