@@ -1,12 +1,12 @@
-"""The schema registry of one gateway: the `_schemas` log, its state, and the operations.
+"""The schema registry of one gateway: its operations, over the `_schemas` log.
 
-Every gateway keeps the whole state in memory, rebuilt by reading the compacted topic
-`_schemas` from the beginning (aiokafka consumer, partition 0) and then tailing it, so any
-gateway answers reads. Writes are made only by the elected leader (`election.py`): the API
-forwards them there. The leader serializes them with one lock, reads the log to its end
-before deciding anything (another leader may have written just before), appends one
-record with acks=all, and answers once its own reader has applied that record, so a
-client that registers and then reads (through this gateway) sees its schema.
+The state lives in `store.py` (`KafkaStore`: the compacted topic `_schemas`, read from
+the beginning and tailed, so any gateway answers reads); parsed schemas and lookups by
+content in `schema_cache.py`. Writes are made only by the elected leader
+(`election.py`): the API forwards them there. The leader serializes them with one lock,
+reads the log to its end before deciding anything (another leader may have written just
+before), appends records with acks=all, and answers once its own reader has applied
+them, so a client that registers and then reads (through this gateway) sees its schema.
 
 Everything reaches the cluster over the Kafka protocol: this is an edge, like the gateway.
 """
@@ -14,7 +14,6 @@ Everything reaches the cluster over the Kafka protocol: this is an edge, like th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -27,7 +26,6 @@ from yak.registry.errors import (
     INVALID_MODE,
     INVALID_VERSION,
     OPERATION_NOT_PERMITTED,
-    OPERATION_TIMEOUT,
     REFERENCE_EXISTS,
     SCHEMA_VERSION_NOT_SOFT_DELETED,
     SCHEMA_VERSION_SOFT_DELETED,
@@ -39,14 +37,18 @@ from yak.registry.errors import (
     subject_not_found,
     version_not_found,
 )
+from yak.registry.schema_cache import SchemaCache
 from yak.registry.state import Reference, RegistryState, SchemaVersion
+from yak.registry.store import START_TIMEOUT_S, TOPIC, KafkaStore
+
+__all__ = ["LEADER_WAIT_S", "MODES", "START_TIMEOUT_S", "TOPIC", "SchemaRegistry",
+           "parse_version"]
 
 log = logging.getLogger(__name__)
 
-TOPIC = "_schemas"
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
-START_TIMEOUT_S = 30.0
 LEADER_WAIT_S = 20.0
+
 
 
 def parse_version(raw: str | int, allow_latest: bool = True) -> int:
@@ -73,209 +75,46 @@ class SchemaRegistry:
     def __init__(self, bootstrap: str, topic: str = TOPIC, timeout_s: float = 10.0,
                  security: Any = None) -> None:
         self.bootstrap = bootstrap
-        # The gateway's client security (yak.security.client.ClientSecurity; None:
-        # PLAINTEXT): the registry's clients log in as the gateway does.
-        self.security = security
-        self.topic = topic
+        self.security = security  # the gateway's client security, as in `KafkaStore`
         self.timeout_s = timeout_s
-        self.state = RegistryState()
+        self.store = KafkaStore(bootstrap, topic, timeout_s, security, on_started=self._join)
+        self.state: RegistryState = self.store.state
+        self.schemas = SchemaCache(self.state)
         self.elector: LeaderElector | None = None
         self.identity: Identity | None = None
-        self._consumer: Any = None
-        self._producer: Any = None
-        self._reader: asyncio.Task[None] | None = None
-        self._started: asyncio.Future[None] | None = None
-        self._applied = asyncio.Condition()
         self._write_lock = asyncio.Lock()
-        self._parsed: dict[int, Any] = {}
-        self._index: dict[tuple[str, str, tuple[Any, ...]], int] = {}
-        self._indexed_changes = -1
-        self.reader_error: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    @property
+    def topic(self) -> str:
+        return self.store.topic
+
     async def ensure_started(self) -> None:
         """Start on first use (the gateway starts nothing until used); later calls just wait."""
-        started = self._started
-        if started is not None and started.done() and not started.cancelled() \
-                and started.exception() is None:
-            return  # the common case, on every request: no task, no timer
-        if self._started is None:
-            self._started = asyncio.get_running_loop().create_future()
-            try:
-                await self._start()
-            except BaseException as e:
-                fut, self._started = self._started, None
-                fut.set_exception(e)
-                fut.exception()  # retrieved: the next request tries again
-                await self._close_clients()
-                raise self._unavailable(e) from None
-            self._started.set_result(None)
-            return
-        try:
-            await asyncio.wait_for(asyncio.shield(self._started), START_TIMEOUT_S)
-        except TimeoutError:
-            raise RegistryError(500, OPERATION_TIMEOUT,
-                                "the schema registry is still loading _schemas") from None
-        except RegistryError:
-            raise
-        except Exception as e:  # the start this request waited for failed
-            raise self._unavailable(e) from None
+        await self.store.ensure_started()
 
-    @staticmethod
-    def _unavailable(e: BaseException) -> RegistryError:
-        if isinstance(e, RegistryError):
-            return e
-        return RegistryError(500, STORE_ERROR, f"the _schemas topic is not available: {e!r}")
-
-    async def _start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-        await self._create_topic()
-        tp = TopicPartition(self.topic, 0)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
-            fetch_max_wait_ms=500, isolation_level="read_committed",
-            auto_offset_reset="earliest", **self._aiokafka_security(),
-        )
-        await asyncio.wait_for(self._consumer.start(), self.timeout_s)
-        self._consumer.assign([tp])
-        await self._consumer.seek_to_beginning(tp)
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
-            client_id="yak-registry", request_timeout_ms=int(self.timeout_s * 1000),
-            **self._aiokafka_security(),
-        )
-        await asyncio.wait_for(self._producer.start(), self.timeout_s)
-        self._reader = asyncio.get_running_loop().create_task(self._read(tp),
-                                                              name="registry-reader")
-        await self.sync(START_TIMEOUT_S)
+    def _join(self) -> None:
+        """Once `_schemas` is read: join the election if this gateway knows its address."""
         if self.identity is not None:
             self._elect()
 
-    def _aiokafka_security(self) -> dict[str, Any]:
-        return self.security.aiokafka() if self.security is not None else {}
-
     def _elect(self) -> None:
         """Join the election once this gateway knows its own HTTP address (first request)."""
-        if self.elector is None and self.identity is not None and self._started is not None:
+        if self.elector is None and self.identity is not None \
+                and self.store.starting_or_started:
             self.elector = LeaderElector(self.bootstrap, self.identity,
                                          security=self.security)
             self.elector.start()
 
-    async def _create_topic(self) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        def create() -> None:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3,
-                                 "socket.timeout.ms": int(self.timeout_s * 1000),
-                                 **(self.security.librdkafka() if self.security else {})})
-            md = admin.list_topics(timeout=self.timeout_s)
-            if self.topic in md.topics and not md.topics[self.topic].error:
-                return
-            rf = min(3, max(1, len(md.brokers)))
-            fut = admin.create_topics([NewTopic(self.topic, 1, rf,
-                                                config={"cleanup.policy": "compact"})],
-                                      request_timeout=self.timeout_s)[self.topic]
-            try:
-                fut.result(self.timeout_s + 1)
-            except KafkaException as e:
-                if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                    raise
-
-        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, create),
-                               self.timeout_s + 5)
-
     async def stop(self) -> None:
         if self.elector is not None:
             await self.elector.stop()
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
-        await self._close_clients()
-
-    async def _close_clients(self) -> None:
-        for client in (self._consumer, self._producer):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.stop(), 5)
-        self._consumer = self._producer = None
-
-    # -- the log ------------------------------------------------------------------------------
-
-    async def _read(self, tp: Any) -> None:
-        while True:
-            try:
-                batch = await self._consumer.getmany(tp, timeout_ms=1000, max_records=5000)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # broker restart: aiokafka reconnects; keep tailing
-                self.reader_error = e
-                log.warning("_schemas reader: %r", e)
-                await asyncio.sleep(0.5)
-                continue
-            self.reader_error = None
-            records = batch.get(tp, [])
-            for r in records:
-                self.state.apply(r.offset, r.key, r.value)
-            position = await self._position(tp)
-            if records or position is not None:
-                if position is not None and position - 1 > self.state.applied:
-                    self.state.applied = position - 1  # compacted or control records
-                async with self._applied:
-                    self._applied.notify_all()
-
-    async def _position(self, tp: Any) -> int | None:
-        try:
-            return int(await self._consumer.position(tp))
-        except Exception:
-            return None
-
-    async def _end_offset(self) -> int:
-        from aiokafka import TopicPartition
-
-        tp = TopicPartition(self.topic, 0)
-        try:
-            ends = await asyncio.wait_for(self._consumer.end_offsets([tp]), self.timeout_s)
-        except Exception as e:
-            raise RegistryError(500, STORE_ERROR, f"cannot read the end of _schemas: {e!r}")\
-                from None
-        return int(ends[tp])
-
-    async def _wait_applied(self, offset: int, timeout_s: float) -> None:
-        async def reached() -> None:
-            async with self._applied:
-                await self._applied.wait_for(lambda: self.state.applied >= offset)
-
-        try:
-            await asyncio.wait_for(reached(), timeout_s)
-        except TimeoutError:
-            raise RegistryError(500, OPERATION_TIMEOUT,
-                                f"_schemas not read up to offset {offset} within {timeout_s:g} s")\
-                from None
+        await self.store.stop()
 
     async def sync(self, timeout_s: float | None = None) -> None:
         """Wait until everything written to `_schemas` so far has been applied here."""
-        end = await self._end_offset()
-        await self._wait_applied(end - 1, timeout_s or self.timeout_s)
-
-    async def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
-        last = -1
-        try:
-            for key, value in records:
-                md = await asyncio.wait_for(
-                    self._producer.send_and_wait(self.topic, value=value, key=key, partition=0),
-                    self.timeout_s)
-                last = int(md.offset)
-        except RegistryError:
-            raise
-        except Exception as e:
-            raise RegistryError(500, STORE_ERROR, f"write to _schemas failed: {e!r}") from None
-        await self._wait_applied(last, self.timeout_s)
-        return last
+        await self.store.sync(timeout_s)
 
     # -- leadership ---------------------------------------------------------------------------
 
@@ -298,55 +137,13 @@ class SchemaRegistry:
 
     # -- parsing ------------------------------------------------------------------------------
 
-    def parsed(self, sv: SchemaVersion, _depth: int = 0) -> Any:
-        cached = self._parsed.get(sv.id)
-        if cached is not None:
-            return cached
-        schema = compat.parse(sv.schema_type, sv.schema, self.resolve(sv.references, _depth + 1))
-        self._parsed[sv.id] = schema
-        return schema
+    def parsed(self, sv: SchemaVersion) -> Any:
+        """`sv` parsed (once per schema id)."""
+        return self.schemas.parsed(sv)
 
-    def resolve(self, refs: list[Reference], depth: int = 0) -> list[tuple[str, Any]]:
-        if depth > 32:
-            raise RegistryError(422, 42201, "Invalid schema: references nest too deep")
-        out = []
-        for ref in refs:
-            sv = self.state.subjects.get(ref.subject, {}).get(ref.version)
-            if sv is None:
-                raise RegistryError(422, 42201, f"Invalid schema: reference {ref.name!r} names "
-                                    f"subject '{ref.subject}' version {ref.version}, which "
-                                    "does not exist")
-            out.append((ref.name, self.parsed(sv, depth)))
-        return out
-
-    def _content_index(self) -> dict[tuple[str, str, tuple[Any, ...]], int]:
-        if self._indexed_changes != self.state.changes:
-            index: dict[tuple[str, str, tuple[Any, ...]], int] = {}
-            for schema_id, sv in sorted(self.state.by_id.items()):
-                try:
-                    ident = compat.identity(self.parsed(sv))
-                except RegistryError:
-                    continue
-                refs = tuple((r.name, r.subject, r.version) for r in sv.references)
-                index.setdefault((sv.schema_type, ident, refs), schema_id)
-            self._index = index
-            self._indexed_changes = self.state.changes
-        return self._index
-
-    def _find_id(self, schema_type: str, parsed: Any, refs: list[Reference],
-                 normalize: bool) -> int | None:
-        rkey = tuple((r.name, r.subject, r.version) for r in refs)
-        if not normalize:
-            return self._content_index().get((schema_type, compat.identity(parsed), rkey))
-        want = compat.identity(parsed, normalize=True)
-        for schema_id, sv in sorted(self.state.by_id.items()):
-            if sv.schema_type != schema_type or tuple(
-                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
-                continue
-            with contextlib.suppress(RegistryError):
-                if compat.identity(self.parsed(sv), normalize=True) == want:
-                    return schema_id
-        return None
+    def resolve(self, refs: list[Reference]) -> list[tuple[str, Any]]:
+        """The named, parsed schemas that `refs` point at."""
+        return self.schemas.resolve(refs)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -390,16 +187,10 @@ class SchemaRegistry:
             raise subject_not_found(subject)
         kind = (schema_type or "AVRO").upper()
         parsed = compat.parse(kind, text, self.resolve(refs))
-        want = compat.identity(parsed, normalize)
-        rkey = tuple((r.name, r.subject, r.version) for r in refs)
-        for sv in reversed(self.state.versions(subject, deleted)):
-            if sv.schema_type != kind or tuple(
-                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
-                continue
-            with contextlib.suppress(RegistryError):
-                if compat.identity(self.parsed(sv), normalize) == want:
-                    return sv
-        raise schema_not_found()
+        sv = self.schemas.find_version(subject, kind, parsed, refs, normalize, deleted)
+        if sv is None:
+            raise schema_not_found()
+        return sv
 
     def compatibility(self, subject: str, version: str | None, schema_type: str | None,
                       text: str, refs: list[Reference], normalize: bool = False,
@@ -435,7 +226,7 @@ class SchemaRegistry:
                 await self.sync()
                 self._check_mode(subject)
                 parsed = compat.parse(kind, text, self.resolve(refs))
-                existing = self._existing_version(subject, kind, parsed, refs, normalize)
+                existing = self.schemas.find_version(subject, kind, parsed, refs, normalize)
                 if existing is not None:
                     return existing
                 live = self.state.versions(subject)
@@ -454,7 +245,7 @@ class SchemaRegistry:
                         f"Schema being registered is incompatible with an earlier schema for "
                         f"subject \"{subject}\", details: {'; '.join(errors)} "
                         f"(compatibility {level}, latest version {live[-1].version})")
-                schema_id = self._find_id(kind, parsed, refs, normalize)
+                schema_id = self.schemas.find_id(kind, parsed, refs, normalize)
                 if schema_id is None:
                     schema_id = self.state.max_id + 1
                 stored = compat.identity(parsed, True) if normalize and kind != "PROTOBUF" \
@@ -462,10 +253,10 @@ class SchemaRegistry:
                 all_versions = self.state.subjects.get(subject, {})
                 version = max(all_versions, default=0) + 1
                 sv = SchemaVersion(subject, version, schema_id, kind, stored, list(refs))
-                await self._append([(S.schema_key(subject, version), S.schema_value(sv))])
+                await self.store.append([(S.schema_key(subject, version), S.schema_value(sv))])
                 owner = self.state.by_id.get(schema_id)
                 if owner is not None and owner.content() == sv.content():
-                    self._parsed.setdefault(schema_id, parsed)
+                    self.schemas.remember(schema_id, parsed)
                     return self.state.subjects[subject][version]
                 log.warning("id %d was taken by another writer; registering again", schema_id)
             raise RegistryError(500, STORE_ERROR, "could not assign a schema id (contention)")
@@ -521,21 +312,8 @@ class SchemaRegistry:
         if resp.status_code != 200:
             raise RegistryError(resp.status_code, int(answer.get("error_code", 500)),
                                 str(answer.get("message")))
-        await self._wait_applied(await self._end_offset() - 1, self.timeout_s)
+        await self.store.wait_applied(await self.store.end_offset() - 1, self.timeout_s)
         return self.by_id(int(answer["id"]))
-
-    def _existing_version(self, subject: str, kind: str, parsed: Any, refs: list[Reference],
-                          normalize: bool) -> SchemaVersion | None:
-        want = compat.identity(parsed, normalize)
-        rkey = tuple((r.name, r.subject, r.version) for r in refs)
-        for sv in reversed(self.state.versions(subject)):
-            if sv.schema_type != kind or tuple(
-                    (r.name, r.subject, r.version) for r in sv.references) != rkey:
-                continue
-            with contextlib.suppress(RegistryError):
-                if compat.identity(self.parsed(sv), normalize) == want:
-                    return sv
-        return None
 
     async def delete_version(self, subject: str, raw: str, permanent: bool) -> int:
         async with self._write_lock:
@@ -562,7 +340,7 @@ class SchemaRegistry:
                     raise RegistryError(404, SCHEMA_VERSION_NOT_SOFT_DELETED,
                                         f"Subject '{subject}' Version {v} was not deleted first "
                                         "before being permanently deleted")
-                await self._append([(S.max_id_key(), S.max_id_value(self.state.max_id)),
+                await self.store.append([(S.max_id_key(), S.max_id_value(self.state.max_id)),
                                     (S.schema_key(subject, v), None)])
             else:
                 if sv.deleted:
@@ -571,7 +349,7 @@ class SchemaRegistry:
                                         "permanent=true to delete permanently")
                 gone = SchemaVersion(sv.subject, sv.version, sv.id, sv.schema_type, sv.schema,
                                      list(sv.references), deleted=True)
-                await self._append([(S.schema_key(subject, v), S.schema_value(gone))])
+                await self.store.append([(S.schema_key(subject, v), S.schema_value(gone))])
             return v
 
     async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
@@ -600,13 +378,13 @@ class SchemaRegistry:
                     records.append((S.config_key(subject), None))
                 if subject in self.state.modes:
                     records.append((S.mode_key(subject), None))
-                await self._append(records)
+                await self.store.append(records)
                 return [sv.version for sv in all_versions]
             if not live:
                 raise RegistryError(404, SUBJECT_SOFT_DELETED,
                                     f"Subject '{subject}' was soft deleted. Set permanent=true "
                                     "to delete permanently")
-            await self._append([(S.delete_subject_key(subject),
+            await self.store.append([(S.delete_subject_key(subject),
                                  S.delete_subject_value(subject, live[-1].version))])
             return [sv.version for sv in live]
 
@@ -617,7 +395,7 @@ class SchemaRegistry:
                                 f"Invalid compatibility level {level!r}. Valid values are "
                                 f"{', '.join(compat.LEVELS)}")
         async with self._write_lock:
-            await self._append([(S.config_key(subject), S.config_value(level))])
+            await self.store.append([(S.config_key(subject), S.config_value(level))])
         return level
 
     async def delete_level(self, subject: str | None) -> str:
@@ -632,7 +410,7 @@ class SchemaRegistry:
                 raise RegistryError(404, SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
                                     f"Subject '{subject}' does not have subject-level "
                                     "compatibility configured")
-            await self._append([(S.config_key(subject), None)])
+            await self.store.append([(S.config_key(subject), None)])
             return previous
 
     async def set_mode(self, subject: str | None, mode: str) -> str:
@@ -641,14 +419,14 @@ class SchemaRegistry:
             raise RegistryError(422, INVALID_MODE,
                                 f"Invalid mode {mode!r}. Valid values are {', '.join(MODES)}")
         async with self._write_lock:
-            await self._append([(S.mode_key(subject), S.mode_value(mode))])
+            await self.store.append([(S.mode_key(subject), S.mode_value(mode))])
         return mode
 
     async def delete_mode(self, subject: str | None) -> str:
         async with self._write_lock:
             await self.sync()
             previous = self.mode(subject)
-            await self._append([(S.mode_key(subject), None)])
+            await self.store.append([(S.mode_key(subject), None)])
             return previous
 
     def stats(self) -> dict[str, Any]:
