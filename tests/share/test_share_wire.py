@@ -99,3 +99,108 @@ def test_share_apis_on_the_wire(broker) -> None:
         assert _fetch(c, "m1", 5, tid).error_code == ErrorCode.share_session_not_found
         left = _hb(c, "m1", -1, None)
         assert left.error_code == ErrorCode.none and left.member_epoch == -1
+
+
+def test_share_state_rpcs_on_the_wire(broker) -> None:
+    """The share coordinator's RPCs (83-87), as another broker's share-partition leader
+    sends them: initialize, write updates over it, read the merged state, the summary,
+    a deposed leader fenced, delete."""
+    tid = uuid.uuid4()
+
+    def req(api: str, cls: str, data: str, parts: tuple[Any, ...], version: int = 0) -> Any:
+        mod = kio_compat.schema_module(api, version, "request")
+        return getattr(mod, cls)(group_id="sg", topics=(getattr(mod, data)(
+            topic_id=tid, partitions=parts),))
+
+    def one(resp: Any) -> Any:
+        (t,) = resp.results
+        assert t.topic_id == tid
+        (p,) = t.partitions
+        return p
+
+    w = kio_compat.schema_module("write_share_group_state", 0, "request")
+    r = kio_compat.schema_module("read_share_group_state", 0, "request")
+
+    def write(leader_epoch: int, start: int, batches: list[tuple[int, int, int, int]]) -> Any:
+        return one(c.request(req("write_share_group_state", "WriteShareGroupStateRequest",
+                                 "WriteStateData", (w.PartitionData(
+                                     partition=3, state_epoch=0, leader_epoch=leader_epoch,
+                                     start_offset=start, state_batches=tuple(w.StateBatch(
+                                         first_offset=a, last_offset=b, delivery_state=s,
+                                         delivery_count=n) for a, b, s, n in batches)),))))
+
+    def read(leader_epoch: int) -> Any:
+        return one(c.request(req("read_share_group_state", "ReadShareGroupStateRequest",
+                                 "ReadStateData", (r.PartitionData(
+                                     partition=3, leader_epoch=leader_epoch),))))
+
+    with RawClient(broker.bootstrap) as c:
+        fresh = read(0)
+        assert fresh.error_code == ErrorCode.none and fresh.start_offset == -1
+        i = kio_compat.schema_module("initialize_share_group_state", 0, "request")
+        init = c.request(req("initialize_share_group_state",
+                             "InitializeShareGroupStateRequest", "InitializeStateData",
+                             (i.PartitionData(partition=3, state_epoch=0, start_offset=10),)))
+        assert one(init).error_code == ErrorCode.none
+        # acquired 10..19 (count 1), then 10..14 accepted, 15 released twice (count 2)
+        assert write(5, 10, [(10, 19, 0, 1)]).error_code == ErrorCode.none
+        assert write(5, 15, [(10, 14, 2, 0), (15, 15, 0, 2)]).error_code == ErrorCode.none
+        got = read(5)
+        assert got.error_code == ErrorCode.none and got.start_offset == 15
+        assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in got.state_batches] == [(15, 15, 0, 2), (16, 19, 0, 1)]
+        assert write(4, 15, []).error_code == ErrorCode.fenced_leader_epoch
+        assert read(4).error_code == ErrorCode.fenced_leader_epoch
+        s = kio_compat.schema_module("read_share_group_state_summary", 0, "request")
+        summary = one(c.request(req(
+            "read_share_group_state_summary", "ReadShareGroupStateSummaryRequest",
+            "ReadStateSummaryData", (s.PartitionData(partition=3, leader_epoch=5),))))
+        assert (summary.error_code, summary.start_offset, summary.leader_epoch) == (
+            ErrorCode.none, 15, 5)
+        d = kio_compat.schema_module("delete_share_group_state", 0, "request")
+        gone = c.request(req("delete_share_group_state", "DeleteShareGroupStateRequest",
+                             "DeleteStateData", (d.PartitionData(partition=3),)))
+        assert one(gone).error_code == ErrorCode.none
+        assert read(5).start_offset == -1
+
+
+def test_share_groups_in_list_groups_describe_groups_and_find_coordinator(broker) -> None:
+    """ListGroups shows share groups (type "share", and only them with that filter),
+    DescribeGroups describes one, FindCoordinator key type 2 finds the coordinator of a
+    share partition's state (this broker, which creates __share_group_state for it)."""
+    import base64
+
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("w", 1)
+        joined = _hb(c, "m1", 0, ("w",))
+        assert joined.error_code == ErrorCode.none
+        tid = joined.assignment.topic_partitions[0].topic_id
+        lg = kio_compat.schema_module("list_groups", 5, "request")
+
+        def listed(types: tuple[str, ...], states: tuple[str, ...] = ()) -> list[tuple]:
+            r = c.request(lg.ListGroupsRequest(states_filter=states, types_filter=types))
+            assert r.error_code == ErrorCode.none
+            return sorted((g.group_id, g.group_type, g.group_state, g.protocol_type)
+                          for g in r.groups)
+
+        assert ("g", "share", "Stable", "share") in listed(())
+        assert listed(("share",)) == [("g", "share", "Stable", "share")]
+        assert listed(("classic",)) == []
+        assert listed(("share",), ("Empty",)) == []
+        dg = kio_compat.schema_module("describe_groups", 5, "request")
+        (d,) = c.request(dg.DescribeGroupsRequest(
+            groups=("g",), include_authorized_operations=False)).groups
+        assert (d.error_code, d.group_state, d.protocol_type) == (ErrorCode.none, "Stable",
+                                                                   "share")
+        assert [m.member_id for m in d.members] == ["m1"]
+
+        fc = kio_compat.schema_module("find_coordinator", 6, "request")
+        tid_text = base64.urlsafe_b64encode(tid.bytes).rstrip(b"=").decode()
+        key = f"g:{tid_text}:0"
+        (found,) = c.request(fc.FindCoordinatorRequest(
+            key_type=2, coordinator_keys=(key,))).coordinators
+        assert (found.error_code, found.key) == (ErrorCode.none, key)
+        assert found.port == int(broker.bootstrap.rsplit(":", 1)[1])
+        (bad,) = c.request(fc.FindCoordinatorRequest(
+            key_type=2, coordinator_keys=("no-partition",))).coordinators
+        assert bad.error_code == ErrorCode.invalid_request

@@ -17,6 +17,9 @@
                         runtime with its partition writer and loader), its markers
                         through the partition layer (PartitionMarkerWriter), producer ids
                         from the id manager
+    share coordinator   ShareCoordinator on `__share_group_state` (a coordinator runtime
+                        with its partition writer and loader); the share groups reach it
+                        through a CoordinatorPersister (here, or the state RPCs)
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
     credential store    SCRAM credentials: ClusterCredentialStore, one document of the
@@ -75,8 +78,11 @@ from yak.security.quota import ClientQuotas
 from yak.security.sasl import FailedAuthenticationDelay, new_broker_secret
 from yak.security.scram import ScramCredentialManager
 from yak.security.security_config import SecurityConfig
-from yak.settings import ConfigError
+from yak.settings import BROKER_SETTINGS, ConfigError
+from yak.share.coordinator import ShareCoordinator, share_state_topic_configs
 from yak.share.manager import ShareConfig, ShareManager
+from yak.share.persister import CoordinatorPersister
+from yak.share.records import SHARE_STATE_TOPIC
 from yak.storage import LogManager
 from yak.tiered import HostedPartition, RemoteLogManager, RemoteStorageError, TieredConfig
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -332,7 +338,12 @@ def build_broker(config: BrokerConfig) -> Broker:
             raise StartupError(str(e), exit_code=2) from e
         broker.cluster_id = node.store.cluster_id
 
-    share = make_share(config, replica_manager, topics)
+    share_coordinator = _construct("share coordinator", lambda: make_share_coordinator(
+        config, replica_manager, topics, topic_partitions, single_node=node.single_node))
+    node.hooks.append(share_coordinator.partition_changed)
+    share = make_share(config, replica_manager, topics, CoordinatorPersister(
+        share_coordinator, lambda p: coordinators.leader_of(SHARE_STATE_TOPIC, p),
+        inter_broker.request, config.node_id))
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
@@ -352,6 +363,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("producer id manager"),
         Part("group coordinator", group_coordinator.start, group_coordinator.stop),
         Part("transaction coordinator", txn_coordinator.start, txn_coordinator.stop),
+        Part("share coordinator", share_coordinator.start, share_coordinator.stop),
         Part("share groups", share.start, share.stop),
         Part("metrics"),
         Part("security"),
@@ -389,10 +401,45 @@ def build_broker(config: BrokerConfig) -> Broker:
     return broker
 
 
+def make_share_coordinator(config: BrokerConfig, replica_manager: ReplicaManager,
+                           topics: ClusterTopicManager,
+                           topic_partitions: Callable[[str], int | None],
+                           *, single_node: bool) -> ShareCoordinator:
+    """The share coordinator (KIP-932) on `__share_group_state`: a coordinator runtime
+    with its partition writer and loader, from the `share.coordinator.*` settings."""
+    def setting(name: str) -> int:
+        spec = BROKER_SETTINGS[name]
+        raw = config.raw.get(name)
+        return int(spec.parse_default() if raw is None else spec.parse(raw))
+
+    async def create(name: str, n: int, configs: Mapping[str, str]) -> object:
+        rf = topics.internal_replication_factor(
+            setting("share.coordinator.state.topic.replication.factor"),
+            "share.coordinator.state.topic.replication.factor")
+        configs = dict(configs, **{"min.insync.replicas": str(
+            min(setting("share.coordinator.state.topic.min.isr"), rf))})
+        return await topics.create(name, n, configs, replication_factor=rf)
+
+    writer = ReplicaPartitionWriter(
+        replica_manager, SHARE_STATE_TOPIC, topic_partitions=topic_partitions,
+        create_topic=create,
+        default_partitions=setting("share.coordinator.state.topic.num.partitions"),
+        topic_configs=share_state_topic_configs(
+            setting("share.coordinator.state.topic.min.isr")),
+        timeout_ms=setting("share.coordinator.write.timeout.ms"))
+    coordinator = ShareCoordinator(
+        writer, ReplicaLoader(replica_manager, SHARE_STATE_TOPIC), MonotonicClock(),
+        snapshot_every=setting("share.coordinator.snapshot.update.records.per.snapshot"))
+    if not single_node:
+        coordinator.manage_partitions()
+    return coordinator
+
+
 def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
-               topics: ClusterTopicManager) -> ShareManager:
-    """Share groups (KIP-932, docs/share-groups.md): in memory for now, on the partition
-    layer's logs; the bounds are the broker's `group.share.*` settings."""
+               topics: ClusterTopicManager, persister: CoordinatorPersister) -> ShareManager:
+    """Share groups (KIP-932, docs/share-groups.md) on the partition layer's logs, their
+    share-partition state durable through the share coordinator (`persister`); the
+    bounds are the broker's `group.share.*` settings."""
     def topic(name: str) -> tuple[UUID, int] | None:
         info = topics.get(name)
         return None if info is None else (info.topic_id, info.partitions)
@@ -409,7 +456,7 @@ def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
         heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
         max_size=config.group_share_max_size,
         max_share_sessions=config.group_share_max_share_sessions,
-    ), MonotonicClock(), replica_manager, topic, config.node_id)
+    ), MonotonicClock(), replica_manager, topic, config.node_id, persister)
 
 
 def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:

@@ -448,7 +448,8 @@ class ShareManager:
                             ) -> dict[tuple[str, int], ErrorCode]:
         """Acquisitions are written (their delivery counts) before records go out, with
         the acknowledgements of `acked`; a partition whose write failed hands its records
-        back and answers the error. Returns the failed writes."""
+        back and returns none (no error: the client fetches again, and librdkafka treats
+        a partition's coordinator errors as fatal). Returns the failed writes."""
         parts = [*acked, *(tp for tp, r in zip(wanted, results, strict=True) if r.acquired)]
         failed = await self.persist(group_id, parts)
         for tp, r in zip(wanted, results, strict=True):
@@ -458,7 +459,7 @@ class ShareManager:
             sp = self.partitions.get((group_id, tp[0], tp[1]))
             if sp is not None:
                 sp.hand_back(member_id, r.acquired)
-            r.acquired, r.records, r.error = [], [], code
+            r.acquired, r.records = [], []
         return failed
 
     def _acquire(self, group_id: str, member_id: str, wanted: Sequence[tuple[str, int]],
@@ -487,7 +488,10 @@ class ShareManager:
             if self.persister is not None:
                 found = self.partitions.get((group_id, topic, partition))
                 if found is None or found.leader_epoch != p.leader_epoch:
-                    r.error = ErrorCode.coordinator_not_available  # its state was not read
+                    # Its state could not be read yet (the share coordinator loading or
+                    # moving): nothing to hand out this time, and no error either
+                    # (librdkafka treats a partition's COORDINATOR_NOT_AVAILABLE as fatal);
+                    # the next fetch reads it again.
                     continue
                 sp = found
             else:

@@ -1,0 +1,101 @@
+"""Share groups on a 3-broker cluster (etcd): the share-partition leaders reach the share
+coordinator on other brokers through the state RPCs, and killing (SIGKILL) the leader of
+a share partition mid-stream loses no acknowledgement and no record: its successor
+reads the state from `__share_group_state` (replicated, acks=all) and redelivers what was
+held, with the delivery count kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 (fixtures)
+from tests.cluster.test_cluster_metadata import _metadata
+
+T = 20
+LOCK_MS = 5000
+
+# The first consumer (explicit mode; librdkafka wants every polled record acknowledged
+# before the next poll): accept what each poll returns, commit (durable), until `want`
+# are accepted; then stop polling, holding what its client fetched meanwhile, report
+# the accepted ones ("partition:offset") and wait to be killed.
+ACCEPTOR = textwrap.dedent("""
+    import json, sys, time
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    bootstrap, group, topic, want = sys.argv[1:5]
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    print("joined", flush=True)
+    accepted = []
+    end = time.monotonic() + 40
+    while len(accepted) < int(want) and time.monotonic() < end:
+        for m in c.poll(0.2):
+            assert m.error() is None, m.error()
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+            accepted.append(f"{m.partition()}:{m.offset()}")
+        c.commit_sync()
+    print(json.dumps(accepted), flush=True)
+    time.sleep(3600)
+""")
+
+
+@pytest.mark.slow
+def test_a_share_partition_leader_killed_mid_stream_loses_nothing(
+        cluster_factory) -> None:  # noqa: F811 (the fixture imported above)
+    c = cluster_factory(3, **{"group.share.record.lock.duration.ms": str(LOCK_MS),
+                              "group.share.min.record.lock.duration.ms": "1000"})
+    a = AdminClient({"bootstrap.servers": c.bootstrap})
+    a.create_topics([NewTopic("q", 3, 3, config={"min.insync.replicas": "2"})])["q"].result(T)
+    # The holder joins and opens its sessions first (the share partitions start at the
+    # log end), then the records come.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", ACCEPTOR, c.bootstrap, "g", "q", "12"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "joined\n"
+        time.sleep(6)  # its join and first fetches (latest: the share partitions start at 0)
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+        for i in range(60):
+            p.produce("q", b"v%d" % i, partition=i % 3)
+        assert p.flush(30) == 0
+        line = holder.stdout.readline()
+        assert line, holder.stderr.read() if holder.poll() is not None else "no report"
+        accepted = set(json.loads(line))
+        assert len(accepted) >= 12
+        leader = _metadata(c[1].bootstrap, "q")[2][0][1]
+        c[leader].kill()  # the leader of q-0, mid-stream
+    finally:
+        holder.kill()
+        holder.wait(10)
+    alive = next(b for n, b in c.brokers.items() if n != leader)
+    again: dict[str, list[int]] = {}
+    consumer = ShareConsumer({"bootstrap.servers": alive.bootstrap, "group.id": "g"})
+    try:
+        consumer.subscribe(["q"])
+        end = time.monotonic() + 60
+        while time.monotonic() < end and len(again) < 60 - len(accepted):
+            for m in consumer.poll(0.2):
+                if m.error() is None:
+                    again.setdefault(f"{m.partition()}:{m.offset()}", []).append(
+                        m.delivery_count())
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # nothing more comes
+            for m in consumer.poll(0.2):
+                if m.error() is None:
+                    again.setdefault(f"{m.partition()}:{m.offset()}", []).append(
+                        m.delivery_count())
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    # every record not accepted comes (held ones once their lock expired or their leader
+    # died), once; no accepted one comes again
+    assert set(again) == {f"{p}:{o}" for p in range(3) for o in range(20)} - accepted, again
+    assert all(len(counts) == 1 for counts in again.values()), again
