@@ -35,6 +35,7 @@ from yak.settings import (
     LONG_MAX,
     ConfigError,
     Setting,
+    dynamic_setting,
     host_port,
     resolve_topic_defaults,
     topic_config_for_broker_key,
@@ -391,9 +392,13 @@ class BrokerConfig:
         it (`ConfigError`, one line naming the key); changes nothing."""
         for layer in (default, per_broker):
             for key, value in layer.items():
-                if key not in DYNAMIC_BROKER_SETTINGS:
+                spec = dynamic_setting(key)
+                if spec is None:
                     raise ConfigError(f"{key} is not a dynamic broker config")
-                BROKER_SETTINGS[key].parse(value)
+                try:
+                    spec.parse(value)
+                except ConfigError as e:  # name the key as it was set (per listener)
+                    raise ConfigError(str(e).replace(spec.name, key, 1)) from None
         return BrokerConfig.from_settings({**self.raw, **default, **per_broker},
                                           warn=lambda _msg: None)
 
@@ -431,8 +436,13 @@ class BrokerConfig:
         layer's): what DescribeConfigs shows for them."""
         out: dict[str, str] = {}
         for layer in (self.raw, self.dynamic_default, self.dynamic_broker):
-            out.update({k: v for k, v in layer.items() if k in DYNAMIC_BROKER_SETTINGS})
+            out.update({k: v for k, v in layer.items() if dynamic_setting(k) is not None})
         return out
+
+    def effective_settings(self) -> dict[str, str]:
+        """Every setting as given, with the dynamic layers over the static ones (what a
+        part that reads raw settings, the listeners' TLS, must use after a change)."""
+        return {**self.raw, **self.dynamic_default, **self.dynamic_broker}
 
     @property
     def message_max_bytes(self) -> int:

@@ -15,8 +15,9 @@ A bad value is a `ConfigError` whose message is one line naming the key.
 `dynamic` marks the broker settings that may be changed while the broker runs
 (IncrementalAlterConfigs/AlterConfigs on a BROKER resource, issue 23), as Kafka's
 `DynamicBrokerConfig` does: every `log.*` topic-config synonym, `message.max.bytes`,
-`min.insync.replicas`, `num.partitions`, `auto.leader.rebalance.enable` and the replication
-throttles. The others are read-only: altering one is INVALID_REQUEST naming the key
+`min.insync.replicas`, `num.partitions`, `auto.leader.rebalance.enable`, the replication
+throttles and a listener's keystore file (per listener, `listener.name.<l>.ssl.keystore.*`).
+The others are read-only: altering one is INVALID_REQUEST naming the key
 (`yak.cluster.dynamic_config` applies and stores the dynamic ones).
 
 Why one module of about 700 lines, over the house's ~600: it is the one table, and its
@@ -44,8 +45,10 @@ __all__ = [
     "PARTS",
     "TOPIC_CONFIGS",
     "DYNAMIC_BROKER_SETTINGS",
+    "PER_LISTENER_DYNAMIC",
     "ConfigError",
     "Setting",
+    "dynamic_setting",
     "resolve_topic_defaults",
     "topic_config_for_broker_key",
 ]
@@ -446,8 +449,12 @@ _SECURITY_SETTINGS: list[Setting] = [
        doc="JAAS login config; on a broker only as "
        "listener.name.<listener>.<mechanism>.sasl.jaas.config"),
     # TLS
-    _b("ssl.keystore.type", "string", "JKS", _S, doc="only PEM is read by Yak"),
-    _b("ssl.keystore.location", "string", None, _S,
+    # The keystore file is dynamic per listener and per broker (Kafka's rule):
+    # `listener.name.<l>.ssl.keystore.location` changed on a broker is re-read at once.
+    # Secrets are not: Yak keeps no password in the metadata (Kafka needs
+    # password.encoder.secret for that).
+    _b("ssl.keystore.type", "string", "JKS", _S, doc="only PEM is read by Yak", dynamic=True),
+    _b("ssl.keystore.location", "string", None, _S, dynamic=True,
        doc="PEM file: private key then certificate chain"),
     _b("ssl.keystore.password", "password", None, _S, doc="not used with PEM (Kafka's rule)"),
     _b("ssl.key.password", "password", None, _S, doc="password of an encrypted PEM key"),
@@ -738,3 +745,15 @@ def resolve_topic_defaults(settings: Mapping[str, str]) -> dict[str, str]:
 # The broker settings that may change while the broker runs (Kafka's dynamic ones).
 DYNAMIC_BROKER_SETTINGS: frozenset[str] = frozenset(
     k for k, s in BROKER_SETTINGS.items() if s.dynamic)
+# Of those, the ones set only per listener and per broker (`listener.name.<l>.<key>`).
+PER_LISTENER_DYNAMIC = "ssl."
+
+
+def dynamic_setting(name: str) -> Setting | None:
+    """The dynamic setting `name` sets (a plain key, or a per-listener one
+    `listener.name.<l>.ssl.keystore.location`), None if `name` is read-only or unknown."""
+    if name.startswith(LISTENER_PREFIX):
+        _listener, _, base = name[len(LISTENER_PREFIX):].partition(".")
+        return BROKER_SETTINGS[base] if (base.startswith(PER_LISTENER_DYNAMIC)
+                                         and base in DYNAMIC_BROKER_SETTINGS) else None
+    return BROKER_SETTINGS[name] if name in DYNAMIC_BROKER_SETTINGS else None

@@ -312,3 +312,80 @@ def test_auto_leader_rebalance_switched_on_live(cluster_factory) -> None:  # noq
     assert incremental_default(c[2].bootstrap,
                                ("auto.leader.rebalance.enable", "true", SET)) is None
     wait_until(lambda: all(p[1] == 1 for p in _metadata(c[2].bootstrap, "pref")[2]), 20)
+
+
+def _keystore(ca, path) -> str:
+    """Kafka's one-file PEM keystore (key, certificate, CA) for 127.0.0.1."""
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    path.write_bytes(cert.private_key_pem.bytes()
+                     + b"".join(b.bytes() for b in cert.cert_chain_pems) + ca.cert_pem.bytes())
+    return str(path)
+
+
+def _handshake(port: int, ca_file: str) -> str | None:
+    """None if a TLS client trusting only `ca_file` completes a handshake, else why not."""
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=ca_file)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=T) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
+            return None
+    except ssl.SSLCertVerificationError as e:
+        return e.verify_message
+
+
+def test_listener_keystore_swapped_without_restart(tmp_path) -> None:
+    """listener.name.ssl.ssl.keystore.location changed on the broker: the next handshakes
+    present the new certificate; a missing file, a listener without TLS, the cluster
+    default and a secret are refused before anything is stored."""
+    import trustme
+
+    from tests.conftest import YakBroker, free_port
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    (tmp_path / "old-ca.pem").write_bytes(old_ca.cert_pem.bytes())
+    (tmp_path / "new-ca.pem").write_bytes(new_ca.cert_pem.bytes())
+    old_ks = _keystore(old_ca, tmp_path / "old.pem")
+    new_ks = _keystore(new_ca, tmp_path / "new.pem")
+    plain, tls = free_port(), free_port()
+    data = tmp_path / "data"
+    data.mkdir()
+    b = YakBroker(data, {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
+                         "ssl.keystore.type": "PEM", "ssl.keystore.location": old_ks},
+                  port=plain).start()
+    try:
+        assert _handshake(tls, str(tmp_path / "old-ca.pem")) is None
+        assert _handshake(tls, str(tmp_path / "new-ca.pem")) is not None
+        a = admin(b.bootstrap)
+        key = "listener.name.ssl.ssl.keystore.location"
+        assert incremental(a, "1", (key, str(tmp_path / "missing.pem"), SET)) == \
+            KafkaError.INVALID_CONFIG
+        assert incremental(a, "1", ("listener.name.plaintext.ssl.keystore.location", new_ks,
+                                    SET)) == KafkaError.INVALID_CONFIG
+        assert incremental_default(b.bootstrap, (key, new_ks, SET)) == KafkaError.INVALID_REQUEST
+        assert incremental(a, "1", ("listener.name.ssl.ssl.key.password", "pw", SET)) == \
+            KafkaError.INVALID_REQUEST
+        assert incremental(a, "1", ("ssl.keystore.location", new_ks, SET)) == \
+            KafkaError.INVALID_REQUEST
+        assert _handshake(tls, str(tmp_path / "old-ca.pem")) is None  # nothing changed
+        assert incremental(a, "1", (key, new_ks, SET)) is None
+        assert _handshake(tls, str(tmp_path / "new-ca.pem")) is None
+        assert _handshake(tls, str(tmp_path / "old-ca.pem")) is not None
+        e = describe(a, "1")[key]
+        assert (e.value, e.source, e.is_read_only) == (
+            new_ks, ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+        # librdkafka over the listener, trusting only the new CA.
+        ssl_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{tls}",
+                                 "security.protocol": "SSL",
+                                 "ssl.ca.location": str(tmp_path / "new-ca.pem")})
+        assert 1 in ssl_admin.list_topics(timeout=T).brokers
+        # It stays across a restart; DELETE goes back to the static keystore.
+        b.restart()
+        assert _handshake(tls, str(tmp_path / "new-ca.pem")) is None
+        assert incremental(admin(b.bootstrap), "1", (key, None, DELETE)) is None
+        assert _handshake(tls, str(tmp_path / "old-ca.pem")) is None
+    finally:
+        b.stop()
+        b.kill()

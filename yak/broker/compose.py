@@ -50,6 +50,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
+from yak.broker.dynamic_tls import ListenerKeystores
 from yak.broker.metrics import BrokerMetrics
 from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
@@ -347,6 +348,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
+    keystores = ListenerKeystores(config, security)  # listener.name.<l>.ssl.keystore.*
+    dynamic_configs.checks.append(keystores.check)
+    dynamic_configs.on_change.append(keystores.apply)
 
     # The image first: storage needs the topic configs, and a data dir of another
     # cluster must be refused before storage opens it. The publisher hosts what the image

@@ -18,9 +18,9 @@ from itertools import dropwhile
 from yak.config import BrokerConfig
 from yak.settings import (
     BROKER_SETTINGS,
-    DYNAMIC_BROKER_SETTINGS,
     LISTENER_PREFIX,
     TOPIC_CONFIGS,
+    dynamic_setting,
     topic_config_for_broker_key,
 )
 
@@ -223,7 +223,9 @@ def broker_entries(config: BrokerConfig, keys: Iterable[str] | None = None,
     if default_resource:
         names = sorted(config.dynamic_default)
     else:
-        listener_keys = [k for k in config.raw if k.startswith(LISTENER_PREFIX)]
+        listener_keys = [k for layer in (config.raw, config.dynamic_default,
+                                         config.dynamic_broker)
+                         for k in layer if k.startswith(LISTENER_PREFIX)]
         names = sorted(set(BROKER_SETTINGS) | set(listener_keys))
     if keys:
         wanted = set(keys)
@@ -244,7 +246,7 @@ def broker_entries(config: BrokerConfig, keys: Iterable[str] | None = None,
                 name=name,
                 value=value,
                 source=source,
-                read_only=name not in DYNAMIC_BROKER_SETTINGS,
+                read_only=dynamic_setting(name) is None,
                 type=(_TYPE_CODES.get(spec.type, ConfigType.UNKNOWN) if spec
                       else ConfigType.PASSWORD if sensitive else ConfigType.STRING),
                 synonyms=tuple(synonyms),

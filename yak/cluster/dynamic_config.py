@@ -39,9 +39,10 @@ from yak.cluster.etcd_store import ConcurrentChangeError
 from yak.errors import InvalidConfigurationError, InvalidRequestError
 from yak.settings import (
     BROKER_SETTINGS,
-    DYNAMIC_BROKER_SETTINGS,
     LISTENER_PREFIX,
+    PER_LISTENER_DYNAMIC,
     ConfigError,
+    dynamic_setting,
     topic_config_for_broker_key,
 )
 
@@ -99,6 +100,11 @@ class DynamicBrokerConfigs:
         self.topics = topics
         self.controller = controller
         self._started = False
+        # What the layers above the cluster make of a change (the composition adds them:
+        # the listeners' keystores): `check(settings, keys)` raises ConfigError before a
+        # write, `on_change(keys)` runs after each change is applied.
+        self.checks: list[Callable[[Mapping[str, str], set[str]], None]] = []
+        self.on_change: list[Callable[[set[str]], None]] = []
 
     # ------------------------------------------------------------------ reads
 
@@ -148,6 +154,11 @@ class DynamicBrokerConfigs:
                         log.exception("applying the new defaults to %s", info.name)
         if "auto.leader.rebalance.enable" in changed and self.controller is not None:
             self.controller.auto_rebalance = self.config.auto_leader_rebalance_enable
+        for on_change in self.on_change:
+            try:
+                on_change(changed)
+            except Exception:
+                log.exception("applying dynamic broker configs %s", sorted(changed))
 
     # ------------------------------------------------------------------ writes
 
@@ -155,22 +166,34 @@ class DynamicBrokerConfigs:
         """Refuse what may not be stored for this resource: a read-only key
         (INVALID_REQUEST naming it, Kafka's message), an unknown one or a bad value
         (INVALID_CONFIG, one line), or a result that would not start."""
-        # Per-listener settings (`listener.name.<l>.<key>`, e.g. a keystore to reload) are
-        # dynamic in Kafka; Yak reads them at start-up only.
-        read_only = sorted(k for k in configs if k not in DYNAMIC_BROKER_SETTINGS and (
+        read_only = sorted(k for k in configs if dynamic_setting(k) is None and (
             k in BROKER_SETTINGS or k.startswith(LISTENER_PREFIX)))
         if read_only:
             raise InvalidRequestError(
                 f"Cannot update these configs dynamically: {', '.join(read_only)} (read-only"
                 " broker configs: set them in the config file or with --set and restart)")
-        unknown = sorted(k for k in configs if k not in BROKER_SETTINGS)
+        unknown = sorted(k for k in configs if dynamic_setting(k) is None)
         if unknown:
             raise InvalidConfigurationError(f"Unknown broker config: {', '.join(unknown)}")
+        # Keystores are per listener and per broker, as in Kafka.
+        bare = sorted(k for k in configs if k.startswith(PER_LISTENER_DYNAMIC))
+        if bare:
+            raise InvalidRequestError(
+                f"Cannot update these configs dynamically: {', '.join(bare)} (set them per"
+                f" listener: {LISTENER_PREFIX}<listener>.{bare[0]})")
+        if resource_name == "" and any(k.startswith(LISTENER_PREFIX) for k in configs):
+            raise InvalidRequestError("Listener keystores are set per broker, not as the"
+                                      " cluster-wide default")
         default = dict(configs) if resource_name == "" else self.stored("")
         own = (dict(configs) if resource_name == str(self.node_id)
                else self.stored(str(self.node_id)))
         try:
             self.config.reconfigured(default, own)
+            changed = {k for k in set(configs) | set(self.stored(resource_name))
+                       if configs.get(k) != self.stored(resource_name).get(k)}
+            settings = {**self.config.raw, **default, **own}
+            for check in self.checks:
+                check(settings, changed)
         except ConfigError as e:
             raise InvalidConfigurationError(str(e)) from None
 

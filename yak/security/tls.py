@@ -38,6 +38,7 @@ __all__ = [
     "SslPrincipalMapper",
     "build_client_context",
     "build_server_context",
+    "reload_keystore",
     "rfc2253_name",
     "ssl_principal",
 ]
@@ -209,6 +210,20 @@ def _load_into(ctx: ssl.SSLContext, ks: _KeyStore) -> None:
         ctx.load_cert_chain(path, password=one_time)
     finally:
         os.unlink(path)
+
+
+def reload_keystore(settings: Mapping[str, str], listener: str | None,
+                    ctx: ssl.SSLContext | None = None) -> None:
+    """Read the listener's keystore again (a dynamic `listener.name.<l>.ssl.keystore.*`
+    change, issue 23) into its live server context: new handshakes get the new key and
+    chain, connections already open keep theirs. Without `ctx`, only checks that the
+    keystore loads (ConfigError naming the key otherwise)."""
+    ks = _load_keystore(settings, listener)
+    if ks is None:
+        raise ConfigError(f"listener {listener or ''} uses TLS but has no key: set"
+                          " ssl.keystore.location or ssl.keystore.key and"
+                          " ssl.keystore.certificate.chain")
+    _load_into(ctx if ctx is not None else ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ks)
 
 
 # --------------------------------------------------------------------------- protocols, ciphers
