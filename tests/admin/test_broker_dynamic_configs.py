@@ -290,6 +290,21 @@ def test_cluster_default_reaches_both_brokers(cluster_factory) -> None:  # noqa:
     assert incremental_default(c[2].bootstrap, ("num.partitions", "4", SET)) is None
     wait_until(lambda: describe(a1, "1")["num.partitions"].value == "4")
     assert describe(a1, "1")["message.max.bytes"].value == "50000"
+    # Concurrent changes of the one default document through both brokers: every one is
+    # kept (compare-and-set, re-read and re-applied on a conflict).
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [f"log.cleaner.{k}" for k in ("delete.retention.ms", "min.compaction.lag.ms")]
+    jobs = [(c[1 + i % 2].bootstrap, names[i % 2] if i < 2 else "log.retention.ms", str(1000 + i))
+            for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(lambda j: incremental_default(j[0], (j[1], j[2], SET)), jobs))
+    assert codes == [None] * 6
+    stored = describe_default(c[1].bootstrap)
+    assert stored["log.cleaner.delete.retention.ms"][0] == "1000"
+    assert stored["log.cleaner.min.compaction.lag.ms"][0] == "1001"
+    assert stored["log.retention.ms"][0] in {"1002", "1003", "1004", "1005"}
+    assert {"message.max.bytes", "num.partitions"} <= set(stored)
 
 
 def test_auto_leader_rebalance_switched_on_live(cluster_factory) -> None:  # noqa: F811
