@@ -245,11 +245,13 @@ class BrokerLiveness:
                         " expiry will", node, epoch, e)
             return
         self.fenced += 1
-        role = f"controller {node} (controller epoch {controller[1]})" if (
-            as_controller and controller is not None) else f"broker {node}"
-        log.warning("liveness: %s (epoch %d) refused %d connections in %.1f s after"
-                    " its connection closed: its process is gone; fenced (lease %x revoked)",
-                    role, epoch, self.refusals, self.window_s, kv.lease)
+        # Several brokers may fence one dead controller at once (etcd's revoke of a lease
+        # already gone is no error): each logs and counts its own.
+        role = (f"controller {node} (broker epoch {epoch}, controller epoch {controller[1]})"
+                if as_controller and controller is not None else f"broker {node} (epoch {epoch})")
+        log.warning("liveness: %s refused %d connections in %.1f s after its connection"
+                    " closed: its process is gone; fenced (lease %x revoked)",
+                    role, self.refusals, self.window_s, kv.lease)
         if as_controller and controller is not None:
             await self._revoke_controller_key(node, controller[1], kv.lease)
 
