@@ -212,9 +212,9 @@ _CLUSTER_FAMILIES = {
     "partitions": ("gauge", "yak_partitions",
                    "Partitions this broker hosts a replica of (Kafka's PartitionCount)."),
     "liveness_fenced": ("counter", "yak_controller_liveness_fenced",
-                        "Brokers this broker, as controller, fenced because their process "
-                        "was gone (connection closed, then refused), before their session "
-                        "expired."),
+                        "Brokers this broker fenced because their process was gone "
+                        "(connection closed, then refused), before their session expired: "
+                        "as controller, any broker; as any broker, the active controller."),
 }
 
 
