@@ -364,3 +364,56 @@ def test_wait_loaded_returns_once_the_shard_is_active_or_times_out(env: Env) -> 
         await rt.stop()
 
     asyncio.run(body())
+
+
+def test_a_big_load_runs_in_chunks_between_other_work_and_sees_what_lands_meanwhile(
+        env: Env) -> None:
+    """A partition longer than one read chunk is replayed by a task, one chunk per turn
+    of the event loop: LOADING (COORDINATOR_LOAD_IN_PROGRESS) until the last chunk, the
+    loop free between chunks, a transaction marker appended during the load replayed, and
+    an unload during the load stopping it with nothing activated."""
+    async def body() -> None:
+        rt = env.runtime()
+        rt.load_led_partitions()
+        applied: list[str] = []
+        value = b"v" * 200
+        for i in range(200):  # ~2,000 records of ~200 B: several 64 KiB chunks
+            await rt.schedule_write_operation(f"w{i}", 0, lambda _s, i=i: CoordinatorResult(
+                [(f"k{i}-{j}".encode(), value) for j in range(10)], response=None))
+        await rt.schedule_write_operation("t", 0, lambda _s: CoordinatorResult(
+            [(b"t", b"x")], response="t", producer=(7, 0)))
+        await rt.stop()
+
+        rt2 = env.runtime()
+        assert rt2.schedule_load(0, 0) is None  # more than one chunk: goes on in a task
+        assert rt2.shard_error(0) is E.coordinator_load_in_progress
+        with pytest.raises(KafkaError) as ei:
+            await rt2.schedule_write_operation("x", 0, put(b"x", b"1", applied, "x"))
+        assert ei.value.code == E.coordinator_load_in_progress
+        # the loop is free meanwhile: the transaction's marker lands during the load
+        (r,) = await env.rm.write_txn_markers([TxnMarker(TOPIC, 0, 7, 0, 0, True)])
+        assert r.error == 0 and rt2.active(0) is None
+        turns = 0
+        while rt2.active(0) is None:
+            await asyncio.sleep(0)
+            turns += 1
+            assert turns < 10_000
+        assert turns >= 3, "replayed in one go"
+        s0 = rt2.active(0).shard  # type: ignore[union-attr]
+        assert len(s0.kv) == 2001 and s0.kv[b"t"] == b"x" and s0.pending == {}
+        assert rt2.context(0).loaded_end == env.rm.get_partition(  # type: ignore[union-attr]
+            TOPIC, 0).log_end_offset
+
+        # an unload during a load stops it: nothing activated, no task left behind
+        rt2.schedule_unload(0)
+        assert rt2.schedule_load(0, 1) is None
+        ctx = rt2.context(0)
+        task = ctx.load_task  # type: ignore[union-attr]
+        assert task is not None
+        rt2.schedule_unload(0)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert rt2.context(0) is None and ctx.state is ShardState.CLOSED  # type: ignore[union-attr]
+        await rt2.stop()
+
+    asyncio.run(body())

@@ -620,3 +620,36 @@ def test_each_shard_owns_its_groups_unload_drops_exactly_them_and_load_rebuilds_
 
     run(scenario)
 
+
+def test_a_big_partition_loads_in_steps_answering_load_in_progress_meanwhile() -> None:
+    """The runtime replays a partition one chunk per turn of the event loop: until the
+    last chunk the group's requests get COORDINATOR_LOAD_IN_PROGRESS and another
+    partition's are served; then every offset is there."""
+
+    async def scenario() -> None:
+        h = Harness()
+        coord, log = h.coord, h.log
+        gid = "big"
+        other = next(f"o{i}" for i in range(40)
+                     if coord.partition_for(f"o{i}") != coord.partition_for(gid))
+        p = coord.partition_for(gid)
+        for i in range(50):
+            assert await coord.commit_offsets(gid, -1, "", None, [
+                OffsetToCommit("t", i, i)]) == [ErrorCode.none]
+        coord.manage_partitions()
+        log.chunk_records = 10  # 5 steps
+        for q in range(log.num_partitions):
+            log.leader_epochs[q] = 1
+            coord.on_election(q, 1)
+        assert coord.partition_loading(p)
+        assert coord.fetch_offsets(gid, None)[0] is ErrorCode.coordinator_load_in_progress
+        assert await coord.commit_offsets(gid, -1, "", None, [OffsetToCommit("t", 0, 9)]) == [
+            ErrorCode.coordinator_load_in_progress]
+        assert await coord.commit_offsets(other, -1, "", None, [OffsetToCommit("t", 0, 1)]) == [
+            ErrorCode.none]  # another shard is served during the load
+        assert await coord.runtime.wait_loaded(p, 5000)
+        err, got = coord.fetch_offsets(gid, None)
+        assert err is ErrorCode.none and sorted(f.offset for f in got) == list(range(50))
+        await coord.stop()
+
+    run(scenario)

@@ -8,6 +8,7 @@ ordering invariant and `api.py` for the contracts.
 
 from yak.coordinator.api import (
     NO_PRODUCER,
+    ChunkedCoordinatorLoader,
     CoordinatorLoader,
     CoordinatorResult,
     CoordinatorShard,
@@ -19,6 +20,7 @@ from yak.coordinator.timer import TimerQueue
 
 __all__ = [
     "NO_PRODUCER",
+    "ChunkedCoordinatorLoader",
     "CoordinatorLoader",
     "CoordinatorResult",
     "CoordinatorRuntime",

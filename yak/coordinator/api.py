@@ -13,7 +13,9 @@
   batch to a partition the broker leads at a given epoch (refused otherwise), then wait
   until it is committed (the high watermark passed it: acks=all).
 - `CoordinatorLoader` (Kafka's CoordinatorLoader): replay a partition to its log end into
-  a shard.
+  a shard, all at once (`load`); a `ChunkedCoordinatorLoader` also one chunk per step
+  (`replay_chunks`, which the runtime uses so that a big partition's load yields to the
+  event loop between chunks).
 
 `yak/coordinator/partition_writer.py` and `loader.py` implement the last two on the
 partition layer; `memory.py` in lists, for the state machines' unit tests.
@@ -21,12 +23,13 @@ partition layer; `memory.py` in lists, for the state machines' unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "NO_PRODUCER",
+    "ChunkedCoordinatorLoader",
     "CoordinatorLoader",
     "CoordinatorResult",
     "CoordinatorShard",
@@ -124,4 +127,17 @@ class CoordinatorLoader(Protocol):
         """Replay every record of `partition` up to its log end into `shard` (the log
         end, not the high watermark: a new leader's high watermark can lag a record
         every in-sync replica has). Returns the log end offset it read to."""
+        ...
+
+
+@runtime_checkable
+class ChunkedCoordinatorLoader(CoordinatorLoader, Protocol):
+    """A loader that can also replay a partition in steps (the runtime replays a plain
+    `CoordinatorLoader`'s partition in one step)."""
+
+    def replay_chunks(self, partition: int, shard: CoordinatorShard) -> Generator[None, None, int]:
+        """`load`, one chunk per step: each `next()` replays the next chunk and yields if
+        there is more; the generator returns the log end offset once the replay reached
+        it, in the same step as its last check of the log end (so a record appended
+        between two steps is replayed too)."""
         ...

@@ -5,7 +5,7 @@ The group and transaction coordinators' unit tests drive them by method calls on
 so a "restart" is a new coordinator replaying the same lists. It plays a leader: every
 partition is led here at `leader_epochs[p]` (0 unless a test moves it), and an append at
 another epoch is refused as the real writer refuses it. Tests can make the next appends
-fail (`fail_next`), hold commits (`hold`: appended, not yet committed) and hold a loaded
+fail (`fail_next`), load in steps of `chunk_records` entries, hold commits (`hold`: appended, not yet committed) and hold a loaded
 partition's high watermark (`uncommitted`). The runtime's own tests, and the
 coordinators' integration tests, use the real partition layer instead
 (`partition_writer.py`, `loader.py`).
@@ -14,7 +14,7 @@ coordinators' integration tests, use the real partition layer instead
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from yak.coordinator.api import NO_PRODUCER, CoordinatorShard, Record
@@ -43,6 +43,7 @@ class MemoryCoordinatorLog:
         self.uncommitted: asyncio.Event | None = None
         self.appends = 0
         self.crashed: set[int] = set()
+        self.chunk_records = 1 << 30  # entries replayed per load step
 
     @property
     def topic(self) -> str:
@@ -95,12 +96,26 @@ class MemoryCoordinatorLog:
         part.append(_Entry(len(part), producer_id, 0, None, None, commit))
 
     def load(self, partition: int, shard: CoordinatorShard) -> int:
-        part = list(self._parts[partition])
-        for e in part:
-            if e.key is None:
-                shard.replay_end_transaction(e.producer_id, e.producer_epoch, e.commit)
-            else:
-                shard.replay(e.offset, e.producer_id, e.producer_epoch, e.key, e.value)
+        steps = self.replay_chunks(partition, shard)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return int(done.value)
+
+    def replay_chunks(self, partition: int, shard: CoordinatorShard) -> Generator[None, None, int]:
+        """`chunk_records` entries per step (tests make it small to load in steps)."""
+        part = self._parts[partition]
+        i = 0
+        while i < len(part):
+            for e in part[i:i + self.chunk_records]:
+                if e.key is None:
+                    shard.replay_end_transaction(e.producer_id, e.producer_epoch, e.commit)
+                else:
+                    shard.replay(e.offset, e.producer_id, e.producer_epoch, e.key, e.value)
+            i += self.chunk_records
+            if i < len(part):
+                yield
         return len(part)
 
     def records(self, partition: int) -> list[Record]:

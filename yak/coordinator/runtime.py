@@ -25,6 +25,17 @@ it waited is answered NOT_COORDINATOR and applies nothing (the new leader replay
 append unless this broker still leads the partition at that epoch, so a deposed
 coordinator's late write never lands.
 
+**Loading never stalls the broker.** A load replays the partition through the loader's
+`replay_chunks` (a `ChunkedCoordinatorLoader`'s; a plain loader's replay is one step),
+one chunk (about 256 KiB of the log) per step: the first step runs in
+`schedule_load`, so a small partition is active when it returns; the rest run in a task
+that yields to the event loop between chunks, so the broker serves other requests
+meanwhile (Kafka loads on its own threads). The shard is LOADING until then, and every
+request for it is answered COORDINATOR_LOAD_IN_PROGRESS. The step that reaches the log end
+also makes the shard active, with no await in between, so a record appended to the
+partition during the load (a transaction marker) is either replayed or finds the shard
+active.
+
 Timers: one `TimerQueue` on the runtime's clock (a `ManualClock` in tests), run by one
 task; `shard_timer_key` namespaces a shard's timers, which unloading cancels.
 """
@@ -35,11 +46,16 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Generator, Hashable
 from typing import Generic, TypeVar
 
 from yak.clock import Clock
-from yak.coordinator.api import CoordinatorLoader, CoordinatorResult, PartitionWriter
+from yak.coordinator.api import (
+    ChunkedCoordinatorLoader,
+    CoordinatorLoader,
+    CoordinatorResult,
+    PartitionWriter,
+)
 from yak.coordinator.timer import TimerQueue
 from yak.errors import ErrorCode, KafkaError, error_for_code
 
@@ -61,7 +77,7 @@ class ShardState(enum.Enum):
 class ShardContext(Generic[S]):
     """One partition's shard: its state machine, epoch and event queue."""
 
-    __slots__ = ("partition", "epoch", "shard", "state", "tail", "loaded_end")
+    __slots__ = ("partition", "epoch", "shard", "state", "tail", "loaded_end", "load_task")
 
     def __init__(self, partition: int, epoch: int, shard: S) -> None:
         self.partition = partition
@@ -71,6 +87,8 @@ class ShardContext(Generic[S]):
         # completion of the last write submitted (None: nothing in flight)
         self.tail: asyncio.Future[None] | None = None
         self.loaded_end = 0  # the log end offset the load replayed to
+        # the rest of a load that did not finish in its first step (None: none running)
+        self.load_task: asyncio.Task[None] | None = None
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -118,9 +136,13 @@ class CoordinatorRuntime(Generic[S]):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        loads = [c.load_task for c in self._contexts.values() if c.load_task is not None]
         for ctx in self._contexts.values():
             ctx.state = ShardState.CLOSED
+            self._cancel_load(ctx)
         self._contexts.clear()
+        if loads:
+            await asyncio.gather(*loads, return_exceptions=True)
 
     # ================================================================ shards
 
@@ -154,12 +176,13 @@ class CoordinatorRuntime(Generic[S]):
     def schedule_load(self, partition: int, epoch: int) -> ShardContext[S] | None:
         """This broker leads `partition` at `epoch`: replay it into a new shard. A load
         at an epoch already held (or older) is ignored; the shard of an older epoch is
-        unloaded first. Returns the active shard, or None if its load failed.
+        unloaded first. Returns the shard if it is active when this returns; None if its
+        load failed, or goes on in the background (the shard is LOADING until then:
+        `wait_loaded`, `on_loaded`). A load that fails in its first step raises.
 
-        The replay runs in this call, on the event loop, as the coordinators' loading
-        always has (a partition of a compacted internal topic is small); the shard is
-        LOADING meanwhile, so a loader that one day reads off the loop keeps the same
-        contract (COORDINATOR_LOAD_IN_PROGRESS until it is ACTIVE)."""
+        The first chunk is replayed here; if the log holds more, the rest is replayed by
+        a task that yields to the event loop between chunks (without a running loop,
+        here: nothing else could run meanwhile)."""
         ctx = self._contexts.get(partition)
         if ctx is not None and ctx.epoch >= epoch and ctx.state is not ShardState.FAILED:
             return ctx if ctx.state is ShardState.ACTIVE else None
@@ -167,23 +190,77 @@ class CoordinatorRuntime(Generic[S]):
             self._close(ctx)
         ctx = ShardContext(partition, epoch, self.builder(partition, epoch))
         self._contexts[partition] = ctx
+        steps = self._replay_steps(partition, ctx.shard)
         try:
-            ctx.loaded_end = self.loader.load(partition, ctx.shard)  # type: ignore[arg-type]
+            end = _step(steps)
         except Exception:
-            log.exception("loading %s-%d failed", self.topic, partition)
-            if self._contexts.get(partition) is ctx:
-                ctx.state = ShardState.FAILED
+            self._load_failed(ctx)
             raise
-        if self._contexts.get(partition) is not ctx:
+        if end is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                ctx.load_task = loop.create_task(
+                    self._load_rest(ctx, steps), name=f"{self.topic}-{partition}-load")
+                return None
+            try:
+                while end is None:
+                    end = _step(steps)
+            except Exception:
+                self._load_failed(ctx)
+                raise
+        return self._activate(ctx, end)
+
+    def _replay_steps(self, partition: int, shard: S) -> Generator[None, None, int]:
+        if isinstance(self.loader, ChunkedCoordinatorLoader):
+            return self.loader.replay_chunks(partition, shard)  # type: ignore[arg-type]
+        return _in_one_step(self.loader, partition, shard)
+
+    async def _load_rest(self, ctx: ShardContext[S], steps: Generator[None, None, int]) -> None:
+        """The rest of a load, one chunk per turn of the event loop."""
+        try:
+            while True:
+                await asyncio.sleep(0)
+                if self._contexts.get(ctx.partition) is not ctx:
+                    return  # unloaded, or loaded again at another epoch, meanwhile
+                end = _step(steps)
+                if end is not None:
+                    self._activate(ctx, end)
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._load_failed(ctx)
+        finally:
+            steps.close()
+            ctx.load_task = None
+
+    def _load_failed(self, ctx: ShardContext[S]) -> None:
+        log.exception("loading %s-%d failed", self.topic, ctx.partition)
+        if self._contexts.get(ctx.partition) is ctx:
+            ctx.state = ShardState.FAILED
+
+    def _activate(self, ctx: ShardContext[S], end: int) -> ShardContext[S] | None:
+        """The replay reached the log end `end`: the shard serves from now on."""
+        if self._contexts.get(ctx.partition) is not ctx:
             return None  # resigned (or re-elected) while reading
+        ctx.loaded_end = end
         ctx.state = ShardState.ACTIVE
-        log.debug("loaded %s-%d at epoch %d", self.topic, partition, epoch)
+        log.debug("loaded %s-%d at epoch %d", self.topic, ctx.partition, ctx.epoch)
         if self.on_loaded is not None:
             self.on_loaded(ctx)
         event, self._loaded_event = self._loaded_event, None
         if event is not None:
             event.set()
         return ctx
+
+    @staticmethod
+    def _cancel_load(ctx: ShardContext[S]) -> None:
+        task, ctx.load_task = ctx.load_task, None
+        if task is not None and not task.done():
+            task.cancel()
 
     async def wait_loaded(self, partition: int, timeout_ms: int) -> bool:
         """Until the shard of `partition` is active here (True) or `timeout_ms` passed
@@ -215,6 +292,7 @@ class CoordinatorRuntime(Generic[S]):
             del self._contexts[ctx.partition]
         was_active = ctx.state is ShardState.ACTIVE
         ctx.state = ShardState.CLOSED
+        self._cancel_load(ctx)
         self.timers.cancel_shard(self.shard_timer_key(ctx.partition))
         if was_active and self.on_unloaded is not None:
             self.on_unloaded(ctx)
@@ -326,3 +404,20 @@ class CoordinatorRuntime(Generic[S]):
         self.timers.cancel(self.shard_timer_key(partition, key))
 
 
+
+
+def _step(steps: Generator[None, None, int]) -> int | None:
+    """Replay the loader's next chunk: the log end offset once the replay reached it,
+    else None (more to come)."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        return int(done.value)
+    return None
+
+
+def _in_one_step(loader: CoordinatorLoader, partition: int,
+                 shard: object) -> Generator[None, None, int]:
+    """A plain loader's whole replay, as a single step."""
+    return loader.load(partition, shard)  # type: ignore[arg-type]
+    yield  # a generator, never reached

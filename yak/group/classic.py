@@ -578,6 +578,10 @@ class ClassicGroups:
         get fresh session timers, so those that keep heartbeating continue without a
         rebalance."""
         group = group_from_value(group_id, gv, now)
+        replayed = into.get(group_id)  # the group's offsets, replayed already
+        if replayed is not None:
+            group.offsets = replayed.offsets
+            group.pending_txn_offsets = replayed.pending_txn_offsets
         into[group_id] = group
         for member in group.members.values():
             self.schedule_session_timeout(group, member)

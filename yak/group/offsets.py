@@ -75,18 +75,6 @@ class OffsetMetadataManager:
     # ================================================================ loading
 
     @staticmethod
-    def replay_offset(into: dict[str, Group], k: rec.OffsetKey, ov: rec.OffsetValue,
-                      now: int) -> None:
-        """A committed offset read back from `__consumer_offsets` (the last one per key),
-        into its loading shard's groups."""
-        group = into.get(k.group)
-        if group is None:
-            group = into[k.group] = Group(k.group, state_timestamp_ms=now)
-        group.offsets[(k.topic, k.partition)] = CommittedOffset(
-            ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp
-        )
-
-    @staticmethod
     def load_open_transactions(into: dict[str, Group], txn_groups: dict[int, set[str]],
                                open_txns: Mapping[int, Sequence[Record]], now: int) -> None:
         """TxnOffsetCommits whose transaction had no marker yet when the log was replayed

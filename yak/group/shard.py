@@ -38,7 +38,7 @@ from yak.group import records as rec
 from yak.group.consumer_group import CGroup
 from yak.group.membership import GroupMetadataManager
 from yak.group.offsets import OffsetMetadataManager
-from yak.group.state import Group
+from yak.group.state import CommittedOffset, Group
 
 __all__ = ["PartitionRouter", "GroupShard", "GroupShards", "ShardedGroups"]
 
@@ -74,9 +74,10 @@ class PartitionRouter:
 
 class GroupShard:
     """One `__consumer_offsets` partition's groups (`groups`, `consumer_groups`,
-    `txn_groups`: producer id -> ids of this shard's groups with offsets pending for it),
-    and, while it loads, what the replay found: the last group record per group, the last
-    offset per key, and transactional offset commits per producer.
+    `txn_groups`: producer id -> ids of this shard's groups with offsets pending for it).
+    While it loads, the replay puts committed offsets straight into `groups` and keeps
+    the last group record per group and transactional offset commits per producer for
+    the end of the load.
 
     A transaction's records count from its COMMIT marker on (dropped at an ABORT); those
     with no marker yet at the log end stay pending (the transaction coordinator sends the
@@ -87,7 +88,6 @@ class GroupShard:
         self.partition = partition
         self.epoch = epoch
         self.group_values: dict[str, rec.GroupValue | None] = {}
-        self.offset_values: dict[rec.OffsetKey, rec.OffsetValue | None] = {}
         self.open_transactions: dict[int, list[Record]] = {}
         self.groups: dict[str, Group] = {}
         self.consumer_groups: dict[str, CGroup] = {}
@@ -111,10 +111,26 @@ class GroupShard:
                 self._apply(key, value)
 
     def _apply(self, key: bytes, value: bytes | None) -> None:
+        """One record that counts, in log order. Offsets go straight into the shard's
+        groups (the bulk of a partition: no second pass over them when the load ends);
+        a group's record waits for the end, where only its last one is built into the
+        group, with its members' timers."""
         try:
             k = rec.decode_key(key)
             if isinstance(k, rec.OffsetKey):
-                self.offset_values[k] = None if value is None else rec.decode_offset_value(value)
+                tp = (k.topic, k.partition)
+                group = self.groups.get(k.group)
+                if value is None:
+                    if group is not None:
+                        group.offsets.pop(tp, None)
+                        if not group.offsets and not group.pending_txn_offsets:
+                            del self.groups[k.group]  # nothing left (DeleteGroups)
+                    return
+                ov = rec.decode_offset_value(value)
+                if group is None:
+                    group = self.groups[k.group] = Group(k.group)
+                group.offsets[tp] = CommittedOffset(
+                    ov.offset, ov.leader_epoch, ov.metadata, ov.commit_timestamp)
             elif isinstance(k, rec.GroupKey):
                 self.group_values[k.group] = (
                     None if value is None else rec.decode_group_value(value))
@@ -125,7 +141,8 @@ class GroupShard:
 class ShardedGroups(MutableMapping[str, V]):
     """The groups of every shard loaded here, as one map keyed by group id: each id is
     routed to its partition's shard (`field` picks which of the shard's maps). Reads of a
-    group whose shard is not here find nothing; creating one raises NOT_COORDINATOR.
+    group whose shard is not active here (absent, or still loading) find nothing;
+    creating one raises NOT_COORDINATOR.
     Iteration visits the shards loaded here, one after another."""
 
     def __init__(self, runtime: CoordinatorRuntime[GroupShard], router: PartitionRouter,
@@ -135,10 +152,8 @@ class ShardedGroups(MutableMapping[str, V]):
         self._field = field
 
     def _owner(self, group_id: str) -> dict[str, V] | None:
-        ctx = self._runtime.context(self._router.partition_for(group_id))
-        if ctx is None or ctx.state in (ShardState.CLOSED, ShardState.FAILED):
-            return None
-        return self._field(ctx.shard)
+        ctx = self._runtime.active(self._router.partition_for(group_id))
+        return None if ctx is None else self._field(ctx.shard)
 
     def get(self, group_id: str, default: V | None = None) -> V | None:  # type: ignore[override]
         owner = self._owner(group_id)
@@ -169,7 +184,7 @@ class ShardedGroups(MutableMapping[str, V]):
 
     def _maps(self) -> list[dict[str, V]]:
         return [self._field(c.shard) for c in self._runtime.contexts()
-                if c.state not in (ShardState.CLOSED, ShardState.FAILED)]
+                if c.state is ShardState.ACTIVE]
 
     def __iter__(self) -> Iterator[str]:
         for m in self._maps():
@@ -263,19 +278,19 @@ class GroupShards:
         fresh session timers, so consumers that keep heartbeating across a broker restart
         (or a move of the partition) continue without a rebalance."""
         shard, now = ctx.shard, self.clock.now_ms()
-        found = len(shard.group_values) + len(shard.offset_values)
+        for group in shard.groups.values():  # made by an offset record: idle since now
+            if group.state_timestamp_ms < 0:
+                group.state_timestamp_ms = now
         for gid, gv in shard.group_values.items():
             if gv is not None:
                 self._membership.replay_group(shard.groups, gid, gv, now)
-        for k, ov in shard.offset_values.items():
-            if ov is not None:
-                self._offsets.replay_offset(shard.groups, k, ov, now)
         self._offsets.load_open_transactions(shard.groups, shard.txn_groups,
                                              shard.open_transactions, now)
+        found = len(shard.groups)
         # the groups hold the state from here on
-        shard.group_values, shard.offset_values, shard.open_transactions = {}, {}, {}
+        shard.group_values, shard.open_transactions = {}, {}
         log.log(logging.INFO if found else logging.DEBUG,
-                "group coordinator: loaded __consumer_offsets-%d at epoch %d (%d records)",
+                "group coordinator: loaded __consumer_offsets-%d at epoch %d (%d groups)",
                 ctx.partition, ctx.epoch, found)
 
     def _on_unloaded(self, ctx: ShardContext[GroupShard]) -> None:

@@ -246,10 +246,13 @@ class TransactionCoordinator:
         are left to their producer or to the timeout, as in Kafka."""
         if abort_ongoing is not None:
             self._abort_hints[partition] = abort_ongoing
+        else:  # none left from a load that never finished
+            self._abort_hints.pop(partition, None)
         try:
             self.state.load_partition(partition, coordinator_epoch)
         finally:
-            self._abort_hints.pop(partition, None)
+            if not self.runtime.is_loading(partition):  # else `_on_loaded` takes it
+                self._abort_hints.pop(partition, None)
 
     def manage_partitions(self) -> None:
         """Cluster mode: another broker may have led a partition since this one stopped
@@ -281,7 +284,7 @@ class TransactionCoordinator:
         if decided:
             self._spawn(self.channel.complete_loaded(partition, entry, decided),
                         f"txn-complete-loaded-{partition}")
-        abort = self._abort_hints.get(partition)
+        abort = self._abort_hints.pop(partition, None)
         if abort is None:  # Ongoing at a crash of this very coordinator?
             abort = (self.writer.crashed_leading(partition, ctx.epoch) if self.cluster
                      else self.writer.recovered_uncleanly(partition))
