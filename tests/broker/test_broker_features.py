@@ -164,7 +164,7 @@ def test_metadata_by_topic_id(module_broker) -> None:
 
 def _parked_fetches(http_port: int) -> float:
     """The broker's count of Fetch long-polls parked in its purgatory, from /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=20) as r:
         text = r.read().decode()
     m = re.search(r"^yak_delayed_fetch_requests (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
@@ -183,7 +183,9 @@ def test_sigterm_with_a_parked_long_poll_is_prompt(broker_factory) -> None:
 
     t = threading.Thread(target=park)
     t.start()
-    wait_until(lambda: _parked_fetches(http) >= 1, 15, "the long poll parked in the purgatory")
+    # A first scrape answered slowly under load (once > 10 s in a repeat run) is retried.
+    wait_until(lambda: _parked_fetches(http) >= 1, 25, "the long poll parked in the purgatory",
+               ignore=(OSError,))
     t0 = time.monotonic()
     assert broker.stop() == 0
     assert time.monotonic() - t0 < 5
