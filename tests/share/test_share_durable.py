@@ -135,3 +135,21 @@ def test_a_share_partition_initialized_at_the_log_end_keeps_its_start_over_a_res
         got.update({o: got.get(o, []) + n for o, n in _collect(c, 2).items()})
         c.commit_sync()
     assert got == {3: [1], 4: [1], 5: [1], 6: [1]}, got
+
+
+def test_group_configs_survive_a_restart(broker_factory: Callable[..., object]) -> None:
+    """A group's configs are a document of the metadata store: `earliest`, set before
+    the restart and before the group ever fetched, still decides its start after it
+    (in memory, the group would start at the log end and get nothing)."""
+    broker = broker_factory()
+    bs = broker.bootstrap
+    _setup(bs, "q", "g")  # share.auto.offset.reset=earliest
+    _produce(bs, "q", 5)
+    broker.restart(kill=True)
+    with ExitStack() as stack:
+        c = ShareConsumer({"bootstrap.servers": bs, "group.id": "g"})
+        stack.callback(c.close)
+        c.subscribe(["q"])
+        got = _collect(c, 30, until=5)
+        c.commit_sync()
+    assert got == {o: [1] for o in range(5)}, got

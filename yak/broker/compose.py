@@ -81,6 +81,7 @@ from yak.security.scram import ScramCredentialManager
 from yak.security.security_config import SecurityConfig
 from yak.settings import BROKER_SETTINGS, ConfigError
 from yak.share.coordinator import ShareCoordinator, share_state_topic_configs
+from yak.share.group_configs import GroupConfigStore
 from yak.share.manager import ShareConfig, ShareManager
 from yak.share.persister import CoordinatorPersister
 from yak.share.records import SHARE_STATE_TOPIC
@@ -344,7 +345,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     node.hooks.append(share_coordinator.partition_changed)
     share = make_share(config, replica_manager, topics, CoordinatorPersister(
         share_coordinator, lambda p: coordinators.leader_of(SHARE_STATE_TOPIC, p),
-        inter_broker.request, config.node_id))
+        inter_broker.request, config.node_id), GroupConfigStore(node.store))
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
@@ -440,10 +441,12 @@ def make_share_coordinator(config: BrokerConfig, replica_manager: ReplicaManager
 
 
 def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
-               topics: ClusterTopicManager, persister: CoordinatorPersister) -> ShareManager:
+               topics: ClusterTopicManager, persister: CoordinatorPersister,
+               config_store: GroupConfigStore) -> ShareManager:
     """Share groups (KIP-932, docs/share-groups.md) on the partition layer's logs, their
-    share-partition state durable through the share coordinator (`persister`); the
-    bounds are the broker's `group.share.*` settings."""
+    share-partition state durable through the share coordinator (`persister`), their
+    group configs documents of the metadata store (`config_store`); the bounds are the
+    broker's `group.share.*` settings."""
     def topic(name: str) -> tuple[UUID, int] | None:
         info = topics.get(name)
         return None if info is None else (info.topic_id, info.partitions)
@@ -460,7 +463,7 @@ def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
         heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
         max_size=config.group_share_max_size,
         max_share_sessions=config.group_share_max_share_sessions,
-    ), MonotonicClock(), replica_manager, topic, config.node_id, persister)
+    ), MonotonicClock(), replica_manager, topic, config.node_id, persister, config_store)
 
 
 def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:

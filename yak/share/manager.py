@@ -36,6 +36,7 @@ from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import iter_batches
 from yak.share.dead_letters import copy_dead_letters
 from yak.share.group import ShareGroups, TopicLookup
+from yak.share.group_configs import GroupConfigStore
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
 from yak.share.records import ShareKey
@@ -88,10 +89,12 @@ class InvalidGroupConfig(Exception):
 class ShareManager:
     def __init__(self, config: ShareConfig, clock: Clock, replicas: ReplicaManager,
                  topics: TopicLookup, node_id: int,
-                 persister: CoordinatorPersister | None = None) -> None:
+                 persister: CoordinatorPersister | None = None,
+                 config_store: GroupConfigStore | None = None) -> None:
         self.config = config
         self.topics = topics
         self.persister = persister
+        self.config_store = config_store  # None: group configs in memory (unit tests)
         self._loading: dict[tuple[str, str, int], asyncio.Future[ErrorCode]] = {}
         self._flush_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -104,7 +107,7 @@ class ShareManager:
                                   on_member_removed=self._member_removed)
         self.sessions = ShareSessionCache(config.max_share_sessions)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self.group_configs: dict[str, dict[str, str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}  # without a config store
         # (group, member) -> when it left while keeping its share session (see sweep)
         self._left: dict[tuple[str, str], int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -134,6 +137,8 @@ class ShareManager:
         kept after leaving (for its final acknowledgements) goes once a session timeout
         has passed without that final request, with what the member still holds."""
         self.groups.expire_members()
+        if self.config_store is not None:
+            self._reconfigure()  # a group's configs changed through another broker
         for sp in self.partitions.values():
             sp.expire()
             if self.persister is None:
@@ -163,17 +168,49 @@ class ShareManager:
             self._check(key, value)
 
     def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
-        """Set (or with None delete) one share group config, within the broker's bounds.
-        It applies to the group's share partitions at once (in memory on this broker)."""
+        """Set (or with None delete) one share group config in memory (no config store:
+        unit tests), within the broker's bounds; it applies to the group's share
+        partitions at once."""
         self.check_group_config(key, value)
         cfgs = self.group_configs.setdefault(group_id, {})
         if value is None:
             cfgs.pop(key, None)
         else:
             cfgs[key] = value
+        self._reconfigure(group_id)
+
+    async def alter_group_configs(self, group_id: str,
+                                  changes: list[tuple[str, str | None]]) -> None:
+        """Set (None: delete) share group configs, every one checked first; durable and
+        cluster-wide with a config store (the other brokers' share partitions take them
+        at their next sweep), in memory without."""
+        for key, value in changes:
+            self.check_group_config(key, value)
+        if self.config_store is None:
+            for key, value in changes:
+                self.set_group_config(group_id, key, value)
+            return
+
+        def change(current: dict[str, str]) -> dict[str, str]:
+            for key, value in changes:
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            return current
+
+        await self.config_store.replace(group_id, change)
+        self._reconfigure(group_id)
+
+    def _cfg(self, group_id: str) -> dict[str, str]:
+        if self.config_store is not None:
+            return self.config_store.get(group_id)
+        return self.group_configs.get(group_id, {})
+
+    def _reconfigure(self, group_id: str | None = None) -> None:
         for (g, _t, _p), sp in self.partitions.items():
-            if g == group_id:
-                self._configure(sp, cfgs)
+            if group_id is None or g == group_id:
+                self._configure(sp, self._cfg(g))
 
     def _check(self, key: str, value: str) -> None:
         c = self.config
@@ -206,7 +243,7 @@ class ShareManager:
             raise InvalidGroupConfig(f"{key}={value} is outside [{bounds[0]}, {bounds[1]}]")
 
     def group_config(self, group_id: str) -> dict[str, str]:
-        return dict(self.group_configs.get(group_id, {}))
+        return dict(self._cfg(group_id))
 
     def _share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
         key = (group_id, topic, partition)
@@ -219,7 +256,7 @@ class ShareManager:
                              ) -> SharePartition:
         sp = SharePartition(group_id, topic, partition, self.clock,
                             max_record_locks=self.config.partition_max_record_locks)
-        self._configure(sp, self.group_configs.get(group_id, {}))
+        self._configure(sp, self._cfg(group_id))
         return sp
 
     def _configure(self, sp: SharePartition, cfg: dict[str, str]) -> None:
@@ -231,7 +268,7 @@ class ShareManager:
         sp.redelivery_delay_ms = int(cfg.get("share.record.redelivery.delay.ms", 0))
 
     def lock_duration_ms(self, group_id: str) -> int:
-        cfg = self.group_configs.get(group_id, {})
+        cfg = self._cfg(group_id)
         return int(cfg.get("share.record.lock.duration.ms", self.config.record_lock_duration_ms))
 
     # ------------------------------------------------------------------ membership
@@ -375,8 +412,7 @@ class ShareManager:
             sp.restore(state.start_offset, state.batches, state.state_epoch)
             sp.log_start_moved(p.log_start_offset)
         else:
-            reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset",
-                                                             "latest")
+            reset = self._cfg(group_id).get("share.auto.offset.reset", "latest")
             sp.initialize(p.log_start_offset, p.high_watermark, reset)
         changes = sp.take_changes()
         if changes is not None:  # the start a reset chose must be durable before use
@@ -435,7 +471,7 @@ class ShareManager:
         """Copy what `sp` archived (delivery limit, rejected) to the group's dead-letter
         topic, if it has one (`dead_letters.py`); the appends, for their acks=all wait."""
         dead, sp.dead = sp.dead, []
-        dlq = self.group_configs.get(group_id, {}).get(DLQ_TOPIC)
+        dlq = self._cfg(group_id).get(DLQ_TOPIC)
         if not dead or dlq is None:
             return []
         return copy_dead_letters(self.replicas, self.topics, group_id, topic, sp.partition,
@@ -467,8 +503,9 @@ class ShareManager:
         out: list[SharePartitionResult] = []
         budget = max(1, max_records)
         bytes_left = max_bytes
-        reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
-        committed = (self.group_configs.get(group_id, {}).get("share.isolation.level")
+        cfg = self._cfg(group_id)
+        reset = cfg.get("share.auto.offset.reset", "latest")
+        committed = (cfg.get("share.isolation.level")
                      == "read_committed")
         isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
         for topic, partition in wanted:

@@ -55,10 +55,11 @@ GROUP_CONFIG_RESOURCE = 32
 _SET, _DELETE = 0, 1
 
 
-def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP resource: the share group's `share.*` configs,
-    SET and DELETE, every value checked against the broker's `group.share.*` bounds
-    (INVALID_CONFIG) before any is applied. Kept in memory (docs/share-groups.md)."""
+async def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share group's configs, SET and
+    DELETE, every value checked against the broker's `group.share.*` bounds
+    (INVALID_CONFIG) before any is applied; stored durably and cluster-wide (the
+    metadata store's `group_configs/<group>` document, `yak/share/group_configs.py`)."""
     group_id = resource.resource_name
     if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, group_id):
         raise authorization_error(ResourceType.GROUP)
@@ -68,20 +69,20 @@ def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool)
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
         raise InvalidRequestError("Error due to duplicate config keys")
-    ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+    changes: list[tuple[str, str | None]] = []
     try:
-        for name, op, value in ops:
+        for c in resource.configs:
+            op = int(c.config_operation)
             if op not in (_SET, _DELETE):
-                raise InvalidRequestError(f"{name}: only SET and DELETE apply to group configs")
-            if op == _SET:
-                share.check_group_config(name, value)
-            else:
-                share.check_group_config(name, None)
+                raise InvalidRequestError(
+                    f"{c.name}: only SET and DELETE apply to group configs")
+            value = c.value if op == _SET else None
+            share.check_group_config(c.name, value)
+            changes.append((c.name, value))
+        if not validate_only:
+            await share.alter_group_configs(group_id, changes)
     except InvalidGroupConfig as e:
         raise InvalidConfigurationError(str(e)) from None
-    if not validate_only:
-        for name, op, value in ops:
-            share.set_group_config(group_id, name, value if op == _SET else None)
 
 
 # ---------------------------------------------------------------- the state RPCs (83-87)

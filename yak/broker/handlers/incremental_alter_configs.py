@@ -80,7 +80,7 @@ def apply_ops(
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     if resource.resource_type == GROUP_CONFIG_RESOURCE:  # share group configs (issue 24)
-        alter_group_configs(ctx, resource, validate_only)
+        await alter_group_configs(ctx, resource, validate_only)
         return
     if resource.resource_type == ResourceType.BROKER_LOGGER:  # log levels (KIP-412)
         require_cluster(ctx, AclOperation.ALTER_CONFIGS)
