@@ -20,7 +20,7 @@ throttles and a listener's keystore file (per listener, `listener.name.<l>.ssl.k
 The others are read-only: altering one is INVALID_REQUEST naming the key
 (`yak.cluster.dynamic_config` applies and stores the dynamic ones).
 
-Why one module of about 700 lines, over the house's ~600: it is the one table, and its
+Why one module of over 700 lines, above the house's ~600: it is the one table, and its
 length is rows, not logic. Split by category, the synonym derivation, the `dynamic` flag and
 the readers' lookups would have to join several tables again, which is the drift this
 module exists to prevent.
