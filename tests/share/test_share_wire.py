@@ -204,3 +204,38 @@ def test_share_groups_in_list_groups_describe_groups_and_find_coordinator(broker
         (bad,) = c.request(fc.FindCoordinatorRequest(
             key_type=2, coordinator_keys=("no-partition",))).coordinators
         assert bad.error_code == ErrorCode.invalid_request
+
+
+def test_describe_share_group_offsets(broker) -> None:
+    """DescribeShareGroupOffsets (90): the start offset from the share coordinator and the
+    lag (high watermark - start - records done above it); -1 for a share partition never
+    initialized; UNKNOWN_TOPIC_OR_PARTITION for a missing topic; null topics = the
+    members' subscriptions."""
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("w", 2)
+        joined = _hb(c, "m1", 0, ("w",))
+        tid = joined.assignment.topic_partitions[0].topic_id
+        assert _acquired(_fetch(c, "m1", 0, tid)) == []  # partition 0 at the log end
+        records = [Record(key=None, value=b"v%d" % i) for i in range(4)]
+        assert c.produce_one("w", 0, build_batch(records))[0] == ErrorCode.none
+        assert _acquired(_fetch(c, "m1", 1, tid)) == [(0, 3, 1)]
+        r = _ack(c, "m1", 2, tid, [(0, 0, ACCEPT), (2, 2, ACCEPT)])
+        assert [p.error_code for t in r.responses for p in t.partitions] == [ErrorCode.none]
+        mod = kio_compat.schema_module("describe_share_group_offsets", 1, "request")
+
+        def describe(topics: Any) -> Any:
+            (g,) = c.request(mod.DescribeShareGroupOffsetsRequest(groups=(
+                mod.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=topics),))
+            ).groups
+            assert g.error_code == ErrorCode.none
+            return {(t.topic_name, p.partition_index): (p.error_code, p.start_offset, p.lag)
+                    for t in g.topics for p in t.partitions}
+
+        got = describe((mod.DescribeShareGroupOffsetsRequestTopic(
+            topic_name="w", partitions=(0, 1)),
+            mod.DescribeShareGroupOffsetsRequestTopic(topic_name="nope", partitions=(0,))))
+        assert got == {("w", 0): (ErrorCode.none, 1, 2),  # 1 and 3 left of 0..3
+                       ("w", 1): (ErrorCode.none, -1, -1),  # never fetched
+                       ("nope", 0): (ErrorCode.unknown_topic_or_partition, -1, -1)}
+        assert describe(None) == {("w", 0): (ErrorCode.none, 1, 2),
+                                  ("w", 1): (ErrorCode.none, -1, -1)}
