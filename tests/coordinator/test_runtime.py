@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import await_until
 from yak.clock import ManualClock
 from yak.coordinator import NO_PRODUCER, CoordinatorResult, CoordinatorRuntime, ShardState
 from yak.coordinator.loader import ReplicaLoader
@@ -339,10 +340,7 @@ def test_shard_timers_fire_on_the_manual_clock(env: Env) -> None:
         # the timer task runs them too, woken by a new earliest deadline
         rt.start_timers()
         rt.schedule_timer(0, "c", 0, lambda: fired.append("c"))
-        for _ in range(50):
-            if fired[-1] == "c":
-                break
-            await asyncio.sleep(0.01)
+        await await_until(lambda: fired[-1] == "c", 5, "the timer task to run c")
         assert fired == ["a", "c"]
         await rt.stop()
 

@@ -55,15 +55,6 @@ def _drain(consumers: list[Consumer], want: int, timeout: float = 30.0) -> list[
     return got
 
 
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _poll_until(
     consumers: list[Consumer], cond: Callable[[], bool], timeout: float, what: str
 ) -> None:

@@ -4,12 +4,12 @@ answers clients rely on (raw requests: exactly the bytes a client would send).""
 from __future__ import annotations
 
 import datetime
-import time
 from typing import Any
 
 import pytest
 
 from tests.broker.rawclient import RawClient
+from tests.waiting import wait_until
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
 from yak.protocol.records import Record, build_batch
@@ -33,12 +33,12 @@ def init(c: RawClient, txn_id: str, version: int = 4, timeout_ms: int = 60_000,
     _, r = req("init_producer_id", version, transactional_id=txn_id,
                transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
                producer_id=pid, producer_epoch=epoch)
-    deadline = time.monotonic() + 20
-    while True:
+    def settled() -> Any:  # a dangling transaction being aborted: the client retries
         resp = c.request(r)
-        if resp.error_code is not E.concurrent_transactions or time.monotonic() > deadline:
-            return resp
-        time.sleep(0.1)
+        return None if resp.error_code is E.concurrent_transactions else resp
+
+    return wait_until(settled, 20, f"InitProducerId of {txn_id!r} past CONCURRENT_TRANSACTIONS",
+                      every=0.1)
 
 
 def find_txn_coordinator(c: RawClient, txn_id: str, version: int) -> Any:
@@ -118,14 +118,10 @@ def test_a_whole_transaction_at_each_client_version(module_broker, version: int)
         assert offset_fetch(c, f"g{version}", topic, stable=True) == E.unstable_offset_commit
         assert offset_fetch(c, f"g{version}", topic, stable=False) == -1
         assert end_txn(c, version, txn_id, pid, epoch, True) is E.none
-        deadline = time.monotonic() + 10
-        while lso(c, topic, 0) != 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: lso(c, topic, 0) == 3, 10, "the markers (LSO 3)")
         assert lso(c, topic, 0) == hw(c, topic, 0) == 3
-        deadline = time.monotonic() + 10
-        while offset_fetch(c, f"g{version}", topic, stable=True) != 42:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: offset_fetch(c, f"g{version}", topic, stable=True) == 42, 10,
+                   "the committed offset 42, stable")
 
 
 def offset_fetch(c: RawClient, group: str, topic: str, stable: bool) -> int | ErrorCode:

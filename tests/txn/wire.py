@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.waiting import wait_until
+
 __all__ = [
     "create_topic",
     "read_all",
@@ -73,17 +75,6 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
         c.close()
 
 
-def wait_until(pred, timeout: float, what: str, every: float = 0.2):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"{what} not reached within {timeout}s (last: {last!r})")
-
-
 def spawn_producer(bootstrap: str, txn_id: str, topic: str, n: int, timeout_ms: int = 60_000,
                    partitions: int = 1) -> subprocess.Popen[str]:
     """A separate process that opens a transaction, writes `n` records (flushed: they are
@@ -99,7 +90,7 @@ def spawn_producer(bootstrap: str, txn_id: str, topic: str, n: int, timeout_ms: 
             p.produce({topic!r}, value=b"doomed-%d" % i, partition=i % {partitions})
         p.flush(30)
         print("READY", flush=True)
-        time.sleep(600)
+        time.sleep(600)  # the point: the transaction stays open until the test kills us
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
