@@ -1,8 +1,9 @@
 """Share groups on a 3-broker cluster (etcd): the share-partition leaders reach the share
-coordinator on other brokers through the state RPCs, and killing (SIGKILL) the leader of
-a share partition mid-stream loses no acknowledgement and no record: its successor
-reads the state from `__share_group_state` (replicated, acks=all) and redelivers what was
-held, with the delivery count kept."""
+coordinator on other brokers through the state RPCs, and killing (SIGKILL) a broker that
+is both a share coordinator and the leader of a share partition, mid-stream, loses no
+acknowledgement and no record: the new coordinator loads `__share_group_state`
+(replicated, acks=all), the new partition leader reads its state from it and hands out
+what was not accepted, once."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 (fixtures)
 from tests.cluster.test_cluster_metadata import _metadata
+from yak.protocol import kio_compat
+from yak.share.records import SHARE_STATE_TOPIC, ShareKey, partition_for
 
 T = 20
 LOCK_MS = 5000
@@ -47,6 +52,16 @@ ACCEPTOR = textwrap.dedent("""
 """)
 
 
+def _topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    mod = kio_compat.schema_module("metadata", 12, "request")
+    with RawClient(bootstrap) as raw:
+        r = raw.request(kio_compat.build(
+            mod.MetadataRequest, topics=(kio_compat.build(mod.MetadataRequestTopic,
+                                                          name=topic, topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return r.topics[0].topic_id
+
+
 @pytest.mark.slow
 def test_a_share_partition_leader_killed_mid_stream_loses_nothing(
         cluster_factory) -> None:  # noqa: F811 (the fixture imported above)
@@ -70,12 +85,18 @@ def test_a_share_partition_leader_killed_mid_stream_loses_nothing(
         assert line, holder.stderr.read() if holder.poll() is not None else "no report"
         accepted = set(json.loads(line))
         assert len(accepted) >= 12
-        leader = _metadata(c[1].bootstrap, "q")[2][0][1]
-        c[leader].kill()  # the leader of q-0, mid-stream
+        # Kill the share coordinator of q-0's state (the leader of its __share_group_state
+        # partition); with one q leader per broker it leads a q partition too.
+        _, _, q_parts = _metadata(c[1].bootstrap, "q")
+        tid = _topic_id(c[1].bootstrap, "q")
+        state = _metadata(c[1].bootstrap, SHARE_STATE_TOPIC)[2]
+        victim = state[partition_for(ShareKey("g", tid, 0), len(state))][1]
+        led = [p for p, leader, *_ in q_parts if leader == victim]
+        c[victim].kill()  # mid-stream: the holder's records are still held
     finally:
         holder.kill()
         holder.wait(10)
-    alive = next(b for n, b in c.brokers.items() if n != leader)
+    alive = next(b for n, b in c.brokers.items() if n != victim)
     again: dict[str, list[int]] = {}
     consumer = ShareConsumer({"bootstrap.servers": alive.bootstrap, "group.id": "g"})
     try:
@@ -99,3 +120,4 @@ def test_a_share_partition_leader_killed_mid_stream_loses_nothing(
     # died), once; no accepted one comes again
     assert set(again) == {f"{p}:{o}" for p in range(3) for o in range(20)} - accepted, again
     assert all(len(counts) == 1 for counts in again.values()), again
+    assert led, "the killed share coordinator led no partition of q"
