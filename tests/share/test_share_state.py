@@ -93,6 +93,13 @@ def test_the_share_coordinator_writes_replays_snapshots_and_fences() -> None:
         assert await again.write(key, 0, 0, 4, []) is ErrorCode.fenced_leader_epoch
         assert await again.write(key, 0, 2, 4, []) is ErrorCode.none
         assert again.read(key, 1)[0] is ErrorCode.fenced_leader_epoch
+        # a reset (AlterShareGroupOffsets: the next state epoch, a snapshot with nothing in
+        # flight) fences a leader still writing at the old state epoch
+        assert await again.write(key, 1, -1, 2, []) is ErrorCode.none
+        _, st3 = again.read(key, 2)
+        assert st3 is not None and (st3.state_epoch, st3.start_offset, st3.batches) == (
+            1, 2, [])
+        assert await again.write(key, 0, 2, 4, []) is ErrorCode.fenced_state_epoch
         assert await again.delete(key) is ErrorCode.none
         assert _coordinator(log).read(key, 2) == (ErrorCode.none, None)
 

@@ -239,3 +239,35 @@ def test_describe_share_group_offsets(broker) -> None:
                        ("nope", 0): (ErrorCode.unknown_topic_or_partition, -1, -1)}
         assert describe(None) == {("w", 0): (ErrorCode.none, 1, 2),
                                   ("w", 1): (ErrorCode.none, -1, -1)}
+
+
+def test_alter_share_group_offsets_resets_the_start(broker) -> None:
+    """AlterShareGroupOffsets (91): refused while the group has members; once it is empty,
+    the share partition starts again where asked, nothing in flight, delivery counts
+    from 1."""
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("w", 1)
+        joined = _hb(c, "m1", 0, ("w",))
+        tid = joined.assignment.topic_partitions[0].topic_id
+        assert _acquired(_fetch(c, "m1", 0, tid)) == []
+        records = [Record(key=None, value=b"v%d" % i) for i in range(4)]
+        assert c.produce_one("w", 0, build_batch(records))[0] == ErrorCode.none
+        assert _acquired(_fetch(c, "m1", 1, tid)) == [(0, 3, 1)]
+        mod = kio_compat.schema_module("alter_share_group_offsets", 0, "request")
+
+        def reset(start: int, partition: int = 0) -> list[int]:
+            r = c.request(mod.AlterShareGroupOffsetsRequest(group_id="g", topics=(
+                mod.AlterShareGroupOffsetsRequestTopic(topic_name="w", partitions=(
+                    mod.AlterShareGroupOffsetsRequestPartition(
+                        partition_index=partition, start_offset=start),)),)))
+            assert r.error_code == ErrorCode.none
+            return [p.error_code for t in r.responses for p in t.partitions]
+
+        assert reset(1) == [ErrorCode.non_empty_group]
+        r = _ack(c, "m1", -1, tid, [(0, 3, ACCEPT)])  # all done, session closed
+        assert [p.error_code for t in r.responses for p in t.partitions] == [ErrorCode.none]
+        assert _hb(c, "m1", -1, None).error_code == ErrorCode.none
+        assert reset(1, partition=5) == [ErrorCode.unknown_topic_or_partition]
+        assert reset(1) == [ErrorCode.none]
+        assert _hb(c, "m2", 0, ("w",)).error_code == ErrorCode.none
+        assert _acquired(_fetch(c, "m2", 0, tid)) == [(1, 3, 1)]  # again, from 1

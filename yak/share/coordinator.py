@@ -15,7 +15,10 @@ applied, in submission order per shard (the runtime's ordering invariant). It is
 ShareUpdate, or every `share.coordinator.snapshot.update.records.per.snapshot` updates a
 ShareSnapshot of the merged state (only when no other write of that key is in flight,
 so the snapshot holds everything before it). A write from a leader epoch older than the
-one stored is FENCED_LEADER_EPOCH: a deposed partition leader's late write never lands.
+one stored is FENCED_LEADER_EPOCH: a deposed partition leader's late write never lands;
+one from a state epoch older than the stored one is FENCED_STATE_EPOCH: the state was
+reset (AlterShareGroupOffsets writes a snapshot at the next state epoch) since that
+leader read it, and it must read it again.
 
 The records are never pruned yet (the topic is `cleanup.policy=delete` with
 `retention.ms=-1`, so a snapshot's earlier updates stay; Kafka deletes records below the
@@ -173,6 +176,10 @@ class ShareCoordinator:
             if st is not None and 0 <= leader_epoch < st.leader_epoch:
                 raise error_for_code(ErrorCode.fenced_leader_epoch,
                                      f"leader epoch {leader_epoch} < {st.leader_epoch}")
+            if st is not None and state_epoch < st.state_epoch:
+                # the state was reset (AlterShareGroupOffsets) since this leader read it
+                raise error_for_code(ErrorCode.fenced_state_epoch,
+                                     f"state epoch {state_epoch} < {st.state_epoch}")
             snapshot = (st is None or state_epoch > st.state_epoch
                         or (st.updates >= self.snapshot_every and pending == 0))
             if snapshot:

@@ -301,6 +301,23 @@ class ShareManager:
                 out.append((gid, state))
         return out
 
+    async def reset_offsets(self, group_id: str,
+                            starts: Sequence[tuple[str, uuid.UUID, int, int]],
+                            ) -> list[ErrorCode]:
+        """AlterShareGroupOffsets: each (topic, topic id, partition, start offset) gets a
+        new state at that start, at the next state epoch; only while the group has no
+        members (NON_EMPTY_GROUP), as in Kafka. This broker's windows of them go (read
+        again on the next fetch); a leader elsewhere is fenced at its next write."""
+        assert self.persister is not None
+        g = self.groups.get(group_id)
+        if g is not None and g.members:
+            return [ErrorCode.non_empty_group] * len(starts)
+        codes = []
+        for topic, tid, partition, start in starts:
+            codes.append(await self.persister.reset(ShareKey(group_id, tid, partition), start))
+            self.partitions.pop((group_id, topic, partition), None)
+        return codes
+
     def check_member(self, group_id: str, member_id: str) -> ErrorCode:
         """UNKNOWN_MEMBER_ID for a member of a group this broker coordinates but does not
         know (a group coordinated elsewhere is not checked here yet)."""
@@ -463,6 +480,10 @@ class ShareManager:
                 await self.replicas.wait_for_acks(copied, DLQ_ACK_TIMEOUT_MS)
             if code is ErrorCode.none:
                 sp.durable = max(sp.durable, seq)
+            elif code in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch):
+                # reset, or led elsewhere now: this window is not the truth any more
+                if self.partitions.get(key) is sp:
+                    del self.partitions[key]
             else:
                 sp.untake(changes[1])
             return code

@@ -83,6 +83,15 @@ class CoordinatorPersister:
                                       batches)
         return self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches)
 
+    async def reset(self, key: ShareKey, start_offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: a new state at `start_offset`, nothing in flight, at
+        the next state epoch (a leader still holding the old state is fenced and reads
+        it again)."""
+        current = await self.read(key, -1)
+        if current.error is not ErrorCode.none:
+            return current.error
+        return await self.write(key, current.state_epoch + 1, -1, start_offset, ())
+
     # ------------------------------------------------------------------ the RPCs
 
     async def _read_remote(self, node: int, key: ShareKey, leader_epoch: int) -> ReadResult:
