@@ -36,24 +36,21 @@ from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import iter_batches
 from yak.share.dead_letters import copy_dead_letters
 from yak.share.group import ShareGroups, TopicLookup
-from yak.share.group_configs import GroupConfigStore
+from yak.share.group_configs import (
+    DLQ_TOPIC,
+    GroupConfigStore,
+    InvalidGroupConfig,
+    check_group_config,
+)
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
 from yak.share.records import ShareKey
 from yak.share.session import ShareSessionCache
 
-__all__ = ["ShareConfig", "ShareManager", "SharePartitionResult"]
+__all__ = ["InvalidGroupConfig", "ShareConfig", "ShareManager", "SharePartitionResult"]
 
 DLQ_ACK_TIMEOUT_MS = 5000
 
-GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.isolation.level",
-                     "share.record.lock.duration.ms", "share.delivery.count.limit",
-                     "share.session.timeout.ms", "share.heartbeat.interval.ms",
-                     # ahead of Kafka (issue 24): KIP-1191's dead-letter topic, and a delay
-                     # before a released or expired record is handed out again
-                     "errors.deadletterqueue.topic.name", "share.record.redelivery.delay.ms")
-DLQ_TOPIC = "errors.deadletterqueue.topic.name"
-MAX_REDELIVERY_DELAY_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -80,10 +77,6 @@ class SharePartitionResult:
     records: list[Any] = field(default_factory=list)  # whole batches (views of the read)
     acquired: list[AcquiredRange] = field(default_factory=list)
     leader: tuple[int, int] = (-1, -1)
-
-
-class InvalidGroupConfig(Exception):
-    """A group config outside the broker's bounds (INVALID_CONFIG)."""
 
 
 class ShareManager:
@@ -162,10 +155,7 @@ class ShareManager:
     def check_group_config(self, key: str, value: str | None) -> None:
         """InvalidGroupConfig unless `key` is a share group config and `value` (None: a
         delete) is within the broker's bounds."""
-        if key not in GROUP_CONFIG_KEYS:
-            raise InvalidGroupConfig(f"unknown group config {key}")
-        if value is not None:
-            self._check(key, value)
+        check_group_config(self.config, self.topics, key, value)
 
     def set_group_config(self, group_id: str, key: str, value: str | None) -> None:
         """Set (or with None delete) one share group config in memory (no config store:
@@ -190,16 +180,7 @@ class ShareManager:
             for key, value in changes:
                 self.set_group_config(group_id, key, value)
             return
-
-        def change(current: dict[str, str]) -> dict[str, str]:
-            for key, value in changes:
-                if value is None:
-                    current.pop(key, None)
-                else:
-                    current[key] = value
-            return current
-
-        await self.config_store.replace(group_id, change)
+        await self.config_store.apply(group_id, changes)
         self._reconfigure(group_id)
 
     def _cfg(self, group_id: str) -> dict[str, str]:
@@ -211,36 +192,6 @@ class ShareManager:
         for (g, _t, _p), sp in self.partitions.items():
             if group_id is None or g == group_id:
                 self._configure(sp, self._cfg(g))
-
-    def _check(self, key: str, value: str) -> None:
-        c = self.config
-        if key == "share.auto.offset.reset":
-            if value not in ("latest", "earliest") and not value.startswith("by_duration:"):
-                raise InvalidGroupConfig(f"{key}={value}: latest, earliest or by_duration:")
-            return
-        if key == "share.isolation.level":
-            if value not in ("read_uncommitted", "read_committed"):
-                raise InvalidGroupConfig(f"{key}={value}")
-            return
-        if key == DLQ_TOPIC:
-            if value.startswith("__") or self.topics(value) is None:
-                raise InvalidGroupConfig(f"{key}={value}: no such topic (create it first)")
-            return
-        bounds = {
-            "share.record.lock.duration.ms": (c.min_record_lock_duration_ms,
-                                              c.max_record_lock_duration_ms),
-            "share.delivery.count.limit": (c.min_delivery_count_limit,
-                                           c.max_delivery_count_limit),
-            "share.session.timeout.ms": (1, 2**31 - 1),
-            "share.heartbeat.interval.ms": (1, 2**31 - 1),
-            "share.record.redelivery.delay.ms": (0, MAX_REDELIVERY_DELAY_MS),
-        }[key]
-        try:
-            n = int(value)
-        except ValueError:
-            raise InvalidGroupConfig(f"{key}={value} is not a number") from None
-        if not bounds[0] <= n <= bounds[1]:
-            raise InvalidGroupConfig(f"{key}={value} is outside [{bounds[0]}, {bounds[1]}]")
 
     def group_config(self, group_id: str) -> dict[str, str]:
         return dict(self._cfg(group_id))
