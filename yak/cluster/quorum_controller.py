@@ -31,6 +31,9 @@ Preferred leaders (`auto.leader.rebalance.enable`): every
 prefers but does not lead is above `leader.imbalance.per.broker.percentage` gets them
 back, where it is usable and in the ISR (so never while it is still catching up).
 `elect_leaders` is ElectLeaders (API 43), preferred or unclean, for any broker to call.
+
+Partition reassignment (KIP-455, `reassignment.py`): after the rules above, a moving
+partition whose target replicas are all in the ISR is completed in the same write.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from dataclasses import dataclass, replace
 from yak.cluster.controller import ControllerElection, FencedWriter, NotControllerError
 from yak.cluster.etcd import Compare, EtcdError, Op
 from yak.cluster.etcd_store import BrokerInfo, EtcdMetadataStore, MetadataDelta
+from yak.cluster.reassignment import complete as complete_reassignment
 from yak.cluster.records import LEADER_RECOVERING, PartitionRecord, encode
 from yak.errors import ErrorCode
 from yak.partition.state import NO_LEADER
@@ -311,6 +315,12 @@ class QuorumController:
                 continue
             new = reconcile(entry.record, entry.mod_revision, brokers,
                             unclean=self.unclean_enabled(name))
+            # A reassignment whose target replicas are all in sync completes (KIP-455).
+            done = complete_reassignment(new or entry.record, brokers)
+            if done is not None:
+                log.info("%s-%d: completing the reassignment: replicas %s, leader %d", name, p,
+                         list(done.replicas), done.leader)
+                new = done
             if new is not None:
                 changes.append((new, entry.mod_revision))
         await self.write(changes)
