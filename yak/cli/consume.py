@@ -16,12 +16,14 @@ resuming from and committing the group's offsets (as kafka-console-consumer's `-
 a value that is not in that format or names a schema the registry lacks: `schema` (the
 default with --registry) refuses it (one line, exit 1), `auto` prints it raw, `raw` never
 decodes (the default without --registry).
+
+This module is the command and its two readers; how a message is printed (text, JSON,
+template) is `consume_format.py`'s, the registry decoding `consume_registry.py`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -29,7 +31,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
 import typer
 from confluent_kafka import Consumer, KafkaError
@@ -48,165 +50,15 @@ from yak.cli.common import (
     require_topic,
     secured,
 )
-
-
-class Record(NamedTuple):
-    """One message, whichever client read it."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int | None
-    timestamp_type: str | None  # CreateTime / LogAppendTime
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-
-
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", errors="replace")
-
-
-def _json_bytes(obj: dict[str, Any], name: str, b: bytes | None) -> None:
-    """UTF-8 payloads as strings; anything else as base64 under `<name>_base64`."""
-    if b is None:
-        obj[name] = None
-        return
-    try:
-        obj[name] = b.decode("utf-8")
-    except UnicodeDecodeError:
-        obj[name] = None
-        obj[f"{name}_base64"] = base64.b64encode(b).decode("ascii")
-
-
-VALUE_FORMATS = ("raw", "schema", "auto")
-
-
-class Decoded(NamedTuple):
-    """A registry-framed value, decoded."""
-
-    schema_id: int
-    value: Any  # JSON-able
-
-
-class ValueDecoder:
-    """Confluent wire format -> JSON-able values, each schema id fetched once from the
-    registry (with its references). `strict`: a value that cannot be decoded is an error
-    (CliError); otherwise it is left raw (None)."""
-
-    def __init__(self, registry: str, timeout: float, strict: bool) -> None:
-        self.registry, self.timeout, self.strict = registry, timeout, strict
-        self.schemas: dict[int, Any] = {}  # id -> parsed schema, or None: unknown
-
-    def _get(self, path: str) -> Any:
-        import httpx
-
-        url = self.registry.rstrip("/") + path
-        try:
-            r = httpx.get(url, timeout=self.timeout,
-                          headers={"accept": "application/vnd.schemaregistry.v1+json"})
-        except httpx.HTTPError as e:
-            fail(f"schema registry unreachable at {self.registry} ({type(e).__name__}: {e})")
-        if r.status_code == 404:
-            return None
-        try:
-            answer = r.json()
-        except ValueError:
-            answer = None
-        if r.status_code >= 400 or not isinstance(answer, dict):
-            msg = answer.get("message") if isinstance(answer, dict) else None
-            fail(f"schema registry at {self.registry}: {msg or f'HTTP {r.status_code}'}")
-        return answer
-
-    def _schema(self, sid: int) -> Any:
-        if sid not in self.schemas:
-            doc = self._get(f"/schemas/ids/{sid}")
-            self.schemas[sid] = None if doc is None else self._parse(sid, doc, 0)
-        return self.schemas[sid]
-
-    def _parse(self, sid: int, doc: dict[str, Any], depth: int) -> Any:
-        from urllib.parse import quote
-
-        from yak.registry.compat import parse
-        from yak.registry.errors import RegistryError
-
-        if depth > 32:
-            fail(f"schema {sid}: references nest too deep")
-        refs = []
-        for ref in doc.get("references") or ():
-            sub = self._get(f"/subjects/{quote(ref['subject'], safe='')}/versions/"
-                            f"{ref['version']}")
-            if sub is None:
-                fail(f"schema {sid}: its reference {ref['subject']!r} version"
-                     f" {ref['version']} is not in the registry")
-            refs.append((ref["name"], self._parse(sid, sub, depth + 1)))
-        try:
-            return parse(doc.get("schemaType") or "AVRO", doc["schema"], refs)
-        except (RegistryError, KeyError) as e:
-            fail(f"schema {sid}: {getattr(e, 'message', e)}")
-
-    def __call__(self, rec: Record) -> Decoded | None:
-        from yak.registry import serde
-
-        if rec.value is None:
-            return None  # a tombstone stays null
-        where = f"{rec.topic}/{rec.partition}@{rec.offset}"
-        try:
-            sid = serde.schema_id_of(rec.value)
-        except serde.FramingError:
-            return self._refuse(f"value at {where} is not in the schema registry's wire format"
-                                " (magic byte 0, schema id); --value-format auto prints it raw")
-        schema = self._schema(sid)
-        if schema is None:
-            return self._refuse(f"value at {where}: schema id {sid} is not in the registry at"
-                                f" {self.registry}; --value-format auto prints it raw")
-        try:
-            return Decoded(sid, serde.decode_payload(schema, memoryview(rec.value)[5:]))
-        except Exception as e:  # noqa: BLE001 - fastavro/protobuf/json raise their own
-            return self._refuse(f"value at {where} does not decode with schema {sid}"
-                                f" ({type(e).__name__}: {e})")
-
-    def _refuse(self, message: str) -> None:
-        if self.strict:
-            fail(message)
-        return None
-
-
-def format_json(rec: Record, decoded: Decoded | None = None) -> str:
-    obj: dict[str, Any] = {
-        "topic": rec.topic,
-        "partition": rec.partition,
-        "offset": rec.offset,
-        "timestamp": rec.timestamp,
-        "timestamp_type": rec.timestamp_type,
-    }
-    _json_bytes(obj, "key", rec.key)
-    if decoded is None:
-        _json_bytes(obj, "value", rec.value)
-    else:
-        obj["value"] = decoded.value
-        obj["value_schema_id"] = decoded.schema_id
-    headers = []
-    for k, v in rec.headers:
-        h: dict[str, Any] = {"key": k}
-        _json_bytes(h, "value", v)
-        headers.append(h)
-    obj["headers"] = headers
-    return json.dumps(obj, ensure_ascii=False)
-
-
-def _from_confluent(msg: Any) -> Record:
-    ts_type, ts = msg.timestamp()
-    return Record(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None,
-                  {1: "CreateTime", 2: "LogAppendTime"}.get(ts_type), msg.key(), msg.value(),
-                  list(msg.headers() or []))
-
-
-def _from_aiokafka(r: Any) -> Record:
-    known = r.timestamp is not None and r.timestamp >= 0
-    return Record(r.topic, r.partition, r.offset, r.timestamp if known else None,
-                  {0: "CreateTime", 1: "LogAppendTime"}.get(r.timestamp_type) if known else None,
-                  r.key, r.value, list(r.headers or []))
+from yak.cli.consume_format import (
+    Record,
+    compile_template,
+    format_json,
+    format_text,
+    record_from_aiokafka,
+    record_from_confluent,
+)
+from yak.cli.consume_registry import VALUE_FORMATS, ValueDecoder
 
 
 @secured
@@ -382,22 +234,10 @@ def consume(
         elif fmt == "json":
             out.write(format_json(rec, decoded) + "\n")
         else:
-            # Kafka's console consumer order: timestamp, partition, offset, headers, key.
-            fields = []
-            if print_timestamp:
-                fields.append("NO_TIMESTAMP" if rec.timestamp is None
-                              else f"{rec.timestamp_type}:{rec.timestamp}")
-            if print_partition:
-                fields.append(f"Partition:{rec.partition}")
-            if print_offset:
-                fields.append(f"Offset:{rec.offset}")
-            if print_headers:
-                fields.append(",".join(f"{k}:{_text(v) or ''}" for k, v in rec.headers)
-                              or "NO_HEADERS")
-            if print_key:
-                fields.append(_text(rec.key) or "")
-            fields.append(_text(rec.value) or "")
-            out.write(key_separator.join(fields) + "\n")
+            out.write(format_text(rec, print_timestamp=print_timestamp,
+                                  print_partition=print_partition, print_offset=print_offset,
+                                  print_headers=print_headers, print_key=print_key,
+                                  key_separator=key_separator))
         out.flush()
 
     def resolve(md: Any) -> list[str]:
@@ -471,50 +311,9 @@ def _consume_in_group(resolve: Callable[[Any], list[str]], group: str, from_begi
                 fail(f"consume from {topic!r} failed: {describe_kafka_error(err)}")
             last = time.monotonic()
             count += 1
-            emit(_from_confluent(msg))
+            emit(record_from_confluent(msg))
     finally:
         consumer.close()
-
-
-def _length(b: bytes | None) -> str:
-    return "-1" if b is None else str(len(b))
-
-
-_TEMPLATE_FIELDS: dict[str, Callable[[Record], str]] = {
-    "t": lambda r: r.topic,
-    "p": lambda r: str(r.partition),
-    "o": lambda r: str(r.offset),
-    "k": lambda r: _text(r.key) or "",
-    "v": lambda r: _text(r.value) or "",
-    "s": lambda r: _text(r.value) or "",
-    "T": lambda r: "-1" if r.timestamp is None else str(r.timestamp),
-    "h": lambda r: ",".join(f"{k}={_text(v) or ''}" for k, v in r.headers),
-    "K": lambda r: _length(r.key),
-    "V": lambda r: _length(r.value),
-    "S": lambda r: _length(r.value),
-}
-_TEMPLATE_TOKEN = re.compile(r"%(.?)|\\(.?)|[^%\\]+", re.DOTALL)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
-
-
-def compile_template(template: str) -> Callable[[Record], str]:
-    """kcat-style `-f` template -> a function of a Record; an unknown `%x`: exit 2."""
-    parts: list[str | Callable[[Record], str]] = []
-    for m in _TEMPLATE_TOKEN.finditer(template):
-        spec, esc = m.group(1), m.group(2)
-        if spec is not None:
-            if spec == "%":
-                parts.append("%")
-            elif spec in _TEMPLATE_FIELDS:
-                parts.append(_TEMPLATE_FIELDS[spec])
-            else:
-                fail(f"invalid --format-template {template!r}: unknown %{spec} (expected one"
-                     f" of %{' %'.join(_TEMPLATE_FIELDS)} or %%)", exit_code=2)
-        elif esc is not None:
-            parts.append(_ESCAPES.get(esc, "\\" + esc))
-        else:
-            parts.append(m.group(0))
-    return lambda rec: "".join(p if isinstance(p, str) else p(rec) for p in parts)
 
 
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -599,7 +398,7 @@ async def _consume_assigned(parts: list[tuple[str, int]], start: int | str | tup
                 if max_messages is not None and count >= max_messages:
                     break
                 count += 1
-                emit(_from_aiokafka(r))
+                emit(record_from_aiokafka(r))
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.stop(), 5)
