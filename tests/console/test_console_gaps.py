@@ -262,6 +262,12 @@ def test_quotas_page(page: Any, served: Any) -> None:
     r = httpx.post(f"{served.url}/api/quotas", json={"entity": {"user": "x"},
                                                       "quotas": {"bogus_rate": 1}}, timeout=30)
     assert r.status_code == 422 and "bogus_rate" in r.json()["message"]
+    # A boolean is no rate (pydantic's lax mode alone would read `true` as 1 byte/s).
+    r = httpx.post(f"{served.url}/api/quotas", json={
+        "entity": {"user": "x"}, "quotas": {"producer_byte_rate": True}}, timeout=30)
+    assert r.status_code == 422 and "not a boolean" in r.json()["message"]
+    api = httpx.get(f"{served.url}/api/quotas", timeout=30).json()
+    assert {"user": "x"} not in [q["entity"] for q in api["quotas"]]
     page.fill("input[data-filter=quota-list]", "alice")
     assert len(visible_rows(page, "quotas-table")) == 1
     page.fill("input[data-filter=quota-list]", "")

@@ -7,7 +7,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from yak.gateway.cluster import ClusterClient, ClusterError
 from yak.gateway.console_api.common import ERRORS, cluster_of, page_router
@@ -23,8 +23,18 @@ QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
 # Kafka's IP quotas take only connection_creation_rate, which Yak does not enforce: the
 # broker refuses them, so the console offers users and client ids.
 QuotaEntityType = Literal["user", "client-id"]
-_ByteRate = Annotated[int, Field(gt=0, le=MAX_SAFE_INT)]  # Kafka: whole bytes per second
-_Rate = Annotated[float, Field(gt=0, le=MAX_SAFE_INT)]
+
+
+def _not_a_bool(value: Any) -> Any:
+    """Pydantic's lax mode reads JSON `true` as 1; a quota is a number, as the schema says."""
+    if isinstance(value, bool):
+        raise ValueError("a quota value is a number, not a boolean")
+    return value
+
+
+_NotBool = BeforeValidator(_not_a_bool)
+_ByteRate = Annotated[int, Field(gt=0, le=MAX_SAFE_INT), _NotBool]  # whole bytes per second
+_Rate = Annotated[float, Field(gt=0, le=MAX_SAFE_INT), _NotBool]
 
 
 class QuotaValues(BaseModel):
