@@ -324,3 +324,49 @@ def test_300_mb_with_20_mb_local_retention(s3: SeaweedS3,
     assert consume_kafka_python(b, "big", 0, n, timeout=300) == list(range(n))
     keys, m = bucket_manifest(s3, "big")
     assert m.start_offset == 0 and len([k for k in keys if k.endswith(".log")]) == len(m.copied)
+
+
+def bucket_keys(s3: SeaweedS3, prefix: str) -> list[str]:
+    """Every key that starts with `prefix`, listed with obstore alone (whose list prefix
+    is whole path segments: list the folder, then match)."""
+    store = S3Store(BUCKET, endpoint=s3.endpoint, region="us-east-1", access_key_id="yak",
+                    secret_access_key="yaksecret", virtual_hosted_style_request=False,
+                    client_options={"allow_http": True})
+    folder = prefix.rsplit("/", 1)[0]
+    return [meta["path"] for chunk in obstore.list(store, folder) for meta in chunk
+            if meta["path"].startswith(prefix)]
+
+
+def test_deleting_a_topic_deletes_its_remote_objects(
+        s3: SeaweedS3, broker_factory: Callable[..., YakBroker]) -> None:
+    """KIP-405's RemoteLogManager deletes a deleted topic's remote log: after DeleteTopics
+    the bucket holds no object of it (segments, indexes, manifests), and another tiered
+    topic's objects stay."""
+    b = broker_factory(**tiered_settings(s3, "deleting"))
+    for name in ("gone", "kept"):
+        create_topic(b, name, **{"segment.bytes": str(256 << 10),
+                                 "remote.storage.enable": "true",
+                                 "local.retention.bytes": str(512 << 10)})
+        produce(b, name, 0, 3000)
+
+    def kinds(topic: str) -> set[str]:
+        keys = bucket_keys(s3, f"deleting/{topic}-")
+        return {k.rsplit(".", 1)[-1] for k in keys} | {"manifest" for k in keys
+                                                        if "/manifest/" in k}
+    for name in ("gone", "kept"):
+        wait_for(lambda name=name: {"log", "index", "timeindex", "manifest"} <= kinds(name),
+                 60, f"{name}'s segments uploaded")
+    kept_before = set(bucket_keys(s3, "deleting/kept-"))
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.delete_topics(["gone"])["gone"].result(30)
+    wait_for(lambda: bucket_keys(s3, "deleting/gone-") == [], 60,
+             "the deleted topic's remote objects deleted")
+    # A late upload or manifest commit of the deleted topic would show up here.
+    time.sleep(1.5)
+    assert bucket_keys(s3, "deleting/gone-") == []
+    kept_after = set(bucket_keys(s3, "deleting/kept-"))
+    assert {k for k in kept_before if "/manifest/" not in k} <= kept_after
+    assert consume_confluent(b, "kept", 0, 3000) == list(range(3000))
+    assert "Traceback" not in b.log() and "remote log task failed" not in b.log()
+    assert "deleted topic's remote log removed" in b.log()

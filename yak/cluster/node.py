@@ -462,6 +462,8 @@ class ClusterNode:
         for (n, p), (tid, _s, _l) in list(self._applied.items()):
             if n == name and tid == topic_id:
                 self._remove(n, p, tid)
+        if self.replica_manager.remote_log is not None:  # tiered storage: its remote log too
+            self.replica_manager.remote_log.delete_topic(name, topic_id)
         if self._topic_ids.get(name) == topic_id:
             del self._topic_ids[name]
             self._write_topic_ids()

@@ -15,7 +15,10 @@ topic with `remote.storage.enable=true`, one task per `remote.log.manager.task.i
 - a new leader reads the newest manifest and carries on after its last copied offset (no
   duplicate uploads); entries left STARTED by a leader that died between upload and commit
   are swept (their objects deleted) before anything else;
-- on a follower, the manifest is re-read so its local retention honours what was uploaded.
+- on a follower, the manifest is re-read so its local retention honours what was uploaded;
+- a deleted topic (`delete_topic`, KIP-405's stopPartitions with deleteRemoteLog): its
+  rounds stop and every object under its key prefix (segments, indexes, manifests, orphans)
+  is deleted, retried with backoff until the store answers and a listing comes back empty.
 
 A failed round (the store down, slow or answering errors) backs off per partition
 (`remote.log.manager.task.retry.backoff.ms`, doubling to `...backoff.max.ms`); nothing local
@@ -46,6 +49,7 @@ from yak.tiered.metadata import (
     RemoteLogSegmentMetadata,
     SegmentState,
     partition_dir,
+    topic_prefix,
 )
 from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
 from yak.tiered.segments import segments_to_copy
@@ -104,6 +108,7 @@ class RemoteLogManager:
         self._quota_next = 0.0
         self._loop_task: asyncio.Task[None] | None = None
         self._reads: set[asyncio.Task[Any]] = set()
+        self._deletes: set[asyncio.Task[None]] = set()
         # Kafka's RemoteCopyBytesPerSec / RemoteFetchBytesPerSec and their errors, as totals.
         self.copy_bytes = 0
         self.copy_errors = 0
@@ -125,7 +130,7 @@ class RemoteLogManager:
 
     async def stop(self) -> None:
         tasks = [t for t in [self._loop_task, *(s.task for s in self._states.values()),
-                             *self._reads] if t is not None]
+                             *self._reads, *self._deletes] if t is not None]
         self.cache.cancel_prefetches()
         for t in tasks:
             t.cancel()
@@ -362,6 +367,55 @@ class RemoteLogManager:
             await asyncio.to_thread(h.log.delete_records, min(new_start, h.log.high_watermark))
         log.info("%s-%d: remote retention deleted %d segment(s); log start offset now %d",
                  h.topic, h.partition, len(drop), new_start)
+
+    # ------------------------------------------------------------------ topic deletion
+
+    def delete_topic(self, topic: str, topic_id: str) -> asyncio.Task[None]:
+        """The topic was deleted (called by the cluster layer once its partitions are no
+        longer hosted here): stop its rounds and delete its remote log in the background.
+        Every broker that hosted a replica does it; deletes are idempotent."""
+        stopping = []
+        for key in [k for k, st in self._states.items()
+                    if k[0] == topic and st.topic_id == topic_id]:
+            st = self._states.pop(key)
+            if st.task is not None:
+                st.task.cancel()
+                stopping.append(st.task)
+        task = asyncio.create_task(self._delete_topic(topic, topic_id, stopping),
+                                   name=f"yak-rlm-delete-{topic}")
+        self._deletes.add(task)
+        task.add_done_callback(self._deletes.discard)
+        return task
+
+    async def _delete_topic(self, topic: str, topic_id: str,
+                            stopping: list[asyncio.Task[None]]) -> None:
+        for t in stopping:  # no round of the topic may upload after the listing
+            with contextlib.suppress(BaseException):
+                await t
+        prefix = topic_prefix(topic, topic_id)
+        self.cache.drop_prefix(prefix)
+        failures = deleted = 0
+        while True:
+            try:
+                keys = [k for k, _size in await self.store.list(prefix)]
+                if not keys:
+                    break
+                # Segments first, manifests last: a deletion cut short leaves a manifest
+                # naming what is gone (a reader sees data loss), never objects no manifest
+                # names. Then list again: an upload cancelled in flight may still land.
+                keys.sort(key=lambda k: "/manifest/" in k)
+                await self.store.delete(keys)
+                deleted += len(keys)
+                failures = 0
+            except RemoteStorageError as e:
+                failures += 1
+                delay = min(self.config.retry_backoff_max_ms,
+                            self.config.retry_backoff_ms * 2 ** (failures - 1)) / 1000
+                log.warning("%s: deleting the remote log of the deleted topic failed"
+                            " (attempt %d, next in %.1fs): %s", topic, failures, delay, e)
+                await asyncio.sleep(delay)
+        if deleted:
+            log.info("%s: deleted topic's remote log removed (%d object(s))", topic, deleted)
 
     # ------------------------------------------------------------------ reads
 

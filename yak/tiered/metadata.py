@@ -16,6 +16,7 @@ still be reading them).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, replace
@@ -24,7 +25,7 @@ from enum import StrEnum
 from yak.tiered.store import RemoteStore
 
 __all__ = ["FILE_KINDS", "Manifest", "ManifestStore", "RemoteLogSegmentMetadata",
-           "SegmentState", "partition_dir"]
+           "SegmentState", "partition_dir", "topic_prefix"]
 
 MANIFEST_FORMAT = 1
 KEEP_VERSIONS = 4  # manifest versions kept behind the newest
@@ -141,7 +142,7 @@ class Manifest:
             "leader_epoch": self.leader_epoch, "broker_id": self.broker_id,
             "log_start_offset": self.log_start_offset,
             "segments": [s.to_json() for s in self.segments],
-        }, indent=1).encode()
+        }, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
@@ -155,10 +156,15 @@ class Manifest:
                                   for s in d["segments"]))
 
 
+def topic_prefix(topic: str, topic_id: str) -> str:
+    """The topic's key prefix (with its slash): the topic id keeps a re-created topic of the
+    same name apart from the old one's objects."""
+    return f"{topic}-{topic_id}/"
+
+
 def partition_dir(topic: str, topic_id: str, partition: int) -> str:
-    """The partition's key prefix: the topic id keeps a re-created topic of the same name
-    apart from the old one's objects."""
-    return f"{topic}-{topic_id}/{partition}"
+    """The partition's key prefix (`topic_prefix` + partition)."""
+    return f"{topic_prefix(topic, topic_id)}{partition}"
 
 
 class ManifestStore:
@@ -173,7 +179,9 @@ class ManifestStore:
         versions = await self._versions(d)
         for v in reversed(versions):
             try:
-                return Manifest.from_bytes(await self.store.get(_manifest_key(d, v)))
+                data = await self.store.get(_manifest_key(d, v))
+                # JSON off the event loop: a manifest grows with the remote log.
+                return await asyncio.to_thread(Manifest.from_bytes, data)
             except ValueError:
                 continue  # a torn or foreign object: the previous version stands
         return Manifest(topic, partition, topic_id)
@@ -182,7 +190,8 @@ class ManifestStore:
         """Create version `new.version`; False if that version exists already (another
         writer won). Prunes versions older than KEEP_VERSIONS behind it."""
         d = partition_dir(new.topic, new.topic_id, new.partition)
-        if not await self.store.create_only(_manifest_key(d, new.version), new.to_bytes()):
+        data = await asyncio.to_thread(new.to_bytes)
+        if not await self.store.create_only(_manifest_key(d, new.version), data):
             return False
         old = new.version - KEEP_VERSIONS
         if old > 0 and old % KEEP_VERSIONS == 0:
