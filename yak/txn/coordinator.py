@@ -2,19 +2,17 @@
 explicit state machine over `TransactionMetadata`, request by request.
 
 Its one job is the requests (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-KIP-890 verification, Describe/ListTransactions), the two sweeps and the leadership
-events. As Kafka splits it, it drives `TransactionStateManager` (`state_manager.py`: the
-id cache, `__transaction_state` loads and writes, the timeout scan, id expiration) and
+KIP-890 verification, Describe/ListTransactions) and the two sweeps. As Kafka splits it,
+it drives `TransactionStateManager` (`state_manager.py`: the id cache,
+`__transaction_state` loads and writes, the timeout scan, id expiration) and
 `TransactionMarkerChannelManager` (`marker_channel.py`: markers, then the completion).
 It re-exports `config.py` and `errors.py`: the API the broker and cluster import.
-At ~710 lines it is over the house's ~600, for a stated reason: what is left here after
-the state manager and the marker channel went out is the seven requests' checks and
-transitions (about 450 lines), plus the leadership hooks and the two sweeps that start
-the same transitions (a load that finds an Ongoing transaction of a crash aborts it as a
-timed-out one is aborted). They share the prepare / write / re-check steps and read best
-side by side, as Kafka's `TransactionCoordinator.scala` keeps them; the state (per
-`__transaction_state` shard: `state_manager.TxnPartition`) and the markers live in the
-other two.
+The partitions coming and going (creating `__transaction_state`, loads on election,
+what a load hands on, unloads) are `shards.py`'s (`TxnShards`); the facade keeps their
+entry points. At ~660 lines it is still over the house's ~600, for a stated reason: what
+is left is the seven requests' checks and transitions and the two sweeps that start the
+same transitions; they share the prepare / write / re-check steps and read best side by
+side, as Kafka's `TransactionCoordinator.scala` keeps them.
 
 All state changes happen between awaits on the broker's one event loop, so there are no
 locks: a transition is *prepared* (the id's pending state makes concurrent requests for
@@ -46,7 +44,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from yak.coordinator import CoordinatorLoader, CoordinatorRuntime, PartitionWriter, ShardContext
+from yak.coordinator import CoordinatorLoader, CoordinatorRuntime, PartitionWriter
 from yak.coordinator.timer import Clock, SystemClock, TimerQueue
 from yak.errors import ErrorCode, KafkaError
 from yak.group import records as group_records
@@ -55,6 +53,7 @@ from yak.txn.config import OFFSETS_TOPIC, TxnConfig, TxnStats
 from yak.txn.errors import compat_error, produce_verification_error
 from yak.txn.log import MarkerWriter, ProducerIdSource
 from yak.txn.marker_channel import TransactionMarkerChannelManager
+from yak.txn.shards import TxnShards
 from yak.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -86,10 +85,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# How long the first request after creating `__transaction_state` waits for its partition
-# to be loaded (otherwise the client is told to find the coordinator again).
-FIRST_LOAD_WAIT_MS = 3000
 
 _S = TransactionState
 
@@ -131,14 +126,8 @@ class TransactionCoordinator:
         self.clock = clock or SystemClock()
         self._owns_timers = timers is None
         self.runtime: CoordinatorRuntime[TxnPartition] = CoordinatorRuntime(
-            writer, loader, lambda p, epoch: TxnPartition(epoch, {}, p), self.clock, timers,
-            on_loaded=self._on_loaded, on_unloaded=self._on_unloaded)
+            writer, loader, lambda p, epoch: TxnPartition(epoch, {}, p), self.clock, timers)
         self.timers = self.runtime.timers
-        # partition -> abort_ongoing given by an explicit `on_election`
-        self._abort_hints: dict[int, bool] = {}
-        # False: every partition of the topic is this broker's (one broker); True: a
-        # cluster, where another broker may have led a partition since this one crashed
-        self.cluster = False
         self.partition_exists = partition_exists or (lambda _tp: True)
         self.stats = TxnStats()
         self.active = False
@@ -148,6 +137,8 @@ class TransactionCoordinator:
         self.channel = TransactionMarkerChannelManager(
             markers, self.state, self.config, self.clock, self.timers, self.stats, self._spawn
         )
+        self.shards = TxnShards(self.runtime, self.state, self.channel, self.clock,
+                                self._spawn, self._start_fenced_abort)
 
     # ================================================================ lifecycle
 
@@ -183,23 +174,9 @@ class TransactionCoordinator:
         await self.runtime.stop()
 
     async def ensure_ready(self, transactional_id: str | None = None) -> ErrorCode:
-        """Create `__transaction_state` on first use (the first FindCoordinator or
-        InitProducerId for a transactional id), as Kafka does, load the partitions this
-        broker leads and wait a moment for `transactional_id`'s (the partition layer may
-        be about to hand it to this broker); COORDINATOR_NOT_AVAILABLE (the client
-        retries) if the topic could not be created. Concurrent callers share one attempt
-        (the writer's)."""
-        if not self.writer.exists():
-            try:
-                await self.writer.ensure_topic()
-            except (KafkaError, OSError) as e:
-                log.error("cannot create %s: %s", self.writer.topic, e)
-                return ErrorCode.coordinator_not_available
-            self.runtime.load_led_partitions()
-            if transactional_id is not None:
-                await self.runtime.wait_loaded(self.partition_for(transactional_id),
-                                               FIRST_LOAD_WAIT_MS)
-        return ErrorCode.none
+        """Create `__transaction_state` on first use and load what is led here
+        (`TxnShards.ensure_ready`)."""
+        return await self.shards.ensure_ready(transactional_id)
 
     def _schedule_sweep(self, name: str, interval_ms: int, fn: Callable[[], None]) -> None:
         def fire() -> None:
@@ -243,64 +220,30 @@ class TransactionCoordinator:
     ) -> None:
         """This broker now leads `partition` at `coordinator_epoch` (its leader epoch):
         load it (a shard of the runtime), then finish what the previous coordinator left
-        in a Prepare state (`_on_loaded`). `abort_ongoing` (by default: was the
+        in a Prepare state (`TxnShards._on_loaded`). `abort_ongoing` (by default: was the
         partition's log recovered from an unclean shutdown of this broker; in a cluster,
         did it stop uncleanly leading the partition at this very epoch, see
         `manage_partitions`): the transactions found Ongoing are aborted at once with a
         bumped epoch, as Yak promises for a transaction open at a crash; otherwise they
         are left to their producer or to the timeout, as in Kafka."""
-        if abort_ongoing is not None:
-            self._abort_hints[partition] = abort_ongoing
-        else:  # none left from a load that never finished
-            self._abort_hints.pop(partition, None)
-        try:
-            self.state.load_partition(partition, coordinator_epoch)
-        finally:
-            if not self.runtime.is_loading(partition):  # else `_on_loaded` takes it
-                self._abort_hints.pop(partition, None)
+        self.shards.on_election(partition, coordinator_epoch, abort_ongoing)
 
     def manage_partitions(self) -> None:
-        """Cluster mode: another broker may have led a partition since this one stopped
-        uncleanly, so Ongoing transactions are aborted at load only if this broker
-        crashed leading the partition at the very epoch it loads it at; on one broker
-        (the default) whenever its log was recovered from an unclean shutdown."""
-        self.cluster = True
+        """Cluster mode (`TxnShards.manage_partitions`)."""
+        self.shards.manage_partitions()
+
+    @property
+    def cluster(self) -> bool:
+        return self.shards.cluster
 
     def on_partition_change(self, partition: int, coordinator_epoch: int | None,
                             leads: bool) -> None:
         """The partition layer's leadership change (the cluster's publisher hook)."""
-        self.runtime.on_partition_change(partition, coordinator_epoch, leads)
+        self.shards.on_partition_change(partition, coordinator_epoch, leads)
 
     def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
-        """Another broker leads `partition` now: forget its ids (it finishes their work).
-        A resignation older than the election we hold (`coordinator_epoch` below ours)
-        arrived out of order and is ignored."""
-        self.state.remove_partition(partition, coordinator_epoch)
-
-    def _on_loaded(self, ctx: ShardContext[TxnPartition]) -> None:
-        entry, partition = ctx.shard, ctx.partition
-        log.log(
-            logging.INFO if entry.txns else logging.DEBUG,
-            "loaded %d transactional ids from %s-%d at coordinator epoch %d",
-            len(entry.txns), self.writer.topic, partition, ctx.epoch,
-        )
-        decided = [meta for meta in entry.txns.values()
-                   if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)]
-        if decided:
-            self._spawn(self.channel.complete_loaded(partition, entry, decided),
-                        f"txn-complete-loaded-{partition}")
-        abort = self._abort_hints.pop(partition, None)
-        if abort is None:  # Ongoing at a crash of this very coordinator?
-            abort = (self.writer.crashed_leading(partition, ctx.epoch) if self.cluster
-                     else self.writer.recovered_uncleanly(partition))
-        if abort:
-            for txn_id, meta in list(entry.txns.items()):
-                if meta.state is _S.ONGOING:
-                    log.info("aborting %r: open when this broker stopped uncleanly", txn_id)
-                    self._start_fenced_abort(txn_id, entry, meta, self.clock.now_ms())
-
-    def _on_unloaded(self, ctx: ShardContext[TxnPartition]) -> None:
-        self.channel.remove_for(ctx.shard.txns)
+        """Another broker leads `partition` now: forget its ids (it finishes their work)."""
+        self.shards.on_resignation(partition, coordinator_epoch)
 
     def _lookup(
         self, transactional_id: str
