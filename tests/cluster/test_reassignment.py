@@ -16,9 +16,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition as KTP
 from kafka.admin import KafkaAdminClient
 
+from tests.broker.rawclient import RawClient
+from tests.cluster.conftest import metadata_brokers
 from tests.cluster.test_cluster_metadata import _metadata
 from tests.waiting import wait_until
 from yak.errors import ErrorCode
+from yak.protocol import kio_compat
 
 T = 20
 
@@ -36,6 +39,43 @@ def _create(bootstrap: str, topic: str) -> None:
 def _partition(bootstrap: str, topic: str, p: int = 0) -> tuple:
     """(partition, leader, leader epoch, replicas, isr, offline) as Metadata v12 says."""
     return _metadata(bootstrap, topic)[2][p]
+
+
+def _alter_raw(bootstrap: str, moves: dict[tuple[str, int], list[int] | None],
+               version: int = 1, allow_rf_change: bool = True) -> dict[tuple[str, int], int]:
+    """AlterPartitionReassignments sent to one broker (kio, no client library): used while a
+    broker is paused, where a client library may pick the paused one."""
+    mod = kio_compat.schema_module("alter_partition_reassignments", version, "request")
+    topics: dict[str, list] = {}
+    for (t, p), replicas in moves.items():
+        topics.setdefault(t, []).append(kio_compat.build(
+            mod.ReassignablePartition, partition_index=p,
+            replicas=None if replicas is None else tuple(replicas)))
+    fields = {"allow_replication_factor_change": allow_rf_change} if version >= 1 else {}
+    with RawClient(bootstrap) as raw:
+        r = raw.request(kio_compat.build(
+            mod.AlterPartitionReassignmentsRequest, **fields,
+            topics=tuple(kio_compat.build(mod.ReassignableTopic, name=t, partitions=tuple(ps))
+                         for t, ps in topics.items())))
+    assert r.error_code == 0, r
+    return {(t.name, p.partition_index): int(p.error_code)
+            for t in r.responses for p in t.partitions}
+
+
+def _list_raw(bootstrap: str, topics: dict[str, list[int]] | None = None) -> dict:
+    """ListPartitionReassignments from one broker: (topic, partition) -> (replicas,
+    adding, removing)."""
+    mod = kio_compat.schema_module("list_partition_reassignments", 0, "request")
+    wanted = None if topics is None else tuple(
+        kio_compat.build(mod.ListPartitionReassignmentsTopics, name=t,
+                         partition_indexes=tuple(ps)) for t, ps in topics.items())
+    with RawClient(bootstrap) as raw:
+        r = raw.request(kio_compat.build(mod.ListPartitionReassignmentsRequest,
+                                         topics=wanted))
+    assert r.error_code == 0, r
+    return {(t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas),
+                                          tuple(p.removing_replicas))
+            for t in r.topics for p in t.partitions}
 
 
 def _code(err: object) -> int:
@@ -117,35 +157,44 @@ def test_move_under_acks_all_producer_loses_nothing_and_deletes_the_old_copy(
 
 
 def test_list_during_a_move_then_cancel_reverts(cluster_factory) -> None:
-    # A session long enough that broker 2, paused so that it cannot catch up, stays
-    # registered while the move is listed and cancelled.
+    # A session long enough that the target broker, paused so that it cannot catch up,
+    # stays registered while the move is listed and cancelled.
     c = cluster_factory(3, **{"broker.session.timeout.ms": "15000"})
     _create(c[1].bootstrap, "cx")
     wait_until(lambda: _partition(c[1].bootstrap, "cx")[1] == 1, T, "cx-0 led by 1")
-    a = _kadmin(c[1].bootstrap)
-    tp = KTP("cx", 0)
-    os.kill(c[2].pid, signal.SIGSTOP)
+    ctrl = _metadata(c[1].bootstrap, "cx")[1]
+    target = 3 if ctrl == 2 else 2  # not the controller: the others' requests go on
+    via = c[1].bootstrap
+    tp = ("cx", 0)
+    os.kill(c[target].pid, signal.SIGSTOP)
     try:
-        assert a.alter_partition_reassignments({tp: [2]}) == {tp: None}
-        listed = a.list_partition_reassignments()
-        assert listed == {tp: {"replicas": [2, 1], "adding_replicas": [2],
-                               "removing_replicas": [1]}}, listed
-        assert a.list_partition_reassignments({"cx": [0]}) == listed
-        assert a.list_partition_reassignments({"nope": [0]}) == {}
+        assert _alter_raw(via, {tp: [target]}) == {tp: 0}
+        listed = _list_raw(via)
+        assert listed == {tp: ((target, 1), (target,), (1,))}, listed
+        assert _list_raw(via, {"cx": [0, 7]}) == listed
+        assert _list_raw(via, {"nope": [0]}) == {}
         # Metadata lists the adding replica; the leader and the ISR are unchanged.
-        part = _partition(c[3].bootstrap, "cx")
-        assert part[1] == 1 and part[3] == (2, 1) and part[4] == (1,), part
-        assert a.alter_partition_reassignments({tp: None}) == {tp: None}
-        assert a.list_partition_reassignments() == {}
-        part = _partition(c[3].bootstrap, "cx")
+        part = _partition(via, "cx")
+        assert part[1] == 1 and part[3] == (target, 1) and part[4] == (1,), part
+        assert _alter_raw(via, {tp: None}) == {tp: 0}
+        assert _list_raw(via) == {}
+        part = _partition(via, "cx")
         assert part[1] == 1 and part[3] == (1,) and part[4] == (1,), part
-        again = a.alter_partition_reassignments({tp: None})
-        assert _code(again[tp]) == ErrorCode.no_reassignment_in_progress, again
+        assert _alter_raw(via, {tp: None}) == {tp: ErrorCode.no_reassignment_in_progress}
+        # v1 with allowReplicationFactorChange false: a change of size is refused.
+        assert _alter_raw(via, {tp: [1, target]}, allow_rf_change=False) == {
+            tp: ErrorCode.invalid_replication_factor}
     finally:
-        os.kill(c[2].pid, signal.SIGCONT)
-    time.sleep(1.0)  # lets broker 2 apply the records it missed while paused
-    assert not (c[2].data_dir / "cx-0").exists()
+        os.kill(c[target].pid, signal.SIGCONT)
+    # Once resumed, the target applies the records it missed: hosts cx-0, then drops it.
+    wait_until(lambda: target in metadata_brokers(c[target].bootstrap), T,
+               "the paused broker answers again")
+    wait_until(lambda: not (c[target].data_dir / "cx-0").exists(), T,
+               "the cancelled target holds no copy")
     assert (c[1].data_dir / "cx-0").exists()
+    # The kafka-python AdminClient sees the same (nothing is moving now).
+    a = _kadmin(c.bootstrap)
+    assert a.list_partition_reassignments() == {}
     a.close()
 
 
@@ -186,3 +235,52 @@ def test_raise_rf_then_lower_it_moving_the_leader_and_errors(cluster_factory) ->
     assert _code(errs[KTP("nope", 0)]) == ErrorCode.unknown_topic_or_partition, errs
     assert _partition(c[3].bootstrap, "rf")[3] == (2,)
     a.close()
+
+
+def test_move_survives_killing_the_controller_and_leader_mid_move(cluster_factory) -> None:
+    """The move is in the partition record: a new controller finishes it, and nothing
+    acknowledged with acks=all before the crash is lost."""
+    c = cluster_factory(3, **{"auto.leader.rebalance.enable": "false"})
+    ctrl = _metadata(c[1].bootstrap, "__none__")[1]
+    a_id, b_id = (n for n in (1, 2, 3) if n != ctrl)
+    admin = AdminClient({"bootstrap.servers": c[a_id].bootstrap})
+    admin.create_topics([NewTopic("kc", 1, replica_assignment=[[ctrl, a_id]])])["kc"].result(T)
+    wait_until(lambda: sorted(_partition(c[a_id].bootstrap, "kc")[4]) == sorted([ctrl, a_id]),
+               T, "kc-0 in sync on both replicas")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(1000):
+        p.produce("kc", b"k%04d" % i)
+    assert p.flush(30) == 0
+    tp = ("kc", 0)
+    os.kill(c[b_id].pid, signal.SIGSTOP)  # the adding replica cannot catch up yet
+    try:
+        assert _alter_raw(c[a_id].bootstrap, {tp: [a_id, b_id]}) == {tp: 0}
+        part = _partition(c[a_id].bootstrap, "kc")
+        assert part[3] == (a_id, b_id, ctrl), part
+        c[ctrl].kill()  # the controller, the leader and the replica being removed
+    finally:
+        os.kill(c[b_id].pid, signal.SIGCONT)
+    def moved() -> bool:
+        part = _partition(c[a_id].bootstrap, "kc")
+        return part[3] == (a_id, b_id) and sorted(part[4]) == sorted([a_id, b_id])
+
+    wait_until(moved, 60, "the new controller completed the move")
+    assert _partition(c[a_id].bootstrap, "kc")[1] in (a_id, b_id)
+    got = _consume_all(c[b_id].bootstrap, "kc", 1000)
+    assert got == [b"k%04d" % i for i in range(1000)]
+    assert (c[ctrl].data_dir / "kc-0").exists()  # killed before it could delete it
+    c[ctrl].start()  # the removed replica comes back: it deletes its copy at start-up
+    wait_until(lambda: not (c[ctrl].data_dir / "kc-0").exists(), T,
+               "the restarted removed replica deleted kc-0")
+    assert _partition(c[ctrl].bootstrap, "kc")[3] == (a_id, b_id)
+
+
+def test_api_versions_lists_both_apis(cluster_factory) -> None:
+    c = cluster_factory(1)
+    mod = kio_compat.schema_module("api_versions", 3, "request")
+    with RawClient(c[1].bootstrap) as raw:
+        r = raw.request(kio_compat.build(mod.ApiVersionsRequest,
+                                         client_software_name="t",
+                                         client_software_version="1"))
+    keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    assert keys[45] == (0, 1) and keys[46] == (0, 0)
