@@ -642,6 +642,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
            " ShareSnapshot records"),
         _b("share.coordinator.write.timeout.ms", "int", "5000", "group", lo=1,
            doc="how long a share-state write waits for its append (acks=all)"),
+        _b("share.coordinator.state.topic.prune.interval.ms", "int", "300000", "group",
+           lo=1, doc="how often records of __share_group_state below every share"
+           " partition's latest snapshot are deleted"),
         _b("offsets.retention.minutes", "int", "10080", "group", "offsets_retention_minutes",
            lo=1),
         _b("offsets.retention.check.interval.ms", "long", "600000", "group",
