@@ -153,3 +153,58 @@ def test_group_configs_survive_a_restart(broker_factory: Callable[..., object]) 
         got = _collect(c, 30, until=5)
         c.commit_sync()
     assert got == {o: [1] for o in range(5)}, got
+
+
+def test_the_state_topic_is_pruned_and_still_replays(
+        broker_factory: Callable[..., object]) -> None:
+    """With a snapshot every 2 updates and pruning every second, the share partition's
+    state partition loses its old records (its log start moves up) and a broker killed
+    afterwards still replays the right state: accepted records never come again."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tests.broker.rawclient import RawClient
+    from yak.protocol import kio_compat
+    from yak.share.records import SHARE_STATE_TOPIC, ShareKey, partition_for
+
+    broker = broker_factory(**{"share.coordinator.snapshot.update.records.per.snapshot": "2",
+                               "share.coordinator.state.topic.prune.interval.ms": "1000"})
+    bs = broker.bootstrap
+    _setup(bs, "q", "g")
+    _produce(bs, "q", 10)
+    with ExitStack() as stack:  # implicit acks: a write per fetch, 10 fetches
+        c = ShareConsumer({"bootstrap.servers": bs, "group.id": "g", "max.poll.records": 1})
+        stack.callback(c.close)
+        c.subscribe(["q"])
+        got = _collect(c, 30, until=10)
+        c.commit_sync()
+    assert sorted(got) == list(range(10))
+    mod = kio_compat.schema_module("metadata", 12, "request")
+    with RawClient(bs) as raw:
+        meta = raw.request(kio_compat.build(
+            mod.MetadataRequest, topics=(kio_compat.build(mod.MetadataRequestTopic,
+                                                          name="q", topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    tid = meta.topics[0].topic_id
+    tp = TopicPartition(SHARE_STATE_TOPIC, partition_for(ShareKey("g", tid, 0), 50))
+    reader = Consumer({"bootstrap.servers": bs, "group.id": "watermarks"})
+    try:
+        end = time.monotonic() + 15
+        low = high = 0
+        while time.monotonic() < end:
+            low, high = reader.get_watermark_offsets(tp, timeout=5)
+            if low > 0:
+                break
+            time.sleep(0.5)  # the prune runs once a second
+    finally:
+        reader.close()
+    assert 0 < low < high, (low, high)
+    broker.restart(kill=True)
+    _produce(bs, "q", 2, first=10)
+    with ExitStack() as stack:
+        c = ShareConsumer({"bootstrap.servers": bs, "group.id": "g"})
+        stack.callback(c.close)
+        c.subscribe(["q"])
+        again = _collect(c, 30, until=2)
+        again.update({o: again.get(o, []) + n for o, n in _collect(c, 2).items()})
+        c.commit_sync()
+    assert again == {10: [1], 11: [1]}, again

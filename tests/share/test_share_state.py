@@ -162,3 +162,41 @@ def test_the_redelivery_delay_holds_a_released_record_back() -> None:
     assert sp.acquire("b", [(1, 1)], 100) == []
     clock.advance(500)
     assert sp.acquire("b", [(1, 1)], 100) == [AcquiredRange(1, 1, 2)]
+
+
+def test_pruning_deletes_below_every_keys_latest_snapshot() -> None:
+    """The offsets manager: the prune point is the lowest latest-snapshot offset of the
+    keys of a partition; the keys holding it get a fresh snapshot, so the next round
+    moves on; a deleted key holds nothing back."""
+    async def run() -> None:
+        log = MemoryCoordinatorLog(num_partitions=1, topic=rec.SHARE_STATE_TOPIC)
+        pruned: list[tuple[int, int]] = []
+        coord = ShareCoordinator(
+            log, log, ManualClock(), snapshot_every=2,
+            log_end=lambda p: len(log.records(p)),
+            prune=lambda p, offset: pruned.append((p, offset)))
+        coord.runtime.load_led_partitions()
+        a, b = ShareKey("g", TID, 0), ShareKey("g", TID, 1)
+        assert await coord.write(a, 0, 1, 0, [(0, 9, 0, 1)]) is ErrorCode.none  # 0: snap a
+        assert await coord.write(b, 0, 1, 0, [(0, 4, 0, 1)]) is ErrorCode.none  # 1: snap b
+        for i in range(3):  # 2, 3: updates of a; 4: a snapshot of a again
+            assert await coord.write(a, 0, 1, i + 1, [(i, i, 2, 0)]) is ErrorCode.none
+        assert [rec.decode_key(k)[0] for k, _ in log.records(0)] == [
+            rec.SNAPSHOT, rec.SNAPSHOT, rec.UPDATE, rec.UPDATE, rec.SNAPSHOT]
+        assert coord.prune_once() == {0: 1}  # b's snapshot (1) holds the start
+        assert pruned == [(0, 1)]
+        await asyncio.sleep(0)  # b's fresh snapshot (in the background)
+        await asyncio.gather(*coord._background)
+        assert rec.decode_key(log.records(0)[-1][0]) == (rec.SNAPSHOT, b)
+        assert coord.prune_once() == {0: 4}  # a's latest snapshot now
+        assert await coord.delete(a) is ErrorCode.none
+        await asyncio.gather(*coord._background)
+        assert coord.prune_once() == {0: 5}  # only b (its snapshot at 5) is left
+        # a restarted coordinator knows the same snapshot offsets from the replay
+        again = ShareCoordinator(log, log, ManualClock(), log_end=lambda p: 0,
+                                 prune=lambda p, offset: None)
+        again.runtime.load_led_partitions()
+        ctx = again.runtime.context(0)
+        assert ctx is not None and ctx.shard.snapshot_offsets == {b: 5}
+
+    asyncio.run(run())

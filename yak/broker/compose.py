@@ -432,9 +432,16 @@ def make_share_coordinator(config: BrokerConfig, replica_manager: ReplicaManager
         topic_configs=share_state_topic_configs(
             setting("share.coordinator.state.topic.min.isr")),
         timeout_ms=setting("share.coordinator.write.timeout.ms"))
+    def log_end(partition: int) -> int:
+        p = replica_manager.get_partition(SHARE_STATE_TOPIC, partition)
+        return -1 if p is None else p.log_end_offset
+
     coordinator = ShareCoordinator(
         writer, ReplicaLoader(replica_manager, SHARE_STATE_TOPIC), MonotonicClock(),
-        snapshot_every=setting("share.coordinator.snapshot.update.records.per.snapshot"))
+        snapshot_every=setting("share.coordinator.snapshot.update.records.per.snapshot"),
+        log_end=log_end,
+        prune=lambda p, offset: replica_manager.delete_records(SHARE_STATE_TOPIC, p, offset),
+        prune_interval_ms=setting("share.coordinator.state.topic.prune.interval.ms"))
     if not single_node:
         coordinator.manage_partitions()
     return coordinator

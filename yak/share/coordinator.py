@@ -20,15 +20,23 @@ one from a state epoch older than the stored one is FENCED_STATE_EPOCH: the stat
 reset (AlterShareGroupOffsets writes a snapshot at the next state epoch) since that
 leader read it, and it must read it again.
 
-The records are never pruned yet (the topic is `cleanup.policy=delete` with
-`retention.ms=-1`, so a snapshot's earlier updates stay; Kafka deletes records below the
-oldest snapshot still needed): docs/share-groups.md.
+Pruning (Kafka's ShareCoordinatorShard offsets manager): the topic is
+`cleanup.policy=delete` with `retention.ms=-1`, so nothing goes by itself. Each shard
+knows the offset of every key's latest snapshot (from the replay, and for a live write
+the partition's log end when its operation runs: the runtime appends the one-record
+batch right after the operation, nothing in between); every
+`share.coordinator.state.topic.prune.interval.ms` the records below the lowest of them
+are deleted (DeleteRecords on the leader, never past the high watermark), and the keys
+holding that lowest snapshot get a fresh one, so an idle share partition does not hold
+the topic's start back for long.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from yak.clock import Clock
 from yak.coordinator import (
@@ -64,6 +72,7 @@ class ShareStateShard:
         self.epoch = epoch
         self.states: dict[ShareKey, ShareState] = {}
         self.in_flight: dict[ShareKey, int] = {}  # writes submitted, not yet completed
+        self.snapshot_offsets: dict[ShareKey, int] = {}  # each key's latest snapshot
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
                value: bytes | None) -> None:
@@ -71,6 +80,7 @@ class ShareStateShard:
             version, k = rec.decode_key(key)
             if value is None:
                 self.states.pop(k, None)
+                self.snapshot_offsets.pop(k, None)
                 return
             v = rec.decode_value(version, value)
         except (ValueError, UnicodeDecodeError) as e:
@@ -78,6 +88,7 @@ class ShareStateShard:
             return
         if version == rec.SNAPSHOT:
             self.states[k] = v
+            self.snapshot_offsets[k] = offset
         else:
             self._update(k, v.leader_epoch, v.start_offset, v.batches)
 
@@ -99,12 +110,22 @@ class ShareStateShard:
 
 class ShareCoordinator:
     def __init__(self, writer: PartitionWriter, loader: CoordinatorLoader, clock: Clock,
-                 *, snapshot_every: int = 500) -> None:
+                 *, snapshot_every: int = 500,
+                 log_end: Callable[[int], int] | None = None,
+                 prune: Callable[[int, int], None] | None = None,
+                 prune_interval_ms: int = 300_000) -> None:
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             writer, loader, ShareStateShard, clock)
         self.writer = writer
         self.snapshot_every = snapshot_every
         self._managed = False  # a cluster: shards follow the partition layer's leadership
+        # The partition layer's, handed in by the composition: a partition's log end
+        # offset, and DeleteRecords below an offset (None: no pruning, unit tests).
+        self._log_end = log_end
+        self._prune = prune
+        self.prune_interval_ms = prune_interval_ms
+        self._prune_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[object]] = set()
 
     # ------------------------------------------------------------------ partitions
 
@@ -116,9 +137,58 @@ class ShareCoordinator:
         if not self._managed:
             self.runtime.load_led_partitions()
         self.runtime.start_timers()
+        if self._prune is not None:
+            self._prune_task = asyncio.get_running_loop().create_task(self._prune_loop())
 
     async def stop(self) -> None:
+        task, self._prune_task = self._prune_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for t in list(self._background):
+            t.cancel()
         await self.runtime.stop()
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.prune_interval_ms / 1000)
+            try:
+                self.prune_once()
+            except Exception:  # noqa: BLE001 - logged; the next round tries again
+                log.exception("pruning %s failed", rec.SHARE_STATE_TOPIC)
+
+    def prune_once(self) -> dict[int, int]:
+        """Delete, per shard, the records below every key's latest snapshot; then give the
+        keys holding that lowest snapshot a fresh one (in the background). Returns
+        partition -> the offset pruned to, for the partitions pruned."""
+        assert self._prune is not None and self._log_end is not None
+        pruned: dict[int, int] = {}
+        for ctx in self.runtime.contexts():
+            if self.runtime.active(ctx.partition) is None:
+                continue
+            shard = ctx.shard
+            offsets = shard.snapshot_offsets
+            if any(k not in offsets for k in shard.states):
+                continue  # a key without a known snapshot: keep everything
+            live = [offsets[k] for k in shard.states]
+            point = min(live) if live else self._log_end(ctx.partition)
+            if point <= 0:
+                continue  # nothing below it (and -1 would mean the high watermark)
+            try:
+                self._prune(ctx.partition, point)
+            except KafkaError as e:  # above the high watermark for now: next round
+                log.debug("pruning %s-%d to %d: %s", rec.SHARE_STATE_TOPIC, ctx.partition,
+                          point, e)
+                continue
+            pruned[ctx.partition] = point
+            for k in [k for k in shard.states if offsets[k] == point][:100]:
+                st = shard.states[k]
+                task = asyncio.get_running_loop().create_task(self.write(
+                    k, st.state_epoch, -1, -1, (), snapshot=True))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+        return pruned
 
     def partition_changed(self, topic: str, partition: int, state: object | None,
                           leads: bool) -> None:
@@ -164,9 +234,11 @@ class ShareCoordinator:
         return ErrorCode.none, st
 
     async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int,
-                    start_offset: int, batches: Sequence[StateBatch]) -> ErrorCode:
+                    start_offset: int, batches: Sequence[StateBatch],
+                    snapshot: bool = False) -> ErrorCode:
         """WriteShareGroupState: one record, durable (acks=all) before it answers. The
-        first write of a key (or one at a new state epoch) is a snapshot."""
+        first write of a key (or one at a new state epoch, or `snapshot`: pruning's
+        fresh one) is a snapshot."""
         p = self.partition_for(key)
 
         def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
@@ -180,9 +252,11 @@ class ShareCoordinator:
                 # the state was reset (AlterShareGroupOffsets) since this leader read it
                 raise error_for_code(ErrorCode.fenced_state_epoch,
                                      f"state epoch {state_epoch} < {st.state_epoch}")
-            snapshot = (st is None or state_epoch > st.state_epoch
-                        or (st.updates >= self.snapshot_every and pending == 0))
-            if snapshot:
+            if snapshot and st is None:
+                return CoordinatorResult([], response=ErrorCode.none)  # deleted meanwhile
+            whole = (st is None or state_epoch > st.state_epoch
+                     or ((snapshot or st.updates >= self.snapshot_every) and pending == 0))
+            if whole:
                 start = start_offset if start_offset >= 0 or st is None else st.start_offset
                 merged = ShareState(
                     state_epoch if st is None else max(state_epoch, st.state_epoch),
@@ -192,9 +266,13 @@ class ShareCoordinator:
                                 else st.batches, batches, max(start, 0)),
                     0 if st is None else st.snapshot_epoch + 1)
                 record = (rec.encode_key(rec.SNAPSHOT, key), rec.encode_snapshot(merged))
+                # its offset: the runtime appends it right after this operation
+                at = self._log_end(p) if self._log_end is not None else None
 
                 def apply() -> ErrorCode:
                     shard.states[key] = merged
+                    if at is not None and at >= 0:
+                        shard.snapshot_offsets[key] = at
                     return ErrorCode.none
             else:
                 assert st is not None
@@ -232,6 +310,7 @@ class ShareCoordinator:
         def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
             def apply() -> ErrorCode:
                 shard.states.pop(key, None)
+                shard.snapshot_offsets.pop(key, None)
                 return ErrorCode.none
             return CoordinatorResult([(rec.encode_key(rec.SNAPSHOT, key), None),
                                       (rec.encode_key(rec.UPDATE, key), None)], apply=apply)
