@@ -284,3 +284,59 @@ def test_api_versions_lists_both_apis(cluster_factory) -> None:
                                          client_software_version="1"))
     keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert keys[45] == (0, 1) and keys[46] == (0, 0)
+
+
+def test_three_replicas_move_to_a_fourth_broker_under_load(cluster_factory) -> None:
+    """{1,2,3} -> {2,3,4} while a keyed acks=all producer writes: afterwards broker 4 alone
+    (2 and 3 killed) serves every acknowledged record, in order per key; broker 1's copy
+    is gone."""
+    c = cluster_factory(4, **{"auto.leader.rebalance.enable": "false"})
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    admin.create_topics([NewTopic("four", 1, replica_assignment=[[1, 2, 3]])])["four"].result(T)
+    wait_until(lambda: sorted(_partition(c[4].bootstrap, "four")[4]) == [1, 2, 3], T,
+               "four-0 in sync on 1, 2, 3")
+    acked: list[tuple[bytes, bytes]] = []
+    failed: list[object] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "message.timeout.ms": 30000})
+
+        def done(err: object, msg: object) -> None:
+            if err is None:
+                acked.append((msg.key(), msg.value()))  # type: ignore[attr-defined]
+            else:
+                failed.append(err)
+
+        i = 0
+        while not stop.is_set():
+            p.produce("four", b"%06d" % i, key=b"k%d" % (i % 7), on_delivery=done)
+            p.poll(0)
+            i += 1
+            if i % 100 == 0:
+                time.sleep(0.01)
+        p.flush(30)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        wait_until(lambda: len(acked) >= 1000, T, "records acked before the move")
+        assert _alter_raw(c[4].bootstrap, {("four", 0): [2, 3, 4]}) == {("four", 0): 0}
+        wait_until(lambda: _partition(c[4].bootstrap, "four")[3] == (2, 3, 4)
+                   and _list_raw(c[4].bootstrap) == {}, 60, "the move completed")
+        before = len(acked)
+        wait_until(lambda: len(acked) >= before + 1000, T, "records acked after the move")
+    finally:
+        stop.set()
+        writer.join(60)
+    assert not failed, failed[:3]
+    wait_until(lambda: not (c[1].data_dir / "four-0").exists(), T, "broker 1 deleted four-0")
+    c[2].kill()
+    c[3].kill()
+    wait_until(lambda: _partition(c[4].bootstrap, "four")[1] == 4, 30, "broker 4 leads")
+    got = _consume_all(c[4].bootstrap, "four", len(acked))
+    assert sorted(got) == sorted(v for _k, v in acked), (len(got), len(acked))
+    # Each value once (the multisets are equal), in write order: one partition, one
+    # idempotent producer, so every key's records too.
+    assert got == sorted(got)
