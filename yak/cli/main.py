@@ -15,6 +15,7 @@ from yak.cli import acl as _acl
 from yak.cli import bench as _bench
 from yak.cli import chaos as _chaos
 from yak.cli import cluster as _cluster
+from yak.cli import config as _config
 from yak.cli import consume as _consume
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
@@ -89,6 +90,7 @@ app.add_typer(_acl.app, name="acl")
 app.add_typer(_user.app, name="user")
 app.add_typer(_quota.app, name="quota")
 app.add_typer(_cluster.app, name="cluster")
+app.add_typer(_config.app, name="config")
 app.add_typer(_chaos.app, name="chaos")
 app.add_typer(_txn.app, name="txn")
 app.add_typer(_profile.app, name="profile")
