@@ -397,3 +397,51 @@ def test_delete_records_moves_the_whole_logs_start(rm: ReplicaManager, tmp_path:
         assert plog.log_start_offset == local_start  # local data untouched
         await rlm.stop()
     asyncio.run(main())
+
+
+def test_a_lost_start_truncation_of_the_epoch_checkpoint_is_cut_again_at_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local retention moves a tiered log's start several times a second; the leader-epoch
+    checkpoint it rewrites is not fsynced under the log lock that appends wait for (Kafka's
+    truncateFromStartAsyncFlush; docs/benchmarks/tiered.md). A crash that loses that write
+    leaves epochs below the log start in the file: loading the log cuts them again."""
+    from yak.storage import checkpoint
+
+    logs = LogManager(str(tmp_path / "data"), LogConfig(), start_cleaner=False)
+    logs.startup()
+    plog = logs.create("t", 0, CFG)
+    for epoch in range(3):
+        for _ in range(20):
+            recs = [Record(b"k", b"v" * 100, int(time.time() * 1000)) for _ in range(10)]
+            plog.append_as_leader(memoryview(build_batch(recs)), epoch)
+    plog.update_high_watermark()
+    path = os.path.join(plog.directory, checkpoint.LEADER_EPOCH_FILE)
+    plog.flush()
+    assert checkpoint.read_epochs(path) == [(0, 0), (1, 200), (2, 400)]
+    stale = Path(path).read_bytes()
+
+    syncs: list[object] = []
+    real = checkpoint.write_atomic
+
+    def counting(p: str, data: bytes, sync: bool = True) -> None:
+        if sync:
+            syncs.append(p)
+        real(p, data, sync=sync)
+    monkeypatch.setattr(checkpoint, "write_atomic", counting)
+    start = plog.delete_records(300)
+    assert start == 300 and plog.leader_epoch_cache.entries == [(1, 300), (2, 400)]
+    assert path not in syncs  # written, not fsynced, under the log lock
+    monkeypatch.undo()
+
+    Path(path).write_bytes(stale)  # the crash lost the lazy write
+    logs.shutdown()
+    assert checkpoint.read_epochs(path) == [(1, 300), (2, 400)]  # a clean close syncs it
+    Path(path).write_bytes(stale)
+    reopened = LogManager(str(tmp_path / "data"), LogConfig(), start_cleaner=False)
+    reopened.startup()
+    try:
+        again = reopened.get("t", 0)
+        assert again is not None and again.log_start_offset == 300
+        assert again.leader_epoch_cache.entries == [(1, 300), (2, 400)]
+    finally:
+        reopened.shutdown()

@@ -7,8 +7,13 @@ A new epoch is recorded on the append path, so its checkpoint is written there w
 (as Kafka does since KAFKA-15046): two fsyncs on the event loop per partition's first append
 stalled every other client. It becomes durable with the log's next flush, and an unclean
 start re-derives the epochs of the batches it recovers from their headers, so nothing the
-crash lost is missing from the cache. Truncations, which must not be undone by a crash, still
-fsync at once.
+crash lost is missing from the cache. A truncation from the start (retention, local
+retention of a tiered log: several times a second at 10 MB/s) is written without fsync too,
+as Kafka's truncateFromStartAsyncFlush: its fsync ran under the log lock that appends on
+the event loop wait for, and was the largest share of a tiered topic's producer p99
+(docs/benchmarks/tiered.md); a crash that loses it leaves entries below the log start,
+which loading cuts again (`yak.storage.loader`). Truncations from the end, which must not
+be undone by a crash, still fsync at once.
 """
 
 from __future__ import annotations
@@ -83,7 +88,8 @@ class LeaderEpochCache:
                 self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
-        """The log start moved: the epoch covering it now starts there."""
+        """The log start moved: the epoch covering it now starts there (written lazily,
+        see the module docstring)."""
         with self._lock:
             keep = [(e, o) for e, o in self._entries if o >= start_offset]
             older = [(e, o) for e, o in self._entries if o < start_offset]
@@ -91,7 +97,7 @@ class LeaderEpochCache:
                 keep.insert(0, (older[-1][0], start_offset))
             if keep != self._entries:
                 self._entries = keep
-                self._flush()
+                self._flush(sync=False)
 
     def clear(self) -> None:
         with self._lock:

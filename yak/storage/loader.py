@@ -134,6 +134,8 @@ def load_log(
         log_start_offset = log_end
     high_watermark = min(max(hw, log_start_offset), log_end)
     epoch_cache.truncate_from_end(log_end)
+    # A truncation from the start is written lazily (epoch_cache): a crash may have lost it.
+    epoch_cache.truncate_from_start(log_start_offset)
     return LoadedLog(segments, log_start_offset, log_end, recovered_point, high_watermark,
                      stats, txn_rebuild_from)
 
