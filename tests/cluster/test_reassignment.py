@@ -11,8 +11,16 @@ import signal
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import TopicPartition as KTP
 from kafka.admin import KafkaAdminClient
 
@@ -20,6 +28,7 @@ from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import metadata_brokers
 from tests.cluster.test_cluster_metadata import _metadata
 from tests.waiting import wait_until
+from yak.cluster.replication_throttle import RateQuota, names_replica
 from yak.errors import ErrorCode
 from yak.protocol import kio_compat
 
@@ -340,3 +349,65 @@ def test_three_replicas_move_to_a_fourth_broker_under_load(cluster_factory) -> N
     # Each value once (the multisets are equal), in write order: one partition, one
     # idempotent producer, so every key's records too.
     assert got == sorted(got)
+
+
+def test_follower_throttle_holds_a_move_to_its_rate(cluster_factory) -> None:
+    """KIP-73: broker 2's follower.replication.throttled.rate (1 MB/s, dynamic) applies to
+    the replica its topic names in follower.replication.throttled.replicas while it catches
+    up; a topic that names none moves unthrottled."""
+    c = cluster_factory(2)
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    fs = admin.create_topics([
+        NewTopic("slow", 1, replica_assignment=[[1]],
+                 config={"follower.replication.throttled.replicas": "0:2"}),
+        NewTopic("quick", 1, replica_assignment=[[1]])])
+    for f in fs.values():
+        f.result(T)
+    size = 6_000_000
+    value = os.urandom(10_000)  # incompressible (the producer compresses nothing anyway)
+    p = Producer({"bootstrap.servers": c[1].bootstrap, "acks": "all"})
+    for topic in ("slow", "quick"):
+        for _ in range(size // len(value)):
+            p.produce(topic, value)
+            p.poll(0)
+    assert p.flush(60) == 0
+    rate = 1_000_000
+    res = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[ConfigEntry(
+        "follower.replication.throttled.rate", str(rate),
+        incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(T)
+
+    def move(topic: str) -> float:
+        started = time.monotonic()
+        assert _alter_raw(c[1].bootstrap, {(topic, 0): [1, 2]}) == {(topic, 0): 0}
+        wait_until(lambda: _list_raw(c[1].bootstrap) == {}, 60, f"{topic} moved")
+        return time.monotonic() - started
+
+    slow = move("slow")
+    observed = size / slow
+    assert 0.8 * rate <= observed <= 1.2 * rate, f"{observed:.0f} B/s over {slow:.1f} s"
+    quick = move("quick")
+    print(f"throttled move: {size} B in {slow:.2f} s ({observed / 1e6:.2f} MB/s at a"
+          f" {rate / 1e6:.1f} MB/s throttle); unthrottled: {quick:.2f} s")
+    assert quick < slow / 2, (quick, slow)
+
+
+def test_throttled_replicas_lists_and_the_quota() -> None:
+    """The parts of the follower throttle without a broker: Kafka's list form, and the
+    bucket against a manual clock."""
+    assert names_replica("*", 3, 2)
+    assert names_replica("0:1, 3:2", 3, 2)
+    assert not names_replica("0:1,3:1", 3, 2)
+    assert not names_replica("", 0, 1) and not names_replica(None, 0, 1)
+    now = [0.0]
+    q = RateQuota(lambda: 1000, clock=lambda: now[0])
+    assert q.wait_s() == 0.0
+    q.record(1100)  # the bucket starts empty: 1100 bytes owed at 1000 B/s
+    assert q.wait_s() == pytest.approx(1.1)
+    now[0] = 0.6
+    assert q.wait_s() == pytest.approx(0.5)
+    now[0] = 5.0  # idle a while: refilled to a tenth of a second's worth only
+    assert q.wait_s() == 0.0
+    q.record(300)
+    assert q.wait_s() == pytest.approx(0.2)
+    assert not q.unlimited() and RateQuota(lambda: (1 << 63) - 1).unlimited()

@@ -62,6 +62,7 @@ from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from yak.cluster.replication_throttle import FollowerThrottle
 from yak.config import BrokerConfig
 from yak.coordinator.loader import ReplicaLoader
 from yak.coordinator.partition_writer import ReplicaPartitionWriter
@@ -170,9 +171,16 @@ def build_broker(config: BrokerConfig) -> Broker:
     inter_broker_connect = _construct(
         "inter-broker security",
         lambda: None if node.single_node else _inter_broker_connect(config, security))
+    # KIP-73's follower throttle: the rate is a dynamic broker config (read live), the
+    # replicas it applies to a topic config.
+    throttle = FollowerThrottle(
+        config.node_id, lambda: config.follower_replication_throttled_rate,
+        lambda t: (i.configs.get("follower.replication.throttled.replicas")
+                   if (i := node.store.get(t)) is not None else None))
     fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
         replica_manager, node.resolve, FetcherConfig.from_broker_config(
-            config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect))
+            config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect,
+        throttle=throttle))
     metadata = node.store
     topics = _construct("topic manager",
                         lambda: ClusterTopicManager(node.store, replica_manager, config))

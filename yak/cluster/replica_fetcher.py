@@ -28,6 +28,9 @@ partition it copies:
   leader's address. The publisher's next `follow` with a newer epoch clears a back-off.
 
 Data of a fetch answered under an older leadership than the one followed now is dropped.
+A replica that is not in sync and that its topic names in
+`follower.replication.throttled.replicas` is copied under the follower quota
+(`replication_throttle.py`, KIP-73): left out of the fetches while the quota is spent.
 This module is in the cluster layer: it reaches other brokers through
 `yak.wire.KafkaConnection` (the Fetch frame hand-encoded, the response decoded by
 `fetch_client_codec` with the records left as slices of the received frame) and the
@@ -58,6 +61,7 @@ from yak.protocol.fetch_client_codec import (
 from yak.wire import PLAIN, BrokerConnectionError, Dialer, KafkaConnection
 
 if TYPE_CHECKING:
+    from yak.cluster.replication_throttle import FollowerThrottle
     from yak.partition import ReplicaManager
     from yak.protocol.fetch_codec import FetchPartitionResult
 
@@ -112,7 +116,8 @@ class FetcherConfig:
 class _PartitionFetch:
     """One followed partition: the leadership it follows and whether it is backing off."""
 
-    __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error")
+    __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error",
+                 "in_sync")
 
     def __init__(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.topic = topic
@@ -121,12 +126,15 @@ class _PartitionFetch:
         self.delayed_until = 0.0
         self.lag = 0
         self.last_error = _NONE
+        self.in_sync = False  # caught up with the leader's high watermark at the last fetch
 
 
 class ReplicaFetcherManager:
     def __init__(self, replica_manager: ReplicaManager, resolve: Resolve,
-                 config: FetcherConfig, dialer: Dialer | None = None) -> None:
+                 config: FetcherConfig, dialer: Dialer | None = None,
+                 throttle: FollowerThrottle | None = None) -> None:
         self.replica_manager = replica_manager
+        self.throttle = throttle  # KIP-73's follower quota (replication_throttle.py)
         self.resolve = resolve
         self.config = config
         self.dialer = dialer or PLAIN
@@ -357,19 +365,31 @@ class _SourceFetcher:
         by_topic: dict[str, FetchRequestTopic] = {}
         sent: dict[tuple[Any, int], tuple[_PartitionFetch, int]] = {}
         by_id = cfg.fetch_version >= 13
+        throttle = self.manager.throttle
+        throttled: set[tuple[str, int]] = set()
+        held_back = False
         for pf in ready:
             p = rm.get_partition(pf.topic, pf.partition)
             if p is None or p.is_leader:
                 continue  # the publisher has not caught up with this change yet
+            if throttle is not None and throttle.applies(pf.topic, pf.partition, pf.in_sync):
+                wait = throttle.quota.wait_s()
+                if wait > 0:  # the quota is spent: this partition waits for it to refill
+                    self._delay([pf], wait)
+                    held_back = True
+                    continue
+                throttled.add((pf.topic, pf.partition))
             t = by_topic.get(pf.topic)
             if t is None:
                 t = by_topic[pf.topic] = FetchRequestTopic(p.topic_id, pf.topic, [])
             t.partitions.append(FetchRequestPartition(
                 pf.partition, p.log_end_offset, pf.leader_epoch, p.latest_epoch,
-                p.log_start_offset, cfg.fetch_max_bytes))
+                p.log_start_offset, cfg.fetch_max_bytes if (pf.topic, pf.partition)
+                not in throttled else throttle.max_bytes(cfg.fetch_max_bytes)))
             sent[(p.topic_id if by_id else pf.topic, pf.partition)] = (pf, pf.leader_epoch)
         if not sent:
-            self._delay(ready, cfg.fetch_backoff_ms / 1000)
+            if not held_back:
+                self._delay(ready, cfg.fetch_backoff_ms / 1000)
             return
         conn = self._conn
         assert conn is not None
@@ -400,6 +420,8 @@ class _SourceFetcher:
                 if self.partitions.get((pf.topic, pf.partition)) is not pf \
                         or pf.leader_epoch != epoch:
                     continue  # followed differently since the request left: drop it
+                if throttle is not None and (pf.topic, pf.partition) in throttled:
+                    throttle.quota.record(r.records_size)
                 await self._partition_result(pf, epoch, r)
 
     async def _partition_result(self, pf: _PartitionFetch, epoch: int,
@@ -417,6 +439,7 @@ class _SourceFetcher:
                 p = rm.get_partition(pf.topic, pf.partition)
                 if p is not None:
                     pf.lag = max(0, r.high_watermark - p.log_end_offset)
+                    pf.in_sync = pf.lag == 0
                 if pf.last_error != _NONE:
                     log.info("%s-%d: fetching from broker %d again", pf.topic, pf.partition,
                              self.leader_id)

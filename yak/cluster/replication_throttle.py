@@ -1,0 +1,94 @@
+"""The follower's replication throttle (KIP-73), so that moving a partition does not take
+the bandwidth produce and consume need.
+
+Kafka's rule, followed here: a follower copies a partition under the throttle only when
+the partition is named for this broker in the topic's
+`follower.replication.throttled.replicas` (`partition:broker,...`, or `*` for every
+replica of the topic) and the replica is not in sync (it lags the leader's high
+watermark, as an adding replica does while it catches up). The bytes fetched for such
+partitions count against `follower.replication.throttled.rate` (bytes/s, a dynamic broker
+config read live on every fetch); while that quota is spent, the throttled partitions are
+left out of the fetch requests until it refills, and in-sync replicas go on unthrottled.
+The default rate (Long.MAX_VALUE) never throttles.
+
+The leader's side (`leader.replication.throttled.rate` with
+`leader.replication.throttled.replicas`) is not enforced yet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["FollowerThrottle", "RateQuota", "names_replica"]
+
+UNTHROTTLED = (1 << 63) - 1  # Kafka's default rate: Long.MAX_VALUE
+BURST_S = 0.1  # the bucket holds a tenth of a second of the rate: no burst after idling
+
+
+def names_replica(value: str | None, partition: int, broker: int) -> bool:
+    """Whether a `*.replication.throttled.replicas` value names this replica: `*`, or a
+    `partition:broker` entry (Kafka's list form)."""
+    if not value:
+        return False
+    for entry in value.split(","):
+        entry = entry.strip()
+        if entry == "*":
+            return True
+        p, sep, b = entry.partition(":")
+        if sep and p.strip() == str(partition) and b.strip() == str(broker):
+            return True
+    return False
+
+
+class RateQuota:
+    """A token bucket of `rate()` bytes/s (read on every use: a dynamic config)."""
+
+    def __init__(self, rate: Callable[[], int], clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self._rate = rate
+        self._clock = clock
+        self._tokens = 0.0
+        self._last = clock()
+
+    def _refill(self) -> float:
+        rate = max(1, self._rate())
+        now = self._clock()
+        self._tokens = min(rate * BURST_S, self._tokens + (now - self._last) * rate)
+        self._last = now
+        return rate
+
+    def rate(self) -> int:
+        return max(1, self._rate())
+
+    def unlimited(self) -> bool:
+        return self._rate() >= UNTHROTTLED
+
+    def wait_s(self) -> float:
+        """Seconds until the quota allows another fetch (0: now)."""
+        rate = self._refill()
+        return 0.0 if self._tokens >= 0 else -self._tokens / rate
+
+    def record(self, nbytes: int) -> None:
+        self._refill()
+        self._tokens -= nbytes
+
+
+class FollowerThrottle:
+    """Which followed partitions the follower quota applies to, and the quota."""
+
+    def __init__(self, node_id: int, rate: Callable[[], int],
+                 topic_value: Callable[[str], str | None]) -> None:
+        self.node_id = node_id
+        self.quota = RateQuota(rate)
+        self._topic_value = topic_value  # topic -> its follower.replication.throttled.replicas
+
+    def max_bytes(self, fetch_max_bytes: int) -> int:
+        """A throttled partition's fetch size: a tenth of a second of the rate, so the
+        quota is spent in small steps rather than one burst of `replica.fetch.max.bytes`
+        (the leader still returns at least one whole batch)."""
+        return max(1, min(fetch_max_bytes, self.quota.rate() // 10))
+
+    def applies(self, topic: str, partition: int, in_sync: bool) -> bool:
+        return (not in_sync and not self.quota.unlimited()
+                and names_replica(self._topic_value(topic), partition, self.node_id))
