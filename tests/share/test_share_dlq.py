@@ -4,6 +4,10 @@ confluent-kafka's ShareConsumer against a real `yak serve`."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 import time
 from contextlib import ExitStack
 
@@ -136,3 +140,69 @@ def test_a_released_record_comes_again_only_after_the_redelivery_delay(broker) -
     assert [n for _, n in seen] == [1, 2]
     gap = seen[1][0] - seen[0][0]
     assert 2.0 <= gap <= 2.0 + 1.5, gap
+
+
+# Release every record at its first delivery, hold it at its second (explicit mode), report
+# {"offset": [delivery counts]} once each was held, then wait to be killed.
+_RELEASE_THEN_HOLD = textwrap.dedent("""
+    import json, sys, time
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    bootstrap, want = sys.argv[1], int(sys.argv[2])
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe(["q"])
+    seen = {}
+    end = time.monotonic() + 30
+    while sum(1 for v in seen.values() if 2 in v) < want and time.monotonic() < end:
+        for m in c.poll(0.2):
+            seen.setdefault(str(m.offset()), []).append(m.delivery_count())
+            if m.delivery_count() == 1:
+                c.acknowledge(m, AcknowledgeType.RELEASE)
+        c.commit_sync()
+    print(json.dumps(seen), flush=True)
+    time.sleep(3600)
+""")
+
+
+def test_a_record_held_at_its_last_delivery_when_the_broker_dies_goes_to_the_dlq(
+        broker_factory) -> None:
+    """Delivery limit 2: a record released once and held at its second delivery when the
+    broker is killed is archived by the next load of the share partition (its lock died
+    with the broker, as an expiry would archive it) and copied to the dead-letter topic;
+    nobody gets it a third time."""
+    broker = broker_factory()
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    for t in ("q", "q-dlq"):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(15)
+    res = ConfigResource(ResourceType.GROUP, "g", incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (
+            ("share.delivery.count.limit", "2"), ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", "q-dlq"))])
+    admin.incremental_alter_configs([res])[res].result(10)
+    p = Producer({"bootstrap.servers": bs})
+    p.produce("q", key=b"k", value=b"v", partition=0)
+    assert p.flush(15) == 0
+    holder = subprocess.Popen([sys.executable, "-c", _RELEASE_THEN_HOLD, bs, "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = holder.stdout.readline()
+        assert line, holder.stderr.read() if holder.poll() is not None else "no report"
+        assert json.loads(line) == {"0": [1, 2]}
+        broker.kill()
+    finally:
+        holder.kill()
+        holder.wait(10)
+    broker.start()
+    with ExitStack() as stack:
+        c = _consumer(stack, bs, "g", "q")
+        got = []
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            got += [m.offset() for m in c.poll(0.2) if m.error() is None]
+    assert got == []  # never a third delivery
+    dead = _read_all(bs, "q-dlq", 1)
+    assert [(m.key(), m.value()) for m in dead] == [(b"k", b"v")]
+    h = dict(dead[0].headers())
+    assert (h["__dlq.errors.delivery.count"], h["__dlq.errors.reason"]) == (
+        b"2", b"delivery count limit reached")

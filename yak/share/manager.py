@@ -382,9 +382,12 @@ class ShareManager:
         else:
             reset = self._cfg(group_id).get("share.auto.offset.reset", "latest")
             sp.initialize(p.log_start_offset, p.high_watermark, reset)
+        copied = self._dead_letters(group_id, topic, sp)  # held at the limit: archived
         changes = sp.take_changes()
         if changes is not None:  # the start a reset chose must be durable before use
             code = await self.persister.write(key, sp.state_epoch, leader_epoch, *changes)
+            if copied:
+                await self.replicas.wait_for_acks(copied, DLQ_ACK_TIMEOUT_MS)
             if code is not ErrorCode.none:
                 return code
         sp.durable = sp.noted()
