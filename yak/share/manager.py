@@ -10,14 +10,15 @@ AcquiredRecords ranges say which offsets the member holds. With nothing acquired
 waits in the fetch purgatory for new data, for at most `max_wait` and never past the next
 lock expiry (an expired lock makes records available again).
 
-Share-partition state is durable when a `SharePersister` is given (the composition's
+Share-partition state is durable when a persister is given (the composition's
 `CoordinatorPersister`, the share coordinator on `__share_group_state`): a share partition
 is read from it on first use (`_ensure_loaded`; never initialized: by
 `share.auto.offset.reset`, and that start written before a record is handed out), and
 its changes are written (`_flush`, one write per share partition at a time, each taking
 every change noted so far) before a ShareFetch returns what it acquired and before an
-acknowledgement is answered. Membership, sessions and group configs are still in memory
-(docs/share-groups.md says what a restart loses).
+acknowledgement is answered. Group configs are documents of the metadata store when a
+`GroupConfigStore` is given (`group_configs.py`). Membership and sessions are still in
+memory (docs/share-groups.md says what a restart loses). Dead letters: `dead_letters.py`.
 """
 
 from __future__ import annotations
