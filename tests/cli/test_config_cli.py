@@ -1,7 +1,8 @@
 """`yak config describe|set|delete` (dynamic broker configs, issue 23) against real `yak
 serve` processes: what it sets is what confluent-kafka's AdminClient then describes, bad
 input is the broker's error in one line with exit 2, `--json` parses; on a two-broker etcd
-cluster a broker's own resource reaches that broker through any bootstrap."""
+cluster a broker's own resource reaches that broker through any bootstrap; on a SASL
+listener the command's -X login is used and the authorizer's refusal is one line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource
 from confluent_kafka.admin import ResourceType as RT
+from security.conftest import certs, plain_users, start_secured  # noqa: F401 - fixture
 
 from tests.cli.test_cli import ok, one_line_error, yak
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
@@ -152,3 +154,39 @@ def test_two_brokers_on_etcd(cluster_factory) -> None:  # noqa: F811
     got = json.loads(ok("config", "describe", "--broker", "1", "--json", *via1))
     assert {x["name"]: x["source"] for x in got["configs"]} == {
         "message.max.bytes": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def test_sasl_login_and_acls(tmp_path, certs) -> None:  # noqa: ANN001, F811
+    """The command's -X login reaches the broker; a principal without ALTER_CONFIGS on the
+    cluster and a refused login are one line, exit 1 (not bad input)."""
+    d = tmp_path / "data"
+    d.mkdir()
+    broker = start_secured(
+        d, ["SASL_PLAINTEXT"], certs,
+        **{"sasl.enabled.mechanisms": "PLAIN",
+           "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+               plain_users(admin="admin-secret", alice="alice-secret"),
+           "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "super.users": "User:admin"})
+    try:
+        bs = ["--bootstrap", broker.addr("SASL_PLAINTEXT")]
+
+        def login(user: str, password: str) -> list[str]:
+            return [*bs, "-X", "security.protocol=sasl_plaintext", "-X",
+                    "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}", "-X",
+                    f"sasl.password={password}"]
+
+        ok("config", "set", "--default", "num.partitions=4", *login("admin", "admin-secret"))
+        got = json.loads(ok("config", "describe", "--default", "--json",
+                            *login("admin", "admin-secret")))
+        assert [(c["name"], c["value"]) for c in got["configs"]] == [("num.partitions", "4")]
+        r = yak("config", "set", "--default", "num.partitions=5",
+                *login("alice", "alice-secret"))
+        one_line_error(r, "CLUSTER_AUTHORIZATION_FAILED")
+        assert r.returncode == 1
+        r = yak("config", "describe", "--broker", "1", *login("admin", "wrong"))
+        one_line_error(r, "cannot describe configs of broker 1", "Invalid username or password")
+        assert r.returncode == 1
+    finally:
+        broker.stop(10)
+        broker.kill()
