@@ -165,7 +165,7 @@ def test_move_under_acks_all_producer_loses_nothing_and_deletes_the_old_copy(
     assert (c[2].data_dir / "mv-0").exists()
 
 
-def test_list_during_a_move_then_cancel_reverts(cluster_factory) -> None:
+def test_list_during_a_move_cancel_reverts_and_a_new_target_replaces(cluster_factory) -> None:
     # A session long enough that the target broker, paused so that it cannot catch up,
     # stays registered while the move is listed and cancelled.
     c = cluster_factory(3, **{"broker.session.timeout.ms": "15000"})
@@ -193,6 +193,14 @@ def test_list_during_a_move_then_cancel_reverts(cluster_factory) -> None:
         # v1 with allowReplicationFactorChange false: a change of size is refused.
         assert _alter_raw(via, {tp: [1, target]}, allow_rf_change=False) == {
             tp: ErrorCode.invalid_replication_factor}
+        # A second reassignment of a moving partition replaces its target (Kafka's rule):
+        # to the third broker, which is running, so this move completes.
+        other = ({1, 2, 3} - {1, target}).pop()
+        assert _alter_raw(via, {tp: [target]}) == {tp: 0}
+        assert _alter_raw(via, {tp: [other]}) == {tp: 0}
+        wait_until(lambda: _partition(via, "cx")[1:5:2] == (other, (other,)), T,
+                   "the replaced move completed on the third broker")
+        assert _list_raw(via) == {}
     finally:
         os.kill(c[target].pid, signal.SIGCONT)
     # Once resumed, the target applies the records it missed: hosts cx-0, then drops it.
@@ -200,7 +208,8 @@ def test_list_during_a_move_then_cancel_reverts(cluster_factory) -> None:
                "the paused broker answers again")
     wait_until(lambda: not (c[target].data_dir / "cx-0").exists(), T,
                "the cancelled target holds no copy")
-    assert (c[1].data_dir / "cx-0").exists()
+    wait_until(lambda: not (c[1].data_dir / "cx-0").exists(), T, "broker 1's copy deleted")
+    assert (c[other].data_dir / "cx-0").exists()
     # The kafka-python AdminClient sees the same (nothing is moving now).
     a = _kadmin(c.bootstrap)
     assert a.list_partition_reassignments() == {}
