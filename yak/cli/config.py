@@ -57,7 +57,7 @@ app = typer.Typer(help="Describe and change broker configs (one broker or the cl
 out = Console(highlight=False, soft_wrap=True)
 
 BrokerId = Annotated[int | None, typer.Option(
-    "--broker", "--entity-name", min=0, help="One broker's configs (its node.id).")]
+    "--broker", min=0, help="One broker's configs (its node.id, kafka-configs' --entity-name).")]
 Default = Annotated[bool, typer.Option(
     "--default", "--entity-default",
     help="The cluster-wide dynamic defaults (the BROKER resource with the empty name).")]
