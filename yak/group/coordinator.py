@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from yak.coordinator import (
@@ -90,8 +91,8 @@ class GroupCoordinator:
         partition_for = self.router.partition_for
         self.membership = GroupMetadataManager(
             self.runtime,
-            ShardedGroups(self.runtime, self.router, lambda shard: shard.groups),
-            ShardedGroups(self.runtime, self.router, lambda shard: shard.consumer_groups),
+            ShardedGroups(self.runtime, self.router, attrgetter("groups")),
+            ShardedGroups(self.runtime, self.router, attrgetter("consumer_groups")),
             self.config, self.clock, self.timers, partition_for,
             self._spawn, topic_resolver, topic_lister,
         )

@@ -59,6 +59,11 @@ class PartitionRouter:
         self._partitions: dict[str, int] = {}
         self._count = -1
 
+    def cached(self, group_id: str) -> int | None:
+        """`partition_for` as last computed (every request's route check computes it
+        first, noticing a new partition count), without asking the writer again."""
+        return self._partitions.get(group_id)
+
     def partition_for(self, group_id: str) -> int:
         n = self._writer.num_partitions
         if n != self._count:  # the topic's own count arrived (a cluster's metadata)
@@ -148,12 +153,26 @@ class ShardedGroups(MutableMapping[str, V]):
     def __init__(self, runtime: CoordinatorRuntime[GroupShard], router: PartitionRouter,
                  field: Callable[[GroupShard], dict[str, V]]) -> None:
         self._runtime = runtime
-        self._router = router
+        # bound once: `get` is on every group request's path, several times
+        self._cached = router.cached
+        self._partition_for = router.partition_for
+        self._active = runtime.active
         self._field = field
+        # the last id looked up, its shard and map: one request asks for the same group
+        # several times; valid while that shard is active (an unloaded one is CLOSED)
+        self._last: tuple[str, ShardContext[GroupShard], dict[str, V]] | None = None
 
     def _owner(self, group_id: str) -> dict[str, V] | None:
-        ctx = self._runtime.active(self._router.partition_for(group_id))
-        return None if ctx is None else self._field(ctx.shard)
+        last = self._last
+        if last is not None and last[0] == group_id and last[1].state is ShardState.ACTIVE:
+            return last[2]
+        p = self._cached(group_id)
+        ctx = self._active(self._partition_for(group_id) if p is None else p)
+        if ctx is None:
+            return None
+        owner = self._field(ctx.shard)
+        self._last = (group_id, ctx, owner)
+        return owner
 
     def get(self, group_id: str, default: V | None = None) -> V | None:  # type: ignore[override]
         owner = self._owner(group_id)
