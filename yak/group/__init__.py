@@ -4,7 +4,7 @@
   partition and hands the request to a manager.
 - `shard`: the `__consumer_offsets` partitions this broker coordinates, as shards of the
   coordinator runtime (`yak.coordinator`: replay on election, unload on resignation, the
-  routing check).
+  routing check); each shard owns its partition's groups (`ShardedGroups` routes an id).
 - `membership.GroupMetadataManager`: the groups and their members; the classic protocol's
   state machine is `classic.ClassicGroups` (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, static
   members, the join barrier), KIP-848's is `consumer_group.ConsumerGroups`

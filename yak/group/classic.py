@@ -4,8 +4,9 @@ One job: Kafka's join/sync protocol for classic groups (the pre-KIP-848 coordina
 `GroupCoordinator.scala`, `ClassicGroup` handling in Kafka's `GroupMetadataManager`): the
 KIP-394 member-id round trip, KIP-345 static membership, the join barrier with
 `group.initial.rebalance.delay.ms`, the leader's assignment, session and rebalance timers,
-and writing the generation to `__consumer_offsets`. Separate from `membership` (which owns
-the groups map and routes between this and the KIP-848 `consumer_group`) as
+and writing the generation to `__consumer_offsets`. Separate from `membership` (which
+answers for the groups, kept in their shards, and routes between this and the KIP-848
+`consumer_group`) as
 `consumer_group` is: each protocol's state machine reads alone.
 
 About 600 lines: the join barrier, SyncGroup, LeaveGroup and the session timers call one
