@@ -92,6 +92,7 @@ class ShareManager:
         self._loading: dict[tuple[str, str, int], asyncio.Future[ErrorCode]] = {}
         self._flush_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._preparing: asyncio.Task[Any] | None = None
         self.clock = clock
         self.replicas = replicas
         self.node_id = node_id
@@ -241,6 +242,26 @@ class ShareManager:
         for (g, _t, _p), sp in self.partitions.items():
             if g == group_id:
                 sp.release_member(member_id)
+
+    def prepare_state(self) -> None:
+        """A member joins: create `__share_group_state` now if it does not exist yet (in
+        the background), so the member's first fetch does not also wait for the topic's
+        creation (Kafka creates it on first use too; this use is only a moment earlier)."""
+        if self.persister is None or self.persister.coordinator.writer.exists() \
+                or self._preparing is not None:
+            return
+        coordinator = self.persister.coordinator
+        self._preparing = task = asyncio.get_running_loop().create_task(
+            coordinator.ensure_ready(ShareKey("", uuid.UUID(int=0), 0)))
+        self._background.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._background.discard(t)
+            self._preparing = None
+            if not t.cancelled():
+                t.exception()  # seen; a failure is retried by the next join or first fetch
+
+        task.add_done_callback(done)
 
     def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(group id, state) of the share groups here: Stable with members, else Empty

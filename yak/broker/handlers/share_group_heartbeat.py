@@ -34,6 +34,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     share = manager(ctx)
     if share is None:
         return _answer(ctx, ErrorCode.coordinator_not_available, request.member_id, -1)
+    if request.member_epoch == 0:
+        share.prepare_state()  # a join: the share-state topic, before the first fetch
     res = share.groups.heartbeat(
         request.group_id, request.member_id, request.member_epoch,
         None if subscribed is None else list(subscribed), request.rack_id,
