@@ -269,7 +269,7 @@ class BrokerConfig:
     replica_socket_timeout_ms: int = _d("replica.socket.timeout.ms")
     num_replica_fetchers: int = _d("num.replica.fetchers")
     num_recovery_threads_per_data_dir: int = _d("num.recovery.threads.per.data.dir")
-    # KIP-73 throttles (dynamic; the follower rate is enforced, replication_throttle.py)
+    # KIP-73 throttles (dynamic; enforced by cluster/replication_throttle.py)
     leader_replication_throttled_rate: int = _d("leader.replication.throttled.rate")
     follower_replication_throttled_rate: int = _d("follower.replication.throttled.rate")
     log_defaults: LogConfig = None  # type: ignore[assignment]  # filled by __post_init__

@@ -699,11 +699,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
            doc="a fetch unanswered for this long is abandoned and the connection closed"),
         _b("num.replica.fetchers", "int", "1", "cluster", "num_replica_fetchers", lo=1,
            doc="fetcher connections per source broker"),
-        # KIP-73 replication throttles (bytes/s), dynamic only in Kafka's use. The follower's
-        # is enforced (yak/cluster/replication_throttle.py); the leader's is stored only.
+        # KIP-73 replication throttles (bytes/s), dynamic only in Kafka's use
+        # (yak/cluster/replication_throttle.py).
         _b("leader.replication.throttled.rate", "long", _LONG, "cluster",
            "leader_replication_throttled_rate", lo=1, dynamic=True,
-           doc="bytes/s a leader sends to throttled followers (stored; not enforced yet)"),
+           doc="bytes/s a leader sends to out-of-sync followers of the replicas its topics"
+           " name in leader.replication.throttled.replicas"),
         _b("follower.replication.throttled.rate", "long", _LONG, "cluster",
            "follower_replication_throttled_rate", lo=1, dynamic=True,
            doc="bytes/s a follower fetches for the out-of-sync replicas its topics name in"

@@ -360,15 +360,18 @@ def test_three_replicas_move_to_a_fourth_broker_under_load(cluster_factory) -> N
     assert got == sorted(got)
 
 
-def test_follower_throttle_holds_a_move_to_its_rate(cluster_factory) -> None:
-    """KIP-73: broker 2's follower.replication.throttled.rate (1 MB/s, dynamic) applies to
-    the replica its topic names in follower.replication.throttled.replicas while it catches
-    up; a topic that names none moves unthrottled."""
+@pytest.mark.parametrize("side", ["follower", "leader"])
+def test_throttle_holds_a_move_to_its_rate(cluster_factory, side: str) -> None:
+    """KIP-73: a 1 MB/s `<side>.replication.throttled.rate` (dynamic, on the follower 2 or
+    the leader 1) applies to the replica its topic names in
+    `<side>.replication.throttled.replicas` while the new replica catches up; a topic that
+    names none moves unthrottled."""
+    broker = 2 if side == "follower" else 1
     c = cluster_factory(2)
     admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
     fs = admin.create_topics([
         NewTopic("slow", 1, replica_assignment=[[1]],
-                 config={"follower.replication.throttled.replicas": "0:2"}),
+                 config={f"{side}.replication.throttled.replicas": f"0:{broker}"}),
         NewTopic("quick", 1, replica_assignment=[[1]])])
     for f in fs.values():
         f.result(T)
@@ -381,8 +384,8 @@ def test_follower_throttle_holds_a_move_to_its_rate(cluster_factory) -> None:
             p.poll(0)
     assert p.flush(60) == 0
     rate = 1_000_000
-    res = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[ConfigEntry(
-        "follower.replication.throttled.rate", str(rate),
+    res = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[ConfigEntry(
+        f"{side}.replication.throttled.rate", str(rate),
         incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([res])[res].result(T)
 
@@ -396,7 +399,7 @@ def test_follower_throttle_holds_a_move_to_its_rate(cluster_factory) -> None:
     observed = size / slow
     assert 0.8 * rate <= observed <= 1.2 * rate, f"{observed:.0f} B/s over {slow:.1f} s"
     quick = move("quick")
-    print(f"throttled move: {size} B in {slow:.2f} s ({observed / 1e6:.2f} MB/s at a"
+    print(f"{side} throttle: {size} B in {slow:.2f} s ({observed / 1e6:.2f} MB/s at a"
           f" {rate / 1e6:.1f} MB/s throttle); unthrottled: {quick:.2f} s")
     assert quick < slow / 2, (quick, slow)
 

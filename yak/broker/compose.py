@@ -62,7 +62,7 @@ from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from yak.cluster.replication_throttle import FollowerThrottle
+from yak.cluster.replication_throttle import ReplicationThrottle
 from yak.config import BrokerConfig
 from yak.coordinator.loader import ReplicaLoader
 from yak.coordinator.partition_writer import ReplicaPartitionWriter
@@ -171,12 +171,19 @@ def build_broker(config: BrokerConfig) -> Broker:
     inter_broker_connect = _construct(
         "inter-broker security",
         lambda: None if node.single_node else _inter_broker_connect(config, security))
-    # KIP-73's follower throttle: the rate is a dynamic broker config (read live), the
-    # replicas it applies to a topic config.
-    throttle = FollowerThrottle(
+    # KIP-73's throttles: the rates are dynamic broker configs (read live), the replicas
+    # they apply to topic configs.
+    def throttled_replicas(side: str) -> Callable[[str], str | None]:
+        key = f"{side}.replication.throttled.replicas"
+        return lambda t: (i.configs.get(key) if (i := node.store.get(t)) is not None
+                          else None)
+
+    throttle = ReplicationThrottle(
         config.node_id, lambda: config.follower_replication_throttled_rate,
-        lambda t: (i.configs.get("follower.replication.throttled.replicas")
-                   if (i := node.store.get(t)) is not None else None))
+        throttled_replicas("follower"))
+    replica_manager.leader_throttle = ReplicationThrottle(
+        config.node_id, lambda: config.leader_replication_throttled_rate,
+        throttled_replicas("leader"))
     fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
         replica_manager, node.resolve, FetcherConfig.from_broker_config(
             config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect,

@@ -61,7 +61,7 @@ from yak.protocol.fetch_client_codec import (
 from yak.wire import PLAIN, BrokerConnectionError, Dialer, KafkaConnection
 
 if TYPE_CHECKING:
-    from yak.cluster.replication_throttle import FollowerThrottle
+    from yak.cluster.replication_throttle import ReplicationThrottle
     from yak.partition import ReplicaManager
     from yak.protocol.fetch_codec import FetchPartitionResult
 
@@ -132,7 +132,7 @@ class _PartitionFetch:
 class ReplicaFetcherManager:
     def __init__(self, replica_manager: ReplicaManager, resolve: Resolve,
                  config: FetcherConfig, dialer: Dialer | None = None,
-                 throttle: FollowerThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.replica_manager = replica_manager
         self.throttle = throttle  # KIP-73's follower quota (replication_throttle.py)
         self.resolve = resolve

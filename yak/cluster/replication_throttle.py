@@ -1,18 +1,21 @@
-"""The follower's replication throttle (KIP-73), so that moving a partition does not take
-the bandwidth produce and consume need.
+"""The replication throttles (KIP-73), so that moving a partition does not take the
+bandwidth produce and consume need.
 
-Kafka's rule, followed here: a follower copies a partition under the throttle only when
-the partition is named for this broker in the topic's
-`follower.replication.throttled.replicas` (`partition:broker,...`, or `*` for every
-replica of the topic) and the replica is not in sync (it lags the leader's high
-watermark, as an adding replica does while it catches up). The bytes fetched for such
-partitions count against `follower.replication.throttled.rate` (bytes/s, a dynamic broker
-config read live on every fetch); while that quota is spent, the throttled partitions are
-left out of the fetch requests until it refills, and in-sync replicas go on unthrottled.
-The default rate (Long.MAX_VALUE) never throttles.
+Kafka's rules, followed here, one `ReplicationThrottle` for each side:
 
-The leader's side (`leader.replication.throttled.rate` with
-`leader.replication.throttled.replicas`) is not enforced yet.
+- The follower (`follower.replication.throttled.rate`, `replica_fetcher.py`) copies a
+  partition under the throttle only when the topic's `follower.replication.throttled.replicas`
+  (`partition:broker,...`, or `*` for every replica) names it on this broker and the replica
+  is not in sync (it lags the leader's high watermark, as an adding replica does while it
+  catches up). While the quota is spent, such partitions are left out of its fetches.
+- The leader (`leader.replication.throttled.rate`, `yak/partition/fetch.py`) throttles its
+  answers to a follower that is not in the ISR, for partitions the topic's
+  `leader.replication.throttled.replicas` names on this (the leader's) broker: while the
+  quota is spent they are answered with no records.
+
+The bytes sent or fetched for such partitions count against the rate (bytes/s, a dynamic
+broker config read on every use); in-sync replicas are never throttled, and the default
+rate (Long.MAX_VALUE) never throttles.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["FollowerThrottle", "RateQuota", "names_replica"]
+__all__ = ["ReplicationThrottle", "RateQuota", "names_replica"]
 
 UNTHROTTLED = (1 << 63) - 1  # Kafka's default rate: Long.MAX_VALUE
 BURST_S = 0.1  # the bucket holds a tenth of a second of the rate: no burst after idling
@@ -74,14 +77,15 @@ class RateQuota:
         self._tokens -= nbytes
 
 
-class FollowerThrottle:
-    """Which followed partitions the follower quota applies to, and the quota."""
+class ReplicationThrottle:
+    """Which replicas one side's quota applies to (`topic_value`: the topic's
+    `*.replication.throttled.replicas`), and the quota."""
 
     def __init__(self, node_id: int, rate: Callable[[], int],
                  topic_value: Callable[[str], str | None]) -> None:
         self.node_id = node_id
         self.quota = RateQuota(rate)
-        self._topic_value = topic_value  # topic -> its follower.replication.throttled.replicas
+        self._topic_value = topic_value
 
     def max_bytes(self, fetch_max_bytes: int) -> int:
         """A throttled partition's fetch size: a tenth of a second of the rate, so the

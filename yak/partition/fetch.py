@@ -6,7 +6,8 @@ than `min_bytes`, parks in the fetch purgatory until new data or `max_wait_ms`, 
 again. A follower's fetch (`FetchParams.replica_id >= 0`) is the leader's side of
 replication: its epochs are checked (a `diverging_epoch` tells it where to truncate), its
 fetch offset becomes its known log end offset (which moves the high watermark and may
-add it to the ISR), and it reads up to the log end. Tiered partitions (issue 25) read
+add it to the ISR), and it reads up to the log end, under the leader's replication
+throttle (KIP-73) when the composition hands one in (`leader_throttle`). Tiered partitions (issue 25) read
 below the local log start from the remote log, after the local reads.
 
 `FetchPath` is a part of `ReplicaManager` (a class it extends, not a field): the Fetch hot
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from yak.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from yak.partition.partition import FetchIsolation
@@ -31,13 +32,24 @@ if TYPE_CHECKING:
     from yak.partition.purgatory import FetchPurgatory
     from yak.tiered import RemoteLogManager
 
-__all__ = ["FetchParams", "FetchPartition", "FetchPath", "PartitionReadResult"]
+__all__ = ["FetchParams", "FetchPartition", "FetchPath", "LeaderThrottle",
+           "PartitionReadResult"]
 
 _NONE = int(ErrorCode.none)
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
 _NOT_LEADER = int(ErrorCode.not_leader_or_follower)
 _FENCED_EPOCH = int(ErrorCode.fenced_leader_epoch)
+
+
+class LeaderThrottle(Protocol):
+    """KIP-73's leader side, handed in by the composition (the cluster layer's
+    `replication_throttle.ReplicationThrottle`): which replicas it applies to, and its
+    quota (`wait_s()` > 0: spent; `record(bytes)`)."""
+
+    quota: Any
+
+    def applies(self, topic: str, partition: int, in_sync: bool) -> bool: ...
 
 
 class PartitionReadResult:
@@ -103,6 +115,8 @@ class FetchPath:
     fetch_purgatory: FetchPurgatory
     clock: Clock
     remote_log: RemoteLogManager | None
+    # Set by the composition; None (the class default) throttles nothing.
+    leader_throttle: LeaderThrottle | None = None
 
     async def fetch_messages(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
@@ -149,7 +163,9 @@ class FetchPath:
                     return results
                 woken = await self.fetch_purgatory.wait(keys, remaining)
                 resolved = [self._partitions.get(k) for k in keys]
-                results, total, errors = self._read_all(params, wanted, resolved)
+                results, total, errors = (
+                    self._read_followed(params, wanted, resolved) if params.replica_id >= 0
+                    else self._read_all(params, wanted, resolved))
                 if not woken or total >= params.min_bytes or errors:
                     return results
         finally:
@@ -208,9 +224,45 @@ class FetchPath:
             slots.append(len(plain_wanted))
             plain_wanted.append(w)
             plain_resolved.append(p)
-        read, total, errors = self._read_all(params, plain_wanted, plain_resolved)
+        read, total, errors = self._read_followed(params, plain_wanted, plain_resolved)
         out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
         return out, total, errors or early
+
+    def _read_followed(
+        self, params: FetchParams, wanted: Sequence[FetchPartition],
+        resolved: Sequence[Partition | None],
+    ) -> tuple[list[PartitionReadResult], int, bool]:
+        """A follower's read under the leader's replication throttle (KIP-73): a partition
+        it applies to (the follower not in the ISR, the replica named in the topic's
+        `leader.replication.throttled.replicas`) answers no records while the quota is
+        spent, and its bytes count against the quota otherwise."""
+        throttle = self.leader_throttle
+        if throttle is None:
+            return self._read_all(params, wanted, resolved)
+        replica = params.replica_id
+        held = [p is not None and throttle.applies(w.topic, w.partition,
+                                                   replica in p.state.isr)
+                for w, p in zip(wanted, resolved, strict=True)]
+        if not any(held):
+            return self._read_all(params, wanted, resolved)
+        spent = throttle.quota.wait_s() > 0
+        read_wanted: list[FetchPartition] = []
+        read_resolved: list[Partition | None] = []
+        slots: list[int | PartitionReadResult] = []
+        for w, p, h in zip(wanted, resolved, held, strict=True):
+            if h and spent:
+                assert p is not None
+                slots.append(PartitionReadResult(_NONE, p.high_watermark,
+                                                 p.last_stable_offset, p.log_start_offset))
+                continue
+            slots.append(len(read_wanted))
+            read_wanted.append(w)
+            read_resolved.append(p)
+        read, total, errors = self._read_all(params, read_wanted, read_resolved)
+        out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
+        if not spent:
+            throttle.quota.record(sum(r.size for r, h in zip(out, held, strict=True) if h))
+        return out, total, errors
 
     def _read_all(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
