@@ -423,3 +423,34 @@ def test_throttled_replicas_lists_and_the_quota() -> None:
     q.record(300)
     assert q.wait_s() == pytest.approx(0.2)
     assert not q.unlimited() and RateQuota(lambda: (1 << 63) - 1).unlimited()
+
+
+def test_move_survives_a_full_cluster_restart(cluster_factory) -> None:
+    """Every broker restarts mid-move: the record in etcd still says what moves, and the
+    move completes afterwards with every acknowledged record."""
+    c = cluster_factory(3, **{"auto.leader.rebalance.enable": "false"})
+    _create(c[1].bootstrap, "rs")
+    wait_until(lambda: _partition(c[1].bootstrap, "rs")[1] == 1, T, "rs-0 led by 1")
+    p = Producer({"bootstrap.servers": c[1].bootstrap, "acks": "all"})
+    for i in range(500):
+        p.produce("rs", b"s%04d" % i)
+    assert p.flush(30) == 0
+    ctrl = _metadata(c[1].bootstrap, "rs")[1]
+    target = 3 if ctrl == 2 else 2
+    os.kill(c[target].pid, signal.SIGSTOP)  # it cannot catch up before the restart
+    try:
+        assert _alter_raw(c[1].bootstrap, {("rs", 0): [target]}) == {("rs", 0): 0}
+        assert _list_raw(c[1].bootstrap) == {("rs", 0): ((target, 1), (target,), (1,))}
+    finally:
+        c[target].kill()  # SIGKILL ends a stopped process too
+    for n in (1, 2, 3):
+        if n != target:
+            c[n].stop(30)
+    for n in (1, 2, 3):
+        c[n].start()
+    c.wait_registered()
+    wait_until(lambda: _partition(c[1].bootstrap, "rs")[1:5:2] == (target, (target,)), 60,
+               "the move completed after the restart")
+    assert _list_raw(c[1].bootstrap) == {}
+    assert _consume_all(c[target].bootstrap, "rs", 500) == [b"s%04d" % i for i in range(500)]
+    wait_until(lambda: not (c[1].data_dir / "rs-0").exists(), T, "broker 1's copy deleted")
