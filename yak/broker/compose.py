@@ -171,19 +171,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     inter_broker_connect = _construct(
         "inter-broker security",
         lambda: None if node.single_node else _inter_broker_connect(config, security))
-    # KIP-73's throttles: the rates are dynamic broker configs (read live), the replicas
-    # they apply to topic configs.
-    def throttled_replicas(side: str) -> Callable[[str], str | None]:
-        key = f"{side}.replication.throttled.replicas"
-        return lambda t: (i.configs.get(key) if (i := node.store.get(t)) is not None
-                          else None)
-
-    throttle = ReplicationThrottle(
-        config.node_id, lambda: config.follower_replication_throttled_rate,
-        throttled_replicas("follower"))
-    replica_manager.leader_throttle = ReplicationThrottle(
-        config.node_id, lambda: config.leader_replication_throttled_rate,
-        throttled_replicas("leader"))
+    # KIP-73's throttles: live broker rates, the topics' replica lists from the image.
+    throttle = ReplicationThrottle.side("follower", config, node.store.get)
+    replica_manager.leader_throttle = ReplicationThrottle.side("leader", config, node.store.get)
     fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
         replica_manager, node.resolve, FetcherConfig.from_broker_config(
             config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["ReplicationThrottle", "RateQuota", "names_replica"]
 
@@ -86,6 +87,22 @@ class ReplicationThrottle:
         self.node_id = node_id
         self.quota = RateQuota(rate)
         self._topic_value = topic_value
+
+    @classmethod
+    def side(cls, side: str, config: Any, topic: Callable[[str], Any]) -> ReplicationThrottle:
+        """`side` ("leader" or "follower")'s throttle: the rate `<side>.replication.throttled
+        .rate` of the `yak.config.BrokerConfig` (duck-typed: the cluster layer does not
+        import the loader; dynamic configs change it in place, so it is read on every use),
+        the replicas the `<side>.replication.throttled.replicas` of the topic's
+        `TopicInfo` (`topic(name)`, None when unknown)."""
+        field = f"{side}_replication_throttled_rate"
+        key = f"{side}.replication.throttled.replicas"
+
+        def replicas(name: str) -> str | None:
+            info = topic(name)
+            return None if info is None else info.configs.get(key)
+
+        return cls(config.node_id, lambda: int(getattr(config, field)), replicas)
 
     def max_bytes(self, fetch_max_bytes: int) -> int:
         """A throttled partition's fetch size: a tenth of a second of the rate, so the
