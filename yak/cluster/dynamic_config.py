@@ -18,8 +18,9 @@ change (`BrokerConfig.reconfigure`), then makes the change take effect: a new to
 default (`log.*`, `message.max.bytes`, `min.insync.replicas`, ...) is re-applied to every
 hosted log of a topic without its own value, `num.partitions` is read by the next
 CreateTopics, `auto.leader.rebalance.enable` switches the controller's preferred-leader
-balancing. The replication throttles are stored and described; enforcing them is the
-reassignment's (not built yet, issue 23).
+balancing. The replication throttle rates are read live by
+`cluster/replication_throttle.py`, which slows only the out-of-sync replicas a topic's
+`*.replication.throttled.replicas` names (KIP-73).
 
 Only keys the settings table marks `dynamic` may be set (a read-only one is
 INVALID_REQUEST naming it, as Kafka answers); values are checked against the table and
