@@ -7,16 +7,33 @@ what was not accepted, once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    AcknowledgeType,
+    Consumer,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 (fixtures)
@@ -121,3 +138,88 @@ def test_a_share_partition_leader_killed_mid_stream_loses_nothing(
     assert set(again) == {f"{p}:{o}" for p in range(3) for o in range(20)} - accepted, again
     assert all(len(counts) == 1 for counts in again.values()), again
     assert led, "the killed share coordinator led no partition of q"
+
+
+def _set(admin: AdminClient, kind: ResourceType, name: str, **configs: str) -> None:
+    res = ConfigResource(kind, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([res])[res].result(T)
+
+
+def test_dead_letters_go_to_a_dlq_partition_led_by_another_broker(
+        cluster_factory) -> None:  # noqa: F811 (the fixture imported above)
+    """q-0 is led by broker 1 and q-dlq-0 by broker 2: the rejected records are sent to
+    broker 2 (a Produce with acks=all) before the archive is written. A copy broker 2
+    refuses (the record is over q-dlq's max.message.bytes) fails the acknowledgement and
+    the archive stays unwritten; once q-dlq takes it, the next write of the share
+    partition copies it: in the DLQ exactly once, never lost."""
+    c = cluster_factory(2)
+    a = AdminClient({"bootstrap.servers": c.bootstrap})
+    a.create_topics([NewTopic("q", 1, replica_assignment=[[1]])])["q"].result(T)
+    a.create_topics([NewTopic("q-dlq", 1, replica_assignment=[[2]],
+                              config={"max.message.bytes": "2000"})])["q-dlq"].result(T)
+    assert _metadata(c[1].bootstrap, "q")[2][0][1] == 1
+    assert _metadata(c[1].bootstrap, "q-dlq")[2][0][1] == 2
+    _set(a, ResourceType.GROUP, "g", **{"share.auto.offset.reset": "earliest",
+                                        "errors.deadletterqueue.topic.name": "q-dlq"})
+    p = Producer({"bootstrap.servers": c.bootstrap})
+    for i in range(3):
+        p.produce("q", key=b"k%d" % i, value=b"v%d" % i, partition=0)
+    assert p.flush(T) == 0
+    consumer = ShareConsumer({"bootstrap.servers": c.bootstrap, "group.id": "g",
+                              "share.acknowledgement.mode": "explicit"})
+    seen: dict[int, list[int]] = {}
+    try:
+        consumer.subscribe(["q"])
+
+        def take(want: set[int]) -> None:
+            end = time.monotonic() + 30
+            while time.monotonic() < end and not want <= set(seen):
+                for m in consumer.poll(0.2):
+                    assert m.error() is None, m.error()
+                    seen.setdefault(m.offset(), []).append(m.delivery_count())
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() == 1
+                                         else AcknowledgeType.REJECT)
+                with contextlib.suppress(KafkaException):  # the big one's copy fails
+                    consumer.commit_sync()
+
+        take({0, 1, 2})
+        dead = _read_all(c.bootstrap, "q-dlq", 2, timeout=15)
+        assert sorted(m.key() for m in dead) == [b"k0", b"k2"]
+        for m in dead:
+            h = dict(m.headers())
+            assert (h["__dlq.errors.group.id"], h["__dlq.errors.topic"],
+                    h["__dlq.errors.reason"]) == (b"g", b"q", b"rejected")
+        p.produce("q", key=b"big", value=b"x" * 3000, partition=0)  # over q-dlq's limit
+        assert p.flush(T) == 0
+        take({3})
+        # its acknowledgement was answered (commit_sync): the copy failed, nothing copied
+        assert len(_read_all(c.bootstrap, "q-dlq", 3, timeout=3)) == 2
+        _set(a, ResourceType.TOPIC, "q-dlq", **{"max.message.bytes": "1048588"})
+        p.produce("q", key=b"k4", value=b"v4", partition=0)  # a write of q-0 again
+        assert p.flush(T) == 0
+        take({4})
+    finally:
+        consumer.close()
+    assert seen == {0: [1], 1: [1], 2: [1], 3: [1], 4: [1]}, seen  # nothing redelivered
+    dead = _read_all(c.bootstrap, "q-dlq", 5, timeout=5)
+    assert sorted(m.key() for m in dead) == [b"big", b"k0", b"k2", b"k4"]
+    offsets = sorted(int(dict(m.headers())["__dlq.errors.offset"]) for m in dead)
+    assert offsets == [0, 2, 3, 4]  # each once
+
+
+def _read_all(bs: str, topic: str, want: int, timeout: float) -> list[Any]:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "dlq-reader",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out: list[Any] = []
+        end = time.monotonic() + timeout
+        while len(out) < want and time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out.append(m)
+        return out
+    finally:
+        c.close()

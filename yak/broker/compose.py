@@ -45,8 +45,8 @@ part that cannot start stops the broker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 from uuid import UUID
 
 from yak.broker.broker import Broker, Part, StartupError, one_line
@@ -350,7 +350,8 @@ def build_broker(config: BrokerConfig) -> Broker:
     node.hooks.append(share_coordinator.partition_changed)
     share = make_share(config, replica_manager, topics, CoordinatorPersister(
         share_coordinator, lambda p: coordinators.leader_of(SHARE_STATE_TOPIC, p),
-        inter_broker.request, config.node_id), GroupConfigStore(node.store))
+        inter_broker.request, config.node_id), GroupConfigStore(node.store),
+        coordinators.leader_of, inter_broker.request)
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
@@ -454,7 +455,8 @@ def make_share_coordinator(config: BrokerConfig, replica_manager: ReplicaManager
 
 def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
                topics: ClusterTopicManager, persister: CoordinatorPersister,
-               config_store: GroupConfigStore) -> ShareManager:
+               config_store: GroupConfigStore, leader_of: Callable[[str, int], int],
+               send: Callable[[int, Any], Awaitable[Any]]) -> ShareManager:
     """Share groups (KIP-932, docs/share-groups.md) on the partition layer's logs, their
     share-partition state durable through the share coordinator (`persister`), their
     group configs documents of the metadata store (`config_store`); the bounds are the
@@ -475,7 +477,8 @@ def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
         heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
         max_size=config.group_share_max_size,
         max_share_sessions=config.group_share_max_share_sessions,
-    ), MonotonicClock(), replica_manager, topic, config.node_id, persister, config_store)
+    ), MonotonicClock(), replica_manager, topic, config.node_id, persister, config_store,
+        leader_of, send)  # leader_of, send: dead-letter copies led elsewhere
 
 
 def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:

@@ -35,7 +35,7 @@ from yak.errors import ErrorCode, KafkaError
 from yak.partition.partition import FetchIsolation
 from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import iter_batches
-from yak.share.dead_letters import copy_dead_letters
+from yak.share.dead_letters import DeadLetters, LeaderOf, Send
 from yak.share.group import ShareGroups, TopicLookup
 from yak.share.group_configs import (
     DLQ_TOPIC,
@@ -84,8 +84,12 @@ class ShareManager:
     def __init__(self, config: ShareConfig, clock: Clock, replicas: ReplicaManager,
                  topics: TopicLookup, node_id: int,
                  persister: CoordinatorPersister | None = None,
-                 config_store: GroupConfigStore | None = None) -> None:
+                 config_store: GroupConfigStore | None = None,
+                 leader_of: LeaderOf | None = None, send: Send | None = None) -> None:
         self.config = config
+        # dead-letter copies: appended here, or a Produce to the leader (`leader_of`, `send`)
+        self.dead_letters = DeadLetters(replicas, topics, node_id, leader_of, send,
+                                        DLQ_ACK_TIMEOUT_MS)
         self.topics = topics
         self.persister = persister
         self.config_store = config_store  # None: group configs in memory (unit tests)
@@ -404,7 +408,9 @@ class ShareManager:
         else:
             reset = self._cfg(group_id).get("share.auto.offset.reset", "latest")
             sp.initialize(p.log_start_offset, p.high_watermark, reset)
-        copied = self._dead_letters(group_id, topic, sp)  # held at the limit: archived
+        code, copied = await self._dead_letters(group_id, topic, sp)  # held at the limit
+        if code is not ErrorCode.none:
+            return code  # not loaded: the next fetch loads (and copies) again
         changes = sp.take_changes()
         if changes is not None:  # the start a reset chose must be durable before use
             code = await self.persister.write(key, sp.state_epoch, leader_epoch, *changes)
@@ -444,7 +450,9 @@ class ShareManager:
             found = self.topics(topic)
             if found is None:
                 return ErrorCode.unknown_topic_or_partition
-            copied = self._dead_letters(group_id, topic, sp)
+            code, copied = await self._dead_letters(group_id, topic, sp)
+            if code is not ErrorCode.none:
+                return code  # the archive stays unwritten until its copies are made
             seq = sp.noted()
             changes = sp.take_changes()
             if changes is None:
@@ -464,15 +472,26 @@ class ShareManager:
                 sp.untake(changes[1])
             return code
 
-    def _dead_letters(self, group_id: str, topic: str, sp: SharePartition) -> list[Any]:
+    async def _dead_letters(self, group_id: str, topic: str,
+                            sp: SharePartition) -> tuple[ErrorCode, list[Any]]:
         """Copy what `sp` archived (delivery limit, rejected) to the group's dead-letter
-        topic, if it has one (`dead_letters.py`); the appends, for their acks=all wait."""
-        dead, sp.dead = sp.dead, []
-        dlq = self._cfg(group_id).get(DLQ_TOPIC)
-        if not dead or dlq is None:
-            return []
-        return copy_dead_letters(self.replicas, self.topics, group_id, topic, sp.partition,
-                                 dead, dlq)
+        topic, if it has one (`dead_letters.py`), until nothing archived is left uncopied
+        (a copy to another broker awaits, and acknowledgements may archive more
+        meanwhile); the local appends, for their acks=all wait. A failed copy puts its
+        ranges back, so the caller writes no archive without its copy."""
+        copied: list[Any] = []
+        while sp.dead:
+            dead, sp.dead = sp.dead, []
+            dlq = self._cfg(group_id).get(DLQ_TOPIC)
+            if dlq is None:
+                return ErrorCode.none, copied
+            code, appended = await self.dead_letters.copy(group_id, topic, sp.partition,
+                                                          dead, dlq)
+            if code is not ErrorCode.none:
+                sp.dead[:0] = dead
+                return code, copied
+            copied += appended
+        return ErrorCode.none, copied
 
     async def _make_durable(self, group_id: str, member_id: str,
                             wanted: Sequence[tuple[str, int]],
