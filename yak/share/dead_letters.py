@@ -32,6 +32,7 @@ from yak.partition.partition import FetchIsolation
 from yak.partition.replica_manager import ReplicaManager
 from yak.protocol.records import Record, build_batch, decode_records, iter_batches
 from yak.share.group import TopicLookup
+from yak.share.partition import SharePartition
 
 __all__ = ["DeadLetters"]
 
@@ -83,6 +84,24 @@ class DeadLetters:
                 return ErrorCode(result.error), []
             return ErrorCode.none, [result]
         return await self._remote(group_id, dlq, target, batch), []
+
+    async def drain(self, group_id: str, topic: str, sp: SharePartition,
+                    dlq: str | None) -> tuple[ErrorCode, list[Any]]:
+        """Copy what `sp` archived (delivery limit, rejected) to `dlq` until nothing
+        archived is left uncopied (a copy to another broker awaits, and acknowledgements
+        may archive more meanwhile); the local appends, for their acks=all wait. A failed
+        copy puts its ranges back, so the caller writes no archive without its copy."""
+        copied: list[Any] = []
+        while sp.dead:
+            dead, sp.dead = sp.dead, []
+            if dlq is None:
+                return ErrorCode.none, copied
+            code, appended = await self.copy(group_id, topic, sp.partition, dead, dlq)
+            if code is not ErrorCode.none:
+                sp.dead[:0] = dead
+                return code, copied
+            copied += appended
+        return ErrorCode.none, copied
 
     async def _remote(self, group_id: str, dlq: str, target: int, batch: bytes) -> ErrorCode:
         """Produce `batch` to `dlq`-`target`'s leader with acks=all."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -472,26 +472,11 @@ class ShareManager:
                 sp.untake(changes[1])
             return code
 
-    async def _dead_letters(self, group_id: str, topic: str,
-                            sp: SharePartition) -> tuple[ErrorCode, list[Any]]:
-        """Copy what `sp` archived (delivery limit, rejected) to the group's dead-letter
-        topic, if it has one (`dead_letters.py`), until nothing archived is left uncopied
-        (a copy to another broker awaits, and acknowledgements may archive more
-        meanwhile); the local appends, for their acks=all wait. A failed copy puts its
-        ranges back, so the caller writes no archive without its copy."""
-        copied: list[Any] = []
-        while sp.dead:
-            dead, sp.dead = sp.dead, []
-            dlq = self._cfg(group_id).get(DLQ_TOPIC)
-            if dlq is None:
-                return ErrorCode.none, copied
-            code, appended = await self.dead_letters.copy(group_id, topic, sp.partition,
-                                                          dead, dlq)
-            if code is not ErrorCode.none:
-                sp.dead[:0] = dead
-                return code, copied
-            copied += appended
-        return ErrorCode.none, copied
+    def _dead_letters(self, group_id: str, topic: str,
+                      sp: SharePartition) -> Awaitable[tuple[ErrorCode, list[Any]]]:
+        """Copy what `sp` archived to the group's dead-letter topic, if it has one
+        (`DeadLetters.drain`); a failed copy: nothing may be written."""
+        return self.dead_letters.drain(group_id, topic, sp, self._cfg(group_id).get(DLQ_TOPIC))
 
     async def _make_durable(self, group_id: str, member_id: str,
                             wanted: Sequence[tuple[str, int]],

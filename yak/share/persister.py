@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.delete_share_group_state.v0 import request as delete_req
 from kio.schema.read_share_group_state.v0 import request as read_req
 from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i64
@@ -91,6 +92,27 @@ class CoordinatorPersister:
         if current.error is not ErrorCode.none:
             return current.error
         return await self.write(key, current.state_epoch + 1, -1, start_offset, ())
+
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """DeleteShareGroupState: the key's state gone (tombstones, durable), here or by
+        RPC 86 to its coordinator."""
+        node = self._remote(key)
+        if node is not None:
+            assert self._send is not None
+            req = delete_req.DeleteShareGroupStateRequest(group_id=key.group_id, topics=(
+                delete_req.DeleteStateData(topic_id=key.topic_id, partitions=(
+                    delete_req.PartitionData(partition=i32(key.partition)),)),))
+            try:
+                resp = await self._send(node, req)
+            except Exception as e:
+                log.info("DeleteShareGroupState to broker %d: %s", node, e)
+                return ErrorCode.coordinator_not_available
+            for t in resp.results:
+                for p in t.partitions:
+                    return ErrorCode(p.error_code)
+            return ErrorCode.unknown_server_error
+        err = await self.coordinator.ensure_ready(key)
+        return err if err is not None else await self.coordinator.delete(key)
 
     # ------------------------------------------------------------------ the RPCs
 

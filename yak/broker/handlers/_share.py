@@ -195,3 +195,10 @@ async def share_coordinator_node(ctx: RequestContext, key: str) -> tuple[ErrorCo
     if leader < 0:
         return ErrorCode.coordinator_not_available, -1
     return ErrorCode.none, leader
+
+
+def share_topics(ctx: RequestContext) -> list[tuple[str, uuid.UUID, int]]:
+    """(name, id, partitions) of every topic a share group may have state on (internal
+    topics have no share partitions): what a share-group delete looks through."""
+    return [(t.name, t.topic_id, t.partitions) for t in ctx.broker.topics.topics()
+            if not t.name.startswith("__")]

@@ -1,4 +1,6 @@
-"""DeleteGroups: only Empty groups; their offsets and metadata get tombstones."""
+"""DeleteGroups: only Empty groups; their offsets and metadata get tombstones. A name the
+classic coordinator does not know is tried as a share group (yak/share/deletion.py: its
+state deleted through the share coordinator, its group configs emptied)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ from typing import Any
 
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import coordinator, response, response_module
+from yak.broker.handlers._share import manager, share_topics
 from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
+from yak.share.deletion import delete_share_group
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -22,6 +26,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         codes = [ErrorCode.coordinator_not_available] * len(names)
     else:
         done = dict(zip(allowed, await coord.delete_groups(allowed), strict=True))
+        share = manager(ctx)
+        for g, code in done.items():  # share groups: their own branch
+            if code is ErrorCode.group_id_not_found and share is not None:
+                done[g] = await delete_share_group(share, g, share_topics(ctx))
         codes = [done.get(g, ErrorCode.group_authorization_failed) for g in names]
     mod = response_module(ctx, "delete_groups")
     return response(
