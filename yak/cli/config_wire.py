@@ -70,7 +70,8 @@ class _Link:
     """One connection plus the versions it negotiated."""
 
     def __init__(self, host: str, port: int, timeout_s: float,
-                 security: ClientSecurity | None) -> None:
+                 security: ClientSecurity | None,
+                 apis: dict[str, tuple[int, tuple[int, ...]]] | None = None) -> None:
         self.conn = Connection(host, port, client_id="yak-cli", timeout_s=timeout_s,
                                security=security)
         req = schema_module("api_versions", 3, "request").ApiVersionsRequest
@@ -80,7 +81,7 @@ class _Link:
         ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
                   for k in resp.api_keys}
         self.versions: dict[str, int] = {}
-        for api, (key, prefs) in _APIS.items():
+        for api, (key, prefs) in (apis or _APIS).items():
             lo, hi = ranges.get(key, (0, -1))
             self.versions[api] = next((v for v in prefs if lo <= v <= hi), -1)
 
@@ -96,10 +97,16 @@ class _Link:
 
 
 class ConfigClient:
-    """Connections to the bootstrap broker and, for one broker's resource, to that broker."""
+    """Connections to the bootstrap broker and, for one broker's resource, to that broker.
+
+    `apis` (name -> (api key, preferred versions)) replaces the config APIs for another
+    command that talks over the same connections (`yak partitions`, `reassign_wire.py`).
+    """
 
     def __init__(self, bootstrap: str, timeout_s: float,
-                 security: ClientSecurity | None) -> None:
+                 security: ClientSecurity | None,
+                 apis: dict[str, tuple[int, tuple[int, ...]]] | None = None) -> None:
+        self.apis = apis
         self.timeout_s = timeout_s
         self.security = security
         self.bootstrap = bootstrap
@@ -110,14 +117,14 @@ class ConfigClient:
             link.conn.close()
         self._links.clear()
 
-    def _bootstrap_link(self) -> _Link:
+    def bootstrap_link(self) -> _Link:
         link = self._links.get(None)
         if link is not None:
             return link
         errors = []
         for host, port in [_hostport(s) for s in self.bootstrap.split(",") if s.strip()]:
             try:
-                link = _Link(host, port, self.timeout_s, self.security)
+                link = _Link(host, port, self.timeout_s, self.security, self.apis)
                 break
             except BrokerConnectionError as exc:
                 errors.append(str(exc))
@@ -130,7 +137,7 @@ class ConfigClient:
         link = self._links.get(node_id)
         if link is not None:
             return link
-        boot = self._bootstrap_link()
+        boot = self.bootstrap_link()
         resp = boot.send("metadata", "Metadata", topics=(),  # brokers only, no topics
                          allow_auto_topic_creation=False,
                          include_cluster_authorized_operations=False,
@@ -138,14 +145,14 @@ class ConfigClient:
         brokers = {int(b.node_id): (b.host, int(b.port)) for b in resp.brokers}
         if node_id not in brokers:
             raise NoSuchBroker(node_id, sorted(brokers))
-        link = _Link(*brokers[node_id], self.timeout_s, self.security)
+        link = _Link(*brokers[node_id], self.timeout_s, self.security, self.apis)
         self._links[node_id] = link
         return link
 
     def _link_for(self, resource_type: int, name: str) -> _Link:
         if resource_type == BROKER and name != "":
             return self._broker_link(int(name))
-        return self._bootstrap_link()
+        return self.bootstrap_link()
 
     def describe(self, resource_type: int, name: str,
                  keys: list[str] | None = None) -> list[Entry]:

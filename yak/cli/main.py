@@ -19,6 +19,7 @@ from yak.cli import config as _config
 from yak.cli import consume as _consume
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
+from yak.cli import partitions as _partitions
 from yak.cli import produce as _produce
 from yak.cli import profile as _profile
 from yak.cli import quota as _quota
@@ -80,6 +81,7 @@ def _root(
 
 app.command("serve")(_serve.serve)
 app.add_typer(_topic.app, name="topic")
+app.add_typer(_partitions.app, name="partitions")
 app.command("produce")(_produce.produce)
 app.command("consume")(_consume.consume)
 app.command("gateway")(_gateway.gateway)
