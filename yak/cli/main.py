@@ -17,6 +17,7 @@ from yak.cli import chaos as _chaos
 from yak.cli import cluster as _cluster
 from yak.cli import config as _config
 from yak.cli import consume as _consume
+from yak.cli import decommission as _decommission
 from yak.cli import gateway as _gateway
 from yak.cli import group as _group
 from yak.cli import partitions as _partitions
@@ -91,6 +92,7 @@ app.add_typer(_schema.app, name="schema")
 app.add_typer(_acl.app, name="acl")
 app.add_typer(_user.app, name="user")
 app.add_typer(_quota.app, name="quota")
+_cluster.app.command("decommission")(_decommission.decommission)
 app.add_typer(_cluster.app, name="cluster")
 app.add_typer(_config.app, name="config")
 app.add_typer(_chaos.app, name="chaos")

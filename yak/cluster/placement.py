@@ -7,16 +7,26 @@ broker's partitions are not all followed by the same neighbour). With every brok
 rack (`broker.rack`), Kafka's rack-aware variant is used: brokers are ordered alternating
 between racks, and a partition's replicas go to distinct racks while racks without one
 remain. Brokers are placed by node id, so the same inputs give the same result.
+
+Draining a broker (`drain_plan`, `yak cluster decommission`, issue 23) keeps every other
+replica where it is and gives each of the leaving broker's replicas to the least-loaded
+broker (fewest replicas, counting those the plan has already given) that is not already a
+replica, preferring one in a rack the partition's other replicas do not use, by the same
+rack rule; ties go to the lower node id, so a plan is reproducible.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from yak.errors import InvalidReplicationFactorError
 
-__all__ = ["assign_replicas"]
+__all__ = ["assign_replicas", "drain_plan"]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def assign_replicas(
@@ -124,3 +134,32 @@ def _rack_aware(n_partitions: int, rf: int, racks: Mapping[int, str], fixed_star
         out.append(replicas)
         pid += 1
     return out
+
+
+def drain_plan(assignments: Mapping[K, Sequence[int]], leaving: int,
+               brokers: Mapping[int, str | None]) -> dict[K, list[int]]:
+    """New replica lists for every partition in `assignments` that has `leaving` among its
+    replicas: `leaving` replaced in place (so a partition's preferred leader changes only
+    where it was `leaving`) by the least-loaded broker of `brokers` (node id -> rack) not
+    already a replica, preferring a rack the other replicas lack.
+
+    INVALID_REPLICATION_FACTOR when some partition has more replicas than the brokers
+    other than `leaving` can hold.
+    """
+    others = {b: r for b, r in brokers.items() if b != leaving}
+    load: Counter[int] = Counter(r for reps in assignments.values() for r in reps)
+    plan: dict[K, list[int]] = {}
+    for key, replicas in sorted(assignments.items(), key=lambda kv: repr(kv[0])):
+        if leaving not in replicas:
+            continue
+        candidates = [b for b in others if b not in replicas]
+        if not candidates:
+            raise InvalidReplicationFactorError(
+                f"{key} has {len(replicas)} replicas and only {len(others)} broker(s) other"
+                f" than {leaving} remain")
+        used_racks = {others.get(r) for r in replicas if r != leaving} - {None}
+        new = min(candidates, key=lambda b: (others[b] in used_racks, load[b], b))
+        load[new] += 1
+        load[leaving] -= 1
+        plan[key] = [new if r == leaving else r for r in replicas]
+    return plan

@@ -1,0 +1,124 @@
+"""`yak cluster decommission BROKER_ID [--status]`: move every replica off a broker (issue 23),
+as Redpanda's `rpk redpanda admin brokers decommission` and a `kafka-reassign-partitions.sh`
+plan without the broker do.
+
+Why under `yak cluster`: it acts on the cluster's shape, beside `info`, `health` and
+`logdirs`, and reaches any cluster through `--bootstrap`; the partition moves it submits are
+ordinary reassignments, so `yak partitions move-status` and `move-cancel` see them too.
+
+The plan is computed here, from Metadata and ListPartitionReassignments, by
+`yak/cluster/placement.py`'s `drain_plan` (each replica on the broker replaced by the
+least-loaded broker not already a replica, racks spread where they can be). For a
+partition already moving, its target is drained, and a partition that is only leaving the
+broker is left to finish. The targets are written with AlterPartitionReassignments and
+live in etcd, so the moves go on across controller and broker restarts; running the
+command again submits whatever still has the broker in its target (it is idempotent).
+
+Refused with one line and exit 2: a broker that is neither registered nor holds a replica,
+and a cluster whose other brokers cannot hold some partition's replication factor. The
+broker is not fenced from new placements: a topic created during the drain may still be
+given a replica on it (running the command again moves it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from yak.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    Bootstrap,
+    Timeout,
+    client_security,
+    secured,
+)
+from yak.cli.partitions import call, fail_line, report
+from yak.cli.reassign_wire import ClusterView, Ongoing, TopicPartition, reassign_client
+from yak.cluster.placement import drain_plan
+from yak.errors import InvalidReplicationFactorError
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def targets(view: ClusterView, moving: list[Ongoing]) -> dict[TopicPartition, list[int]]:
+    """Each partition's replicas as they will be: a moving partition's target."""
+    now = {tp: list(s.replicas) for tp, s in view.partitions.items()}
+    for o in moving:
+        now[(o.topic, o.partition)] = list(o.target)
+    return now
+
+
+def _tp(name: str) -> TopicPartition:
+    topic, _, p = name.rpartition("/")
+    return topic, int(p)
+
+
+def remaining(view: ClusterView, broker: int) -> list[TopicPartition]:
+    """Partitions that still have a replica on `broker` (target or leaving)."""
+    return sorted(tp for tp, s in view.partitions.items() if broker in s.replicas)
+
+
+@secured
+def decommission(
+    broker: Annotated[int, typer.Argument(min=0, help="The broker's node id.")],
+    status: Annotated[bool, typer.Option(
+        "--status", help="Only show how many partitions still have a replica on it.")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --status: one JSON object.")]
+    = False,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Move every replica off a broker (partition reassignments), so it can be stopped.
+
+    Each replica on it goes to the least-loaded broker that is not already a replica
+    of that partition. Returns once the moves are submitted; --status shows what is left
+    (exit 0 either way). Refused (exit 2) when the other brokers cannot hold some
+    partition's replication factor.
+    """
+    with reassign_client(bootstrap, timeout, client_security()) as c:
+        view = call(f"cannot decommission broker {broker}", c.cluster)
+        moving = call(f"cannot decommission broker {broker}", c.ongoing)
+        left = remaining(view, broker)
+        if status:
+            _show_status(broker, left, moving, as_json)
+            return
+        if broker not in view.brokers and not left:
+            known = ", ".join(map(str, sorted(view.brokers))) or "none"
+            fail_line(f"broker {broker} is not in the cluster and holds no replicas"
+                      f" (brokers: {known})", 2)
+        try:  # keyed "topic/partition", the way the refusal names one
+            named = drain_plan({f"{t}/{p}": r for (t, p), r in targets(view, moving).items()},
+                               broker, view.brokers)
+        except InvalidReplicationFactorError as e:
+            fail_line(f"cannot decommission broker {broker}: {e.message}", 2)
+        plan = {_tp(k): r for k, r in named.items()}
+        if not plan:
+            out.print(f"broker {broker}: no partition is to be moved"
+                      + (f" ({len(left)} still leaving it)" if left else
+                         "; it holds no replicas and can be stopped"))
+            return
+        results = call(f"cannot decommission broker {broker}", lambda: c.alter(plan))
+    report(f"cannot decommission broker {broker}", results,
+           lambda tp: f"moving to replicas {','.join(map(str, plan[tp]))}")
+    out.print(f"broker {broker}: {len(plan)} partition(s) moving off it"
+              f" (yak cluster decommission {broker} --status shows what is left)")
+
+
+def _show_status(broker: int, left: list[TopicPartition], moving: list[Ongoing],
+                 as_json: bool) -> None:
+    in_move = {(o.topic, o.partition) for o in moving}
+    still_moving = [tp for tp in left if tp in in_move]
+    if as_json:
+        print(json.dumps({"broker": broker, "remaining": len(left),
+                          "moving": len(still_moving),
+                          "partitions": [f"{t}/{p}" for t, p in left]}))
+    elif not left:
+        out.print(f"broker {broker} holds no replicas: it can be stopped")
+    else:
+        out.print(f"broker {broker}: {len(left)} partition(s) still have a replica on it,"
+                  f" {len(still_moving)} of them moving")
