@@ -66,3 +66,25 @@ def test_decommission_drains_a_broker_and_loses_nothing(cluster_factory) -> None
     # Every acknowledged record is readable with broker 3 gone.
     c[3].stop()
     assert consume_all(c[1].bootstrap, "dc", 4, len(acked)) == acked
+
+
+def test_drain_plan_takes_the_least_loaded_broker_and_spreads_racks() -> None:
+    """The plan alone (no broker): load counts the plan's own choices, a rack the other
+    replicas lack wins over a lighter broker, ties go to the lower id, and a partition the
+    others cannot hold is refused."""
+    import pytest
+
+    from yak.errors import InvalidReplicationFactorError
+
+    parts = {"a/0": [3, 1], "a/1": [3, 2], "a/2": [1, 2], "a/3": [2, 3]}
+    # Loads before: 1 -> 2, 2 -> 3, 4 -> 0. a/0 takes 4 (0); a/1 takes 4 again (now 1,
+    # against 1's 2); a/3 finds 1 and 4 both at 2 and takes the lower id, 1.
+    plan = drain_plan(parts, 3, {1: None, 2: None, 3: None, 4: None})
+    assert plan == {"a/0": [4, 1], "a/1": [4, 2], "a/3": [2, 1]}
+    # Racks: broker 1 is in rack x with broker 2; 4 (rack y, loaded) beats 5 (rack x, idle)
+    # for a partition whose staying replica is 2 (rack x).
+    racks = {1: "x", 2: "x", 3: "y", 4: "y", 5: "x"}
+    assert drain_plan({"b/0": [3, 2], "b/1": [4, 1]}, 3, racks) == {"b/0": [4, 2]}
+    assert drain_plan({"c/0": [3, 4]}, 3, racks) == {"c/0": [1, 4]}  # rack x, lowest id
+    with pytest.raises(InvalidReplicationFactorError, match="c/0 has 3 replicas"):
+        drain_plan({"c/0": [1, 2, 3]}, 3, {1: None, 2: None, 3: None})
