@@ -2,7 +2,8 @@
 real two-broker cluster on etcd: a move held pending (its target paused) is listed with its
 adding and removing replicas, in a table and as JSON, and cancelled; bad input is the
 broker's error in one line with exit 2; two moves at once complete and every record a
-librdkafka producer had acknowledged (acks=all) is then read from the new replicas."""
+librdkafka producer had acknowledged (acks=all) is then read from the new replicas; with
+broker 2 down, `yak cluster decommission 2` is refused: it holds mv/1's only copy."""
 
 from __future__ import annotations
 
@@ -117,3 +118,14 @@ def test_move_status_cancel_and_errors_on_two_brokers(cluster_factory) -> None: 
                "Metadata shows the targets")
     wait_until(lambda: not (c[1].data_dir / "mv-1").exists(), T, "broker 1's mv-1 deleted")
     assert consume_all(c[2].bootstrap, "mv", 2, len(acked)) == acked
+
+    # Decommissioning broker 2 once it is down is refused: it holds mv/1's only in-sync
+    # copy (the check before the replication factor's: mv/0 could not fit either).
+    c[2].stop()
+    wait_until(lambda: 2 not in {b.id for b in AdminClient(
+        {"bootstrap.servers": c[1].bootstrap}).list_topics(timeout=T).brokers.values()},
+        T, "broker 2 unregistered")
+    r = yak("cluster", "decommission", "2", *via)
+    one_line_error(r, "cannot decommission broker 2: it is down and holds the only in-sync"
+                   " copy of mv/1; start it again first")
+    assert r.returncode == 2

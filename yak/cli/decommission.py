@@ -15,7 +15,9 @@ live in etcd, so the moves go on across controller and broker restarts; running 
 command again submits whatever still has the broker in its target (it is idempotent).
 
 Refused with one line and exit 2: a broker that is neither registered nor holds a replica,
-and a cluster whose other brokers cannot hold some partition's replication factor. The
+a broker that is down and holds the only in-sync copy of a partition (no other broker has
+what it would have to copy; the issue's "removing the only in-sync copy is refused"), and
+a cluster whose other brokers cannot hold some partition's replication factor. The
 broker is not fenced from new placements: a topic created during the drain may still be
 given a replica on it (running the command again moves it).
 """
@@ -91,6 +93,11 @@ def decommission(
             known = ", ".join(map(str, sorted(view.brokers))) or "none"
             fail_line(f"broker {broker} is not in the cluster and holds no replicas"
                       f" (brokers: {known})", 2)
+        stranded = [f"{t}/{p}" for (t, p), st in sorted(view.partitions.items())
+                    if broker in st.replicas and not set(st.isr) & (view.brokers.keys() - {broker})]
+        if broker not in view.brokers and stranded:
+            fail_line(f"cannot decommission broker {broker}: it is down and holds the only"
+                      f" in-sync copy of {', '.join(stranded)}; start it again first", 2)
         try:  # keyed "topic/partition", the way the refusal names one
             named = drain_plan({f"{t}/{p}": r for (t, p), r in targets(view, moving).items()},
                                broker, view.brokers)
