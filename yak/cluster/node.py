@@ -237,12 +237,15 @@ class ClusterNode:
 
     async def _await_reelection(self, timeout: float) -> None:
         """Alone in the image (a one-node cluster, or the first broker up): nobody else can
-        lead, so wait, bounded, until the controller (this broker) has rewritten every
-        record naming it in an ISR under its new registration. Then the broker is ready
-        with its partitions led, as Kafka's broker waits to be unfenced before it serves."""
+        lead, so wait, bounded, until the controller (this broker) is in the image and has
+        rewritten every record naming it in an ISR under its new registration. Then the
+        broker is ready with its partitions led, as Kafka's broker waits to be unfenced
+        before it serves. The controller key matters even with no partitions: a Metadata
+        answered before it names controller -1, and librdkafka's AdminClient then waits for
+        a controller without asking again, so its first CreateTopics timed out unsent."""
         def elected(store: EtcdMetadataStore) -> bool:
             epoch = self.broker_epoch
-            return epoch > 0 and all(
+            return epoch > 0 and store.controller is not None and all(
                 e.mod_revision > epoch for _t, _p, e in store.all_partitions()
                 if self.node_id in e.record.isr)
 
