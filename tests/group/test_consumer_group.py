@@ -363,10 +363,22 @@ def test_librdkafka_consumer_protocol_survives_broker_restart(broker_factory) ->
             "enable.auto.commit": False,
         }
     )
-    c.subscribe(["k848r"])
+    assigned: list[list[int]] = []
+    c.subscribe(["k848r"], on_assign=lambda _c, ps: assigned.append([p.partition for p in ps]))
     try:
         assert sorted(drain(c, 10, 20)) == list(range(10))
+        rounds = len(assigned)
         b.restart()
+        # The restarted broker has forgotten the member (membership is not persisted, unlike
+        # Kafka's ConsumerGroupMemberMetadata records): until the member's next heartbeat
+        # answers UNKNOWN_MEMBER_ID and it rejoins, a commit with its old epoch is refused
+        # UNKNOWN_MEMBER_ID. Wait for the rejoin's assignment before producing, so the test
+        # checks that the rejoined member continues from its committed offsets.
+        deadline = time.monotonic() + 30
+        while len(assigned) == rounds and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            assert m is None or m.error(), "a record arrived before anything new was produced"
+        assert len(assigned) > rounds, "the member never rejoined after the restart"
         produce(10, 20)
         assert sorted(drain(c, 10, 40)) == list(range(10, 20))
     finally:
