@@ -152,6 +152,10 @@ def test_a_killed_leader_is_replaced_within_3_s(tmp_path: Path) -> None:
         writer = Writer(cluster.bootstrap, partition)
         writer.start()
         _wait(lambda: writer.acked() >= 200, 30, "200 acknowledged writes")
+        # The probe judges only a broker it has reached once (a broker registers before it
+        # listens): kill after the controller's probe holds its connection to the victim.
+        _wait(lambda: f"liveness: probing broker {victim} " in _log(cluster, controller), 30,
+              "the controller's probe connected to the victim")
         killed = time.monotonic()
         cluster.kill(victim)
         _wait(lambda: writer.first_ack_sent_after(killed) is not None, 30,

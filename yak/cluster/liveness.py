@@ -177,6 +177,8 @@ class BrokerLiveness:
                     await asyncio.sleep(RETRY_IDLE_S)
                     continue
                 reader, writer = got
+                log.info("liveness: probing broker %d (epoch %d) on an idle connection",
+                         node, epoch)
                 while True:
                     with contextlib.suppress(OSError):
                         while await reader.read(4096):
