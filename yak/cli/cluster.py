@@ -5,8 +5,9 @@ Modelled on Redpanda's `rpk container start|status|stop|purge`: `up` starts an e
 member, or three) and N brokers (`yak serve --metadata etcd://...`, node ids 1..N) as
 background processes whose state lives in `--dir` (data, logs, `cluster.json` with every
 pid), and returns once every broker has registered and sees the others, printing the
-bootstrap servers and the console URL. Every port it opens is within `--base-port` ..
-+19 (`yak/cluster/local.py`'s PortPlan): brokers' Kafka listeners from the base port,
+bootstrap servers and the console URL (`--racks a,b,c`: broker i gets `broker.rack` =
+RACKS[i mod len], the way several brokers share one host safely). Every port it opens is
+within `--base-port` .. +19 (`yak/cluster/local.py`'s PortPlan): brokers' Kafka listeners from the base port,
 their HTTP (REST, console, /metrics) ports from +5, etcd from +10. `status` lists each
 process, each broker's address and the controller; `stop` ends every process `up`
 started (brokers first, with a controlled shutdown); `purge` also deletes the directory;
@@ -67,6 +68,10 @@ def up(
     etcd_members: Annotated[int, typer.Option("--etcd-members", help="1 or 3.")] = 1,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Broker setting KEY=VALUE for every broker; repeatable.")] = None,
+    racks: Annotated[str | None, typer.Option(
+        "--racks", help="Comma-separated racks: broker i gets broker.rack=RACKS[i % len],"
+        " so replicas spread over them (and consumers with client.rack read nearby).")]
+        = None,
 ) -> None:
     """Start etcd and N brokers in the background; print the bootstrap servers."""
     from yak.devcluster.local import (
@@ -81,6 +86,7 @@ def up(
         plan = PortPlan(base_port, brokers, etcd_members)
     except ClusterStateError as e:
         fail(str(e), 2)
+    rack_names = _parse_racks(racks) if racks is not None else []
     cluster = LocalCluster(Path(directory), plan)
     try:
         etcd = cluster.start_etcd()
@@ -103,6 +109,8 @@ def up(
                     "--listen", f"127.0.0.1:{plan.kafka[i]}",
                     "--http", f"127.0.0.1:{plan.http[i]}",
                     "--metadata", url, "--set", f"node.id={node_id}"]
+            if rack_names:
+                argv += ["--set", f"broker.rack={rack_names[i % len(rack_names)]}"]
             for s in set_ or ():
                 argv += ["--set", s]
             procs.append(cluster.add_process(ManagedProcess(
@@ -122,6 +130,15 @@ def up(
     print(f"Console: http://127.0.0.1:{plan.http[0]}/")
     print(f"Metadata: {url}")
     print(f"Stop with: yak cluster stop --dir {directory}")
+
+
+def _parse_racks(racks: str) -> list[str]:
+    """`--racks a,b,c` -> ["a", "b", "c"]; a blank or unprintable name is exit 2."""
+    names = [r.strip() for r in racks.split(",")]
+    if not names or any(not r or not r.isprintable() for r in names):
+        fail(f"invalid --racks {racks!r}: expected comma-separated, non-empty rack names"
+             " (e.g. a,b,c)", 2)
+    return names
 
 
 def _wait_registered(plan: PortPlan, n: int, deadline: float) -> None:
