@@ -244,6 +244,7 @@ class BrokerConfig:
     broker_session_timeout_ms: int = _d("broker.session.timeout.ms")
     broker_heartbeat_interval_ms: int = _d("broker.heartbeat.interval.ms")
     broker_rack: str | None = _d("broker.rack")
+    replica_selector_class: str | None = _d("replica.selector.class")
     auto_leader_rebalance_enable: bool = _d("auto.leader.rebalance.enable")
     leader_imbalance_check_interval_seconds: int = _d("leader.imbalance.check.interval.seconds")
     leader_imbalance_per_broker_percentage: int = _d("leader.imbalance.per.broker.percentage")

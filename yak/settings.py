@@ -529,6 +529,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
            doc="how often a broker renews its session lease"),
         _b("broker.rack", "string", None, "cluster", "broker_rack", check=_check_rack,
            doc="rack of this broker, for rack-aware replica placement"),
+        _b("replica.selector.class", "class", None, "cluster", "replica_selector_class",
+           choices=("org.apache.kafka.common.replica.RackAwareReplicaSelector",),
+           doc="KIP-392: a consumer with client.rack is sent to a replica in its rack"
+           " (unset: consumers read from leaders only)"),
         _b("auto.leader.rebalance.enable", "boolean", "true", "cluster",
            "auto_leader_rebalance_enable", dynamic=True,
            doc="the controller moves leadership back to preferred replicas"),
