@@ -26,6 +26,7 @@ from yak.cli import profile as _profile
 from yak.cli import quota as _quota
 from yak.cli import schema as _schema
 from yak.cli import serve as _serve
+from yak.cli import share_group as _share_group
 from yak.cli import topic as _topic
 from yak.cli import txn as _txn
 from yak.cli import user as _user
@@ -88,6 +89,7 @@ app.command("consume")(_consume.consume)
 app.command("gateway")(_gateway.gateway)
 app.add_typer(_bench.app, name="bench")
 app.add_typer(_group.app, name="group")
+app.add_typer(_share_group.app, name="share-group")
 app.add_typer(_schema.app, name="schema")
 app.add_typer(_acl.app, name="acl")
 app.add_typer(_user.app, name="user")
