@@ -250,6 +250,8 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = _d("leader.imbalance.per.broker.percentage")
     controlled_shutdown_enable: bool = _d("controlled.shutdown.enable")
     broker_liveness_probe_enable: bool = _d("broker.liveness.probe.enable")
+    broker_load_report_interval_ms: int = _d("broker.load.report.interval.ms")
+    cordoned_log_dirs: list[str] = field(default_factory=lambda: _d("cordoned.log.dirs"))
     transaction_state_log_num_partitions: int = _d("transaction.state.log.num.partitions")
     transaction_state_log_min_isr: int = _d("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes: int = _d("transaction.state.log.segment.bytes")

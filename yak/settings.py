@@ -195,6 +195,13 @@ def _check_rack(key: str, value: str) -> None:
                           " printable name")
 
 
+def _check_cordoned(key: str, value: str) -> None:
+    bad = [d for d in _items(value) if d != "*" and not (d.startswith("/") and d.isprintable())]
+    if bad:
+        raise ConfigError(f"invalid value {value!r} for {key}: expected * or absolute log"
+                          " dir paths")
+
+
 def _check_roles(key: str, value: str) -> None:
     roles = _items(value)
     if not roles or any(r not in ("broker", "controller") for r in roles):
@@ -543,6 +550,14 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("controlled.shutdown.enable", "boolean", "true", "cluster",
            "controlled_shutdown_enable",
            doc="on SIGTERM, move leadership away before exiting"),
+        _b("broker.load.report.interval.ms", "int", "3000", "cluster",
+           "broker_load_report_interval_ms", lo=0,
+           doc="Yak's (issue 23): how often a broker publishes its load (CPU, event-loop"
+           " busy share, bytes in/out per second, disk) in the metadata store; 0: never"),
+        _b("cordoned.log.dirs", "list", "", "cluster", "cordoned_log_dirs", dynamic=True,
+           check=_check_cordoned,
+           doc="KIP-1066: log dirs that take no new replicas; any value (e.g. *) cordons a"
+           " Yak broker, which has one log dir (set by yak cluster decommission)"),
         _b("broker.liveness.probe.enable", "boolean", "true", "cluster",
            "broker_liveness_probe_enable",
            doc="Yak's (issue 27): the controller fences a broker at once when its"

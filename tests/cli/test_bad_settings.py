@@ -34,6 +34,7 @@ _BAD_STRINGS = {
     "metadata.store": ["zk://127.0.0.1:2181", "etcd://", "etcd://127.0.0.1:99999",
                        "etcd://127.0.0.1:2379/a/b"],
     "broker.rack": ["", "\t"],
+    "cordoned.log.dirs": ["relative/dir", "*,data"],
     "remote.storage.uri": ["s3://", "file://relative", "http://x/y", "s3://UPPER/p"],
     "remote.storage.access.key.id": ["", "a b"],
     "remote.storage.secret.access.key": ["", "a b"],
