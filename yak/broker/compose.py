@@ -62,6 +62,7 @@ from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from yak.cluster.replica_selector import replica_selector
 from yak.cluster.replication_throttle import ReplicationThrottle
 from yak.config import BrokerConfig
 from yak.coordinator.loader import ReplicaLoader
@@ -174,6 +175,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     # KIP-73's throttles: live broker rates, the topics' replica lists from the image.
     throttle = ReplicationThrottle.side("follower", config, node.store.get)
     replica_manager.leader_throttle = ReplicationThrottle.side("leader", config, node.store.get)
+    # KIP-392: the replica a consumer with client.rack reads from (replica.selector.class).
+    replica_manager.replica_selector = replica_selector(config.replica_selector_class,
+                                                        node.store.broker)
     fetchers = _construct("replica fetchers", lambda: ReplicaFetcherManager(
         replica_manager, node.resolve, FetcherConfig.from_broker_config(
             config, broker_epoch=lambda: node.broker_epoch), dialer=inter_broker_connect,

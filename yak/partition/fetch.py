@@ -10,6 +10,19 @@ add it to the ISR), and it reads up to the log end, under the leader's replicati
 throttle (KIP-73) when the composition hands one in (`leader_throttle`). Tiered partitions (issue 25) read
 below the local log start from the remote log, after the local reads.
 
+Fetch from follower (KIP-392, issue 23): a consumer's Fetch v11+ (`FetchParams.client_rack`
+not None) may read a partition this broker follows, up to the follower's own high
+watermark (read_uncommitted) or last stable offset (read_committed; both learnt from the
+leader's fetch responses and the markers replicated here), with Kafka's answers: an
+offset past the follower's log end is OFFSET_OUT_OF_RANGE (the client falls back to the
+leader), one between its high watermark and log end gets no records yet. Older consumers
+read from leaders only (NOT_LEADER_OR_FOLLOWER). On the leader, a consumer with a
+non-empty rack is asked about: the composition's `replica_selector` (Kafka's
+`replica.selector.class`, `yak/cluster/replica_selector.py`) picks among the in-sync
+followers holding the fetch offset (`Partition._followers`, read here); a choice other
+than the leader is answered at once as `preferred_read_replica` with no records, as Kafka
+does.
+
 `FetchPath` is a part of `ReplicaManager` (a class it extends, not a field): the Fetch hot
 path reads the ReplicaManager's own attributes, with no extra call per request, and the
 handlers keep calling `replica_manager.fetch_messages`. It declares what it reads.
@@ -33,7 +46,7 @@ if TYPE_CHECKING:
     from yak.tiered import RemoteLogManager
 
 __all__ = ["FetchParams", "FetchPartition", "FetchPath", "LeaderThrottle",
-           "PartitionReadResult"]
+           "PartitionReadResult", "ReadReplicaSelector"]
 
 _NONE = int(ErrorCode.none)
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
@@ -52,23 +65,35 @@ class LeaderThrottle(Protocol):
     def applies(self, topic: str, partition: int, in_sync: bool) -> bool: ...
 
 
+class ReadReplicaSelector(Protocol):
+    """KIP-392's `replica.selector.class`, handed in by the composition (the cluster
+    layer's `replica_selector.RackAwareReplicaSelector`, which knows the brokers' racks)."""
+
+    def select(self, client_rack: str, leader: int,
+               candidates: Sequence[tuple[int, int, int]]) -> int:
+        """`leader` or one of `candidates` (node id, log end offset, ms since caught up)."""
+        ...
+
+
 class PartitionReadResult:
     """One partition's answer to a fetch. Offsets are -1 where the partition is unknown.
 
     `diverging_epoch` (a follower's fetch only): (epoch, end offset) where the follower's
     log stops matching this leader's; `current_leader`: (leader id, leader epoch) sent with
     NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH so the fetcher need not ask for metadata
-    (KIP-951)."""
+    (KIP-951); `preferred_read_replica` (a consumer's fetch on the leader, KIP-392): the
+    replica it should read from instead, -1 none."""
 
     __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset",
                  "buffers", "size", "aborted_transactions", "diverging_epoch",
-                 "current_leader")
+                 "current_leader", "preferred_read_replica")
 
     def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
                  log_start_offset: int = -1, buffers: list[Any] | None = None, size: int = 0,
                  aborted_transactions: list[tuple[int, int]] | None = None,
                  diverging_epoch: tuple[int, int] | None = None,
-                 current_leader: tuple[int, int] | None = None) -> None:
+                 current_leader: tuple[int, int] | None = None,
+                 preferred_read_replica: int = -1) -> None:
         self.error = error
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
@@ -78,6 +103,7 @@ class PartitionReadResult:
         self.aborted_transactions = aborted_transactions
         self.diverging_epoch = diverging_epoch
         self.current_leader = current_leader
+        self.preferred_read_replica = preferred_read_replica
 
 
 @dataclass(slots=True)
@@ -105,6 +131,9 @@ class FetchParams:
     replica_epoch: int = -1  # the follower's broker epoch (KIP-903), -1 unknown
     # The connection sends file data with sendfile: storage may return `FileRegion`s.
     zero_copy: bool = False
+    # A consumer's Fetch v11+ (KIP-392): its rack ("" none); such a consumer may read from
+    # a follower. None: an older consumer or a follower, served by leaders only.
+    client_rack: str | None = None
 
 
 class FetchPath:
@@ -117,6 +146,8 @@ class FetchPath:
     remote_log: RemoteLogManager | None
     # Set by the composition; None (the class default) throttles nothing.
     leader_throttle: LeaderThrottle | None = None
+    # Set by the composition from `replica.selector.class`; None: no preferred replicas.
+    replica_selector: ReadReplicaSelector | None = None
 
     async def fetch_messages(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
@@ -270,20 +301,36 @@ class FetchPath:
     ) -> tuple[list[PartitionReadResult], int, bool]:
         """Kafka's byte limits: each partition at most its `max_bytes`, the response at
         most `params.max_bytes`, except that the first partition with data returns at
-        least one whole batch, so a batch bigger than the limits can still be consumed."""
+        least one whole batch, so a batch bigger than the limits can still be consumed.
+
+        A consumer's Fetch v11+ may read a follower; on the leader, a consumer with a rack
+        may be sent to a preferred read replica instead (see the module's docstring).
+        `errors` (the third value) also means "answer now": nothing to long-poll for."""
         total = 0
         errors = False
         out: list[PartitionReadResult] = []
         isolation = params.isolation
         max_bytes = params.max_bytes
         rl = self.remote_log
+        rack = params.client_rack
+        leader_only = rack is None
+        selector = self.replica_selector if rack else None
         for w, p in zip(wanted, resolved, strict=True):
             if p is None:
                 out.append(PartitionReadResult(_UNKNOWN_TP))
                 errors = True
                 continue
             try:
-                p.check_epoch(w.current_leader_epoch)
+                p.check_epoch(w.current_leader_epoch, leader_only)
+                if selector is not None and p.is_leader:
+                    preferred = _preferred_replica(selector, rack, p, w.fetch_offset,  # type: ignore[arg-type]
+                                                   self.clock.now_ms())
+                    if preferred >= 0:
+                        out.append(PartitionReadResult(
+                            _NONE, p.high_watermark, p.last_stable_offset,
+                            p.log_start_offset, preferred_read_replica=preferred))
+                        errors = True  # answered at once: the consumer moves there
+                        continue
                 info = p.read(w.fetch_offset, min(w.max_bytes, max_bytes - total), isolation,
                               total == 0, params.zero_copy)
             except OffsetOutOfRangeError:
@@ -349,3 +396,17 @@ class FetchPath:
                 continue
             total += rr.size
             results[i] = PartitionReadResult(_NONE, hw, lso, low, rr.buffers, rr.size, aborted)
+
+
+def _preferred_replica(selector: ReadReplicaSelector, rack: str, p: Partition,
+                       fetch_offset: int, now_ms: int) -> int:
+    """Kafka's `findPreferredReadReplica`: the selector's choice among the leader and the
+    in-sync followers whose logs hold `fetch_offset` (a follower out of the ISR may lag
+    for ever); -1 when it is the leader itself. Per partition, never per record."""
+    leader = p.node_id
+    isr = p.state.isr
+    candidates = [(node, f.log_end_offset, now_ms - f.last_caught_up_ms)
+                  for node, f in p._followers.items()
+                  if node in isr and f.log_start_offset <= fetch_offset <= f.log_end_offset]
+    chosen = selector.select(rack, leader, candidates)
+    return -1 if chosen == leader else chosen

@@ -325,11 +325,13 @@ class Partition(FollowerTracking, ProducerGuards):
     def update_high_watermark_as_follower(self, leader_high_watermark: int,
                                           leader_log_start_offset: int = -1) -> None:
         """A follower's high watermark is min(leader's, own log end); it only moves
-        forward. The leader's log start offset moves ours (DeleteRecords, retention)."""
+        forward. The leader's log start offset moves ours (DeleteRecords, retention).
+        A move wakes consumers long-polling this follower (KIP-392)."""
         log_ = self.log
         hw = min(leader_high_watermark, log_.log_end_offset)
         if hw > log_.high_watermark:
             log_.update_high_watermark(hw)
+            self._fetch_purgatory.notify(self.topic, self.index)
         if leader_log_start_offset > log_.log_start_offset:
             target = min(leader_log_start_offset, log_.high_watermark)
             if target > log_.log_start_offset:

@@ -18,6 +18,13 @@ A follower's fetch (replica id >= 0; v15+ in `replica_state` with its broker epo
 up to the log end, carries each partition's `last_fetched_epoch` so the partition layer
 can answer a `diverging_epoch`, and is neither counted as messages out nor held to
 consumer quotas (Kafka counts replication separately).
+
+Fetch from follower (KIP-392, issue 23): a consumer's Fetch v11+ carries its `rack_id`; the
+partition layer lets such a consumer read a partition this broker follows, and on the
+leader may answer a `preferred_read_replica` instead of records. A consumer asking a
+broker that hosts no replica of an existing partition gets NOT_LEADER_OR_FOLLOWER, as
+Kafka answers from its metadata cache, so a client whose preferred replica left the
+replica set goes back to the leader.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ READ_COMMITTED = 1
 _NO_ID = uuid.UUID(int=0)
 E_UNKNOWN_ID = int(ErrorCode.unknown_topic_id)
 E_TOPIC_DENIED = int(ErrorCode.topic_authorization_failed)
+E_UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
+E_NOT_LEADER = int(ErrorCode.not_leader_or_follower)
+FIRST_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica
 DENIED = -1  # slot of a partition the caller may not read
 
 
@@ -109,7 +119,9 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     # followers alike; TLS connections get the bytes.
     params = FetchParams(request.max_wait, request.min_bytes,
                          max_bytes, isolation, replica_id, replica_epoch,
-                         zero_copy=ctx.extras.get("sendfile", False))
+                         zero_copy=ctx.extras.get("sendfile", False),
+                         client_rack=request.rack_id
+                         if v >= FIRST_RACK_VERSION and replica_id < 0 else None)
     reads = await broker.replica_manager.fetch_messages(params, wanted, ctx.turn)
     throttle = 0  # > 0: answer without data
     if quota_on:
@@ -137,14 +149,18 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
                 parts.append(FetchPartitionResult(index, E_TOPIC_DENIED))
                 continue
             r = reads[slot]
+            error = r.error
+            if error == E_UNKNOWN_TP and count_out and _exists(broker.topics, topic.name, index):
+                error = E_NOT_LEADER  # not hosted here, but a partition of the cluster
             if throttle:
-                parts.append(FetchPartitionResult(index, r.error, r.high_watermark,
+                parts.append(FetchPartitionResult(index, error, r.high_watermark,
                                                   r.last_stable_offset, r.log_start_offset,
                                                   r.aborted_transactions))
                 continue
-            part = FetchPartitionResult(index, r.error, r.high_watermark,
+            part = FetchPartitionResult(index, error, r.high_watermark,
                                         r.last_stable_offset, r.log_start_offset,
-                                        r.aborted_transactions, -1, r.buffers, r.size)
+                                        r.aborted_transactions, r.preferred_read_replica,
+                                        r.buffers, r.size)
             if r.diverging_epoch is not None:
                 part.diverging_epoch = EpochEndOffset(*r.diverging_epoch)
             if r.current_leader is not None:
@@ -159,3 +175,9 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     out, total = encode_fetch_response(v, topics, throttle, 0, 0)
     return RawResponse(out, total, flexible_header=v >= 12)
 
+
+
+def _exists(topics: Any, name: str, partition: int) -> bool:
+    """Is `name`-`partition` a partition of the cluster (the metadata image)?"""
+    info = topics.get(name)
+    return info is not None and 0 <= partition < info.partitions
