@@ -6,11 +6,14 @@ the schema registry's group membership, the gateway's one SASL login) does it th
 `KafkaConnection`, as Kafka's brokers all go through `NetworkClient`:
 
 - framing: requests are complete frames (kio's encoder or a hand-written codec); the
-  answers are cut by `yak.protocol.framing.FrameDecoder` straight from the chunks the
-  transport delivers (an `asyncio.Protocol`, no `StreamReader` in between), so a response
-  wholly inside one received chunk is a zero-copy view of it and one spanning chunks is
-  joined once; a hand-written decoder (`fetch_client_codec`) keeps its records as slices
-  of that frame. A frame size outside [4, `max_frame`] is a broken peer;
+  answers are cut by `yak.protocol.framing.FrameReceiver` from the buffers the transport
+  reads into (an `asyncio.BufferedProtocol`, no `StreamReader` in between): a response is
+  a zero-copy view of the buffer the socket (or TLS) wrote it into, and a large one (a
+  follower's ~4 MiB Fetch response) is received straight into a frame buffer reused once
+  the caller dropped the previous response, so it is never joined from pieces; a
+  hand-written decoder (`fetch_client_codec`) keeps its records as slices of that frame,
+  which the follower appends as they are. A frame size outside [4, `max_frame`] is a
+  broken peer;
 - correlation: each request takes the connection's next correlation id; a broker answers
   a connection's requests in the order they arrived (docs/architecture.md, "The order of
   effects"), so responses are matched to the oldest request in flight and the ids are
@@ -46,7 +49,7 @@ from typing import Any
 
 from yak.errors import ErrorCode, KafkaError
 from yak.protocol import guard, kio_compat
-from yak.protocol.framing import FrameDecoder
+from yak.protocol.framing import FrameReceiver
 from yak.protocol.primitives import skip_tagged_fields
 
 __all__ = ["DEFAULT_MAX_FRAME", "PLAIN", "BrokerConnectionError", "Call", "Dialer",
@@ -92,12 +95,12 @@ class RequestTimeoutError(BrokerConnectionError):
     code = ErrorCode.request_timed_out
 
 
-class _Protocol(asyncio.Protocol):
+class _Protocol(asyncio.BufferedProtocol):
     """The transport's side: frames to the connection, loss and back-pressure noted."""
 
-    def __init__(self, owner: KafkaConnection, decoder: FrameDecoder) -> None:
+    def __init__(self, owner: KafkaConnection, receiver: FrameReceiver) -> None:
         self.owner = owner
-        self.decoder = decoder
+        self.receiver = receiver
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.paused: asyncio.Future[None] | None = None
@@ -105,14 +108,17 @@ class _Protocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def data_received(self, data: bytes) -> None:
-        decoder = self.decoder
-        frames = decoder.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        receiver = self.receiver
+        frames = receiver.buffer_updated(nbytes)
         if frames:
             self.owner._frames(self, frames)
-        if decoder.error is not None and not self.closed:
+        if receiver.error is not None and not self.closed:
             self.owner._fail(self, BrokerConnectionError(
-                f"{self.owner.name}: malformed response, {decoder.error}"))
+                f"{self.owner.name}: malformed response, {receiver.error}"))
 
     def eof_received(self) -> bool | None:
         return False  # close: a broker never half-closes a connection it still serves
@@ -322,10 +328,10 @@ class KafkaConnection:
 
     async def _dial(self) -> None:
         loop = asyncio.get_running_loop()
-        decoder = FrameDecoder(self.max_frame, min_size=_RESPONSE_MIN)
+        receiver = FrameReceiver(self.max_frame, min_size=_RESPONSE_MIN)
         tls = self.dialer.ssl
         _, proto = await loop.create_connection(
-            lambda: _Protocol(self, decoder), self.host, self.port, ssl=tls,
+            lambda: _Protocol(self, receiver), self.host, self.port, ssl=tls,
             server_hostname=self.host if tls is not None else None)
         self._poison(BrokerConnectionError(f"{self.name}: replaced"))
         self._proto = proto

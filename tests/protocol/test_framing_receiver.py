@@ -1,0 +1,166 @@
+"""`FrameReceiver` (framing for a reader the socket writes into) with bytes alone: the
+frames of any split of a stream, frames that stay intact while held however much arrives
+after them, the large-frame buffer reused only once nothing holds it, and memory that
+follows the bytes received, never the size announced."""
+
+from __future__ import annotations
+
+import gc
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yak.protocol.framing import CHUNK_BUFFER, FrameError, FrameReceiver
+
+MAX = 64 << 20
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _deliver(rx: FrameReceiver, data: bytes, read_size: int | list[int]) -> list[memoryview]:
+    """What a transport does: read into `get_buffer()`, at most `read_size` at a time."""
+    frames: list[memoryview] = []
+    pos = 0
+    i = 0
+    while pos < len(data):
+        buf = rx.get_buffer()
+        assert len(buf) > 0
+        limit = read_size if isinstance(read_size, int) else read_size[i % len(read_size)]
+        i += 1
+        n = min(len(buf), limit, len(data) - pos)
+        buf[:n] = data[pos : pos + n]
+        del buf  # (a transport drops its view before the next read)
+        pos += n
+        frames.extend(rx.buffer_updated(n))
+        if rx.error is not None:
+            break
+    return frames
+
+
+def _payload(i: int, n: int) -> bytes:
+    return bytes((i + j) & 0xFF for j in range(min(n, 251))) * (n // 251) + bytes(n % 251)
+
+
+PAYLOADS = [_payload(i, n) for i, n in enumerate(
+    [8, 100, 4096, 13, 70_000, 300_000, 8, 5 << 20, 2 << 20, 255, 9 << 20, 8, 200_000])]
+
+
+@pytest.mark.parametrize("read_size", [1 << 20, 256 << 10, 65536, 4093, [7, 65536, 1]])
+def test_frames_held_by_the_caller_stay_intact(read_size: int | list[int]) -> None:
+    """Every frame kept while everything after it arrives: nothing handed out is ever
+    written over (the chunk buffer is replaced, not reused, while views of it live)."""
+    # (reads of one byte are slow: only the small and mid-sized frames then)
+    payloads = PAYLOADS[:7] if isinstance(read_size, list) else PAYLOADS
+    rx = FrameReceiver(MAX, min_size=4)
+    frames = _deliver(rx, b"".join(_frame(p) for p in payloads), read_size)
+    assert [bytes(f) for f in frames] == payloads
+    assert all(f.readonly for f in frames)
+    assert rx.buffered == 0 and rx.error is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(4, 600_000), min_size=1, max_size=8),
+       reads=st.lists(st.integers(1, 700_000), min_size=1, max_size=8),
+       keep=st.booleans())
+def test_any_split_gives_the_same_frames(sizes: list[int], reads: list[int],
+                                         keep: bool) -> None:
+    payloads = [_payload(i, n) for i, n in enumerate(sizes)]
+    stream = b"".join(_frame(p) for p in payloads)
+    rx = FrameReceiver(MAX, min_size=4)
+    got: list[bytes] = []
+    held: list[memoryview] = []
+    pos = 0
+    i = 0
+    while pos < len(stream):
+        buf = rx.get_buffer()
+        n = min(len(buf), reads[i % len(reads)], len(stream) - pos)
+        i += 1
+        buf[:n] = stream[pos : pos + n]
+        del buf
+        pos += n
+        for f in rx.buffer_updated(n):
+            got.append(bytes(f))
+            if keep:
+                held.append(f)
+    assert got == payloads
+    assert [bytes(f) for f in held] == (payloads if keep else [])
+    assert rx.buffered == 0
+
+
+def test_a_large_frame_buffer_is_reused_once_dropped() -> None:
+    """The follower's steady state: each ~4 MiB response received into the same buffer,
+    so no allocation and no copy per response."""
+    rx = FrameReceiver(MAX, min_size=4)
+    big = [_payload(i, 4 << 20) for i in range(3)]
+    (f1,) = _deliver(rx, _frame(big[0]), 256 << 10)
+    owner = f1.obj
+    assert bytes(f1) == big[0]
+    del f1
+    (f2,) = _deliver(rx, _frame(big[1]), 256 << 10)
+    assert f2.obj is owner  # nothing held the first: its buffer took the second
+    assert bytes(f2) == big[1]
+    # Held while the next arrives: the next goes to a new buffer, the held one intact.
+    (f3,) = _deliver(rx, _frame(big[2]), 256 << 10)
+    assert f3.obj is not owner
+    assert bytes(f2) == big[1] and bytes(f3) == big[2]
+
+
+def test_the_chunk_buffer_is_reused_once_its_frames_are_dropped() -> None:
+    rx = FrameReceiver(MAX, min_size=4)
+    small = _frame(b"x" * 1000)
+    first = _deliver(rx, small, 65536)
+    owner = first[0].obj
+    del first
+    # Fill past the chunk buffer's end, dropping each frame: the buffer comes round again.
+    for _ in range(2 * CHUNK_BUFFER // len(small)):
+        assert [bytes(f) for f in _deliver(rx, small, 65536)] == [b"x" * 1000]
+    (f,) = _deliver(rx, small, 65536)
+    assert f.obj is owner
+
+
+def test_memory_follows_the_bytes_received_not_the_size_announced() -> None:
+    """A peer announcing 60 MiB and sending a little costs about what it sent (doubling
+    from 1 MiB), not 60 MiB."""
+    rx = FrameReceiver(MAX, min_size=4)
+    head = struct.pack(">i", 60 << 20) + b"y" * 300_000
+    assert _deliver(rx, head, 65536) == []
+    assert rx.buffered == len(head)
+    buf = rx.get_buffer()
+    assert len(buf) <= 1 << 20
+    del buf
+    gc.collect()
+    assert rx._frame is not None and len(rx._frame) <= 1 << 20
+
+
+@pytest.mark.parametrize("size", [3, -1, MAX + 1])
+def test_bad_size_is_an_error_value_and_stops_the_receiver(size: int) -> None:
+    rx = FrameReceiver(MAX, min_size=4)
+    frames = _deliver(rx, _frame(b"ok-frame") + struct.pack(">i", size) + b"z" * 64, 1 << 20)
+    assert [bytes(f) for f in frames] == [b"ok-frame"]
+    assert rx.error == FrameError(size, MAX, 4)
+    # The transport may still read before it closes: a buffer, and nothing comes out.
+    buf = rx.get_buffer()
+    assert len(buf) > 0
+    buf[:4] = b"abcd"
+    del buf
+    assert rx.buffer_updated(4) == []
+
+
+def test_a_size_prefix_split_at_every_position() -> None:
+    payloads = [b"a" * 8, b"b" * 300_000, b"c" * 9]
+    stream = b"".join(_frame(p) for p in payloads)
+    for cut in range(0, 12):
+        rx = FrameReceiver(MAX, min_size=4)
+        got = _deliver(rx, stream, [cut + 1, 1 << 20])
+        assert [bytes(f) for f in got] == payloads, cut
+
+
+def test_chunk_buffer_below_two_reads_refused() -> None:
+    with pytest.raises(ValueError):
+        FrameReceiver(MAX, chunk_size=1024)
+    with pytest.raises(ValueError):
+        FrameReceiver(4)
