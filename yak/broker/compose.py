@@ -21,6 +21,7 @@
                         with its partition writer and loader); the share groups reach it
                         through a CoordinatorPersister (here, or the state RPCs)
     metrics             BrokerMetrics, handed to whoever exports them (the CLI's gateway)
+    broker load reports LoadPublisher: this broker's load in the metadata store (issue 23)
     security            SecurityConfig: the listeners, their TLS contexts and SASL configs
     credential store    SCRAM credentials: ClusterCredentialStore, one document of the
                         metadata store for all brokers
@@ -54,6 +55,7 @@ from yak.broker.dynamic_tls import ListenerKeystores
 from yak.broker.metrics import BrokerMetrics
 from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
+from yak.cluster.broker_load import LoadPublisher
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.dynamic_config import DynamicBrokerConfigs
@@ -85,6 +87,7 @@ from yak.settings import BROKER_SETTINGS, ConfigError
 from yak.share.coordinator import ShareCoordinator, share_state_topic_configs
 from yak.share.group_configs import GroupConfigStore
 from yak.share.manager import ShareConfig, ShareManager
+from yak.share.metrics import ShareMetricsCollector
 from yak.share.persister import CoordinatorPersister
 from yak.share.records import SHARE_STATE_TOPIC
 from yak.storage import LogManager
@@ -292,6 +295,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
     metrics.bind_replication(replica_manager)  # ISR, delayed produces, replica lag
     metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
+    load = LoadPublisher.of(node, config.broker_load_report_interval_ms, metrics.totals)
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas
     # The three stores are documents of the metadata image, the same on every broker (a
@@ -356,6 +360,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         share_coordinator, lambda p: coordinators.leader_of(SHARE_STATE_TOPIC, p),
         inter_broker.request, config.node_id), GroupConfigStore(node.store),
         coordinators.leader_of, inter_broker.request)
+    metrics.registry.register(ShareMetricsCollector(share))  # yak_share_*, at scrape time
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)
@@ -381,6 +386,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         Part("share coordinator", share_coordinator.start, share_coordinator.stop),
         Part("share groups", share.start, share.stop),
         Part("metrics"),
+        Part("broker load reports", load.start, load.stop),
         Part("security"),
         Part("credential store", start_credentials),
     ]

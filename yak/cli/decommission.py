@@ -17,9 +17,16 @@ command again submits whatever still has the broker in its target (it is idempot
 Refused with one line and exit 2: a broker that is neither registered nor holds a replica,
 a broker that is down and holds the only in-sync copy of a partition (no other broker has
 what it would have to copy; the issue's "removing the only in-sync copy is refused"), and
-a cluster whose other brokers cannot hold some partition's replication factor. The
-broker is not fenced from new placements: a topic created during the drain may still be
-given a replica on it (running the command again moves it).
+a cluster whose other brokers cannot hold some partition's replication factor.
+
+The drain is recorded as Kafka's KIP-1066 cordon: `cordoned.log.dirs=*` in the broker's
+own dynamic configs (IncrementalAlterConfigs, sent to that broker, stored in etcd), so
+the topic manager places no new replica on it while it drains (`cluster_topics.py`), and
+`yak config describe --broker N` shows it. `--cancel` is the recommission: it deletes
+the cordon and cancels the moves still taking replicas off the broker (ListPartition-
+Reassignments' removing set), which Kafka's cancellation reverts. A broker that is down
+cannot be reached to be cordoned (a per-broker config goes to that broker, as in Kafka);
+it gets no new replica while it is down, and the command says so.
 """
 
 from __future__ import annotations
@@ -38,12 +45,21 @@ from yak.cli.common import (
     client_security,
     secured,
 )
+from yak.cli.config_wire import BROKER, DELETE, SET, config_client
 from yak.cli.partitions import call, fail_line, report
-from yak.cli.reassign_wire import ClusterView, Ongoing, TopicPartition, reassign_client
+from yak.cli.reassign_wire import (
+    ClusterView,
+    Ongoing,
+    ReassignClient,
+    TopicPartition,
+    reassign_client,
+)
 from yak.cluster.placement import drain_plan
 from yak.errors import InvalidReplicationFactorError
 
 out = Console(highlight=False, soft_wrap=True)
+
+CORDON = "cordoned.log.dirs"  # KIP-1066; yak/cluster/cluster_topics.py reads it
 
 
 def targets(view: ClusterView, moving: list[Ongoing]) -> dict[TopicPartition, list[int]]:
@@ -72,15 +88,19 @@ def decommission(
     = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --status: one JSON object.")]
     = False,
+    cancel: Annotated[bool, typer.Option(
+        "--cancel", help="Recommission: take the cordon off and cancel the moves still"
+        " taking replicas off it.")] = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Move every replica off a broker (partition reassignments), so it can be stopped.
 
-    Each replica on it goes to the least-loaded broker that is not already a replica
-    of that partition. Returns once the moves are submitted; --status shows what is left
-    (exit 0 either way). Refused (exit 2) when the other brokers cannot hold some
-    partition's replication factor.
+    The broker is cordoned first (cordoned.log.dirs=*: no new replica goes to it). Each
+    replica on it goes to the least-loaded broker that is not already a replica of that
+    partition. Returns once the moves are submitted; --status shows what is left (exit 0
+    either way). Refused (exit 2) when the other brokers cannot hold some partition's
+    replication factor.
     """
     with reassign_client(bootstrap, timeout, client_security()) as c:
         view = call(f"cannot decommission broker {broker}", c.cluster)
@@ -88,6 +108,9 @@ def decommission(
         left = remaining(view, broker)
         if status:
             _show_status(broker, left, moving, as_json)
+            return
+        if cancel:
+            _recommission(c, broker, view.brokers, moving, bootstrap, timeout)
             return
         if broker not in view.brokers and not left:
             known = ", ".join(map(str, sorted(view.brokers))) or "none"
@@ -104,6 +127,7 @@ def decommission(
         except InvalidReplicationFactorError as e:
             fail_line(f"cannot decommission broker {broker}: {e.message}", 2)
         plan = {_tp(k): r for k, r in named.items()}
+        _cordon(broker, broker in view.brokers, bootstrap, timeout, SET)
         if not plan:
             out.print(f"broker {broker}: no partition is to be moved"
                       + (f" ({len(left)} still leaving it)" if left else
@@ -114,6 +138,31 @@ def decommission(
            lambda tp: f"moving to replicas {','.join(map(str, plan[tp]))}")
     out.print(f"broker {broker}: {len(plan)} partition(s) moving off it"
               f" (yak cluster decommission {broker} --status shows what is left)")
+
+
+def _cordon(broker: int, registered: bool, bootstrap: str, timeout: float, op: int) -> None:
+    """Set (SET) or delete (DELETE) the broker's cordon, on the broker itself."""
+    if not registered:
+        out.print(f"broker {broker} is down: not cordoned (a down broker gets no new"
+                  " replicas; run this again once it is up, before it takes any)")
+        return
+    with config_client(bootstrap, timeout, client_security()) as cc:
+        call(f"cannot {'cordon' if op == SET else 'uncordon'} broker {broker}",
+             lambda: cc.alter(BROKER, str(broker), [(CORDON, op, "*" if op == SET else None)]))
+
+
+def _recommission(c: ReassignClient, broker: int, brokers: dict[int, str | None],
+                  moving: list[Ongoing], bootstrap: str, timeout: float) -> None:
+    """`--cancel`: the cordon off, then the moves taking replicas off it cancelled."""
+    _cordon(broker, broker in brokers, bootstrap, timeout, DELETE)
+    leaving = {(o.topic, o.partition): None for o in moving if broker in o.removing}
+    if leaving:
+        results = call(f"cannot recommission broker {broker}",
+                       lambda: c.alter(leaving))
+        report(f"cannot recommission broker {broker}", results,
+               lambda tp: "move off it cancelled")
+    out.print(f"broker {broker}: recommissioned ({len(leaving)} move(s) off it cancelled);"
+              " it takes new replicas again")
 
 
 def _show_status(broker: int, left: list[TopicPartition], moving: list[Ongoing],

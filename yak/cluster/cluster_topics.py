@@ -8,7 +8,9 @@ topic manager and one metadata path (issue 22).
 
 The broker that receives the request validates it (partition counts, replication factor,
 topic configs against the one settings table), places the replicas on the registered
-brokers (Kafka's round robin, `placement.py`) and writes the result in one transaction
+brokers (Kafka's round robin, `placement.py`; the least-loaded brokers first when their
+load reports differ, `broker_load.py`; never a broker cordoned by `cordoned.log.dirs`,
+which `yak cluster decommission` sets) and writes the result in one transaction
 guarded by compares on the keys it touches (`EtcdMetadataStore`); the store serializes
 concurrent writers, so no request is forwarded to the controller (Kafka's KIP-590
 Envelope) to get the same guarantee. Every broker, this one included, then applies the
@@ -21,11 +23,14 @@ Reads (`get`, `by_id`, `topics`, `partition_states`) come from the watched image
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from yak.cluster.broker_load import BrokerLoad, preference, read_loads
+from yak.cluster.dynamic_config import document_name
 from yak.cluster.etcd_store import EtcdMetadataStore
 from yak.cluster.metadata import StalePartitionStateError, TopicInfo
 from yak.cluster.placement import assign_replicas
@@ -49,6 +54,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_PARTITIONS", "ClusterTopicManager"]
 
 log = logging.getLogger(__name__)
+
+# KIP-1066's broker config: log dirs that take no new replicas.
+CORDONED = "cordoned.log.dirs"
 
 # A guard against typos like 100000: every partition is a directory with open files.
 MAX_PARTITIONS = 10_000
@@ -116,9 +124,38 @@ class ClusterTopicManager:
 
     def usable_brokers(self) -> dict[int, str | None]:
         """node id -> rack of the brokers new replicas may go to: registered, not fenced,
-        not shutting down."""
+        not shutting down, not cordoned."""
         brokers = self.store.brokers()
-        return {n: b.rack for n, b in brokers.items() if usable(brokers, n)}
+        cordoned = self.cordoned_brokers()
+        return {n: b.rack for n, b in brokers.items()
+                if usable(brokers, n) and n not in cordoned}
+
+    def cordoned_brokers(self) -> set[int]:
+        """Brokers whose own dynamic configs set `cordoned.log.dirs` (Kafka's KIP-1066; `yak
+        cluster decommission` sets it to `*`): no new replica goes to them. A Yak broker
+        has one log dir, so any value cordons the whole broker. Read from the image."""
+        out = set()
+        for n in self.store.brokers():
+            value, _rev = self.store.document(document_name(str(n)))
+            if value is None:
+                continue
+            try:
+                configs = json.loads(value).get("configs", {})
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(configs, dict) and str(configs.get(CORDONED, "")).strip():
+                out.add(n)
+        return out
+
+    def broker_loads(self) -> dict[int, BrokerLoad]:
+        """The brokers' latest load reports, from the image (no I/O)."""
+        return read_loads(self.store.under(self.store.keys.broker_loads))
+
+    def load_preference(self, brokers: Sequence[int]) -> list[int] | None:
+        """`brokers` least loaded first, or None when the reports do not tell them apart
+        (placement then keeps its usual order)."""
+        order = preference(brokers, self.broker_loads())
+        return None if order == sorted(brokers) else order
 
     def live_broker_count(self) -> int:
         return len(self.usable_brokers())
@@ -238,8 +275,12 @@ class ClusterTopicManager:
     ) -> TopicInfo:
         n, rf, topic_configs, _cfg = self._prepare_create(
             name, partitions, configs, replication_factor, assignment)
-        replicas = (self.check_assignment(assignment) if assignment is not None
-                    else assign_replicas(n, rf, self.usable_brokers()))
+        if assignment is not None:
+            replicas = self.check_assignment(assignment)
+        else:
+            brokers = self.usable_brokers()
+            replicas = assign_replicas(n, rf, brokers,
+                                       preferred=self.load_preference(list(brokers)))
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), n, topic_configs)
         info = await self.store.create_topic(name, topic_configs, replicas)
@@ -272,7 +313,7 @@ class ClusterTopicManager:
             start = next((i for i, b in enumerate(ordered) if b >= first), 0)
             replicas = [tuple(r) for r in assign_replicas(
                 total - info.partitions, rf, brokers, start_partition=info.partitions,
-                fixed_start_index=start)]
+                fixed_start_index=start, preferred=self.load_preference(ordered))]
         if validate_only:
             return info
         return await self.store.add_partitions(name, replicas)

@@ -324,6 +324,11 @@ class EtcdMetadataStore:
             await self.wait_for_revision(r.revision)
         return r.succeeded
 
+    def under(self, prefix: str) -> list[KeyValue]:
+        """The image's keys under `prefix` (a `ClusterKeys` prefix, e.g. the brokers' load
+        reports, which nothing else in the image interprets). No I/O."""
+        return [kv for k, kv in self._view.items.items() if k.startswith(prefix)]
+
     # ------------------------------------------------------------------ reads (no I/O)
 
     @property

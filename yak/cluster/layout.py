@@ -100,6 +100,15 @@ class ClusterKeys:
     def document(self, name: str) -> str:
         return self.documents + name
 
+    @property
+    def broker_loads(self) -> str:
+        """Prefix of the brokers' load reports (`yak/cluster/broker_load.py`), each on its
+        broker's session lease."""
+        return self.root + "broker_loads/"
+
+    def broker_load(self, node_id: int) -> str:
+        return f"{self.broker_loads}{node_id}"
+
     @staticmethod
     def node_id_of(broker_key: str) -> int:
         return int(broker_key.rsplit("/", 1)[1])

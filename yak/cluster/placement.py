@@ -8,6 +8,14 @@ rack (`broker.rack`), Kafka's rack-aware variant is used: brokers are ordered al
 between racks, and a partition's replicas go to distinct racks while racks without one
 remain. Brokers are placed by node id, so the same inputs give the same result.
 
+Load (issue 23): the caller may pass `preferred`, the brokers least loaded first
+(`broker_load.preference`). The round robin then walks that order from its first broker
+instead of node-id order from a random start, so the first replicas (the leaders) and any
+remainder of partitions past a multiple of the broker count go to the least-loaded
+brokers, and every other property of the round robin (spread of leaders and followers,
+racks) is kept. The topic manager passes it only when the reports differ; brokers that
+are all about idle are placed exactly as before.
+
 Draining a broker (`drain_plan`, `yak cluster decommission`, issue 23) keeps every other
 replica where it is and gives each of the leaving broker's replicas to the least-loaded
 broker (fewest replicas, counting those the plan has already given) that is not already a
@@ -37,12 +45,15 @@ def assign_replicas(
     start_partition: int = 0,
     fixed_start_index: int = -1,
     rng: random.Random | None = None,
+    preferred: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Replica lists for `partitions` new partitions (numbered from `start_partition`).
 
     `brokers`: node ids, or node id -> rack. INVALID_REPLICATION_FACTOR when there are
     fewer brokers than `replication_factor`. `fixed_start_index` >= 0 makes the result
-    deterministic (Kafka uses it when adding partitions, and in its tests).
+    deterministic (Kafka uses it when adding partitions, and in its tests). `preferred`:
+    the brokers least loaded first (others after them by id); the walk starts at its
+    first broker (`fixed_start_index` is then ignored).
     """
     racks: dict[int, str | None] = (dict(brokers) if isinstance(brokers, Mapping)
                                     else {b: None for b in brokers})
@@ -56,10 +67,16 @@ def assign_replicas(
     if partitions <= 0:
         return []
     rng = rng or random.Random()
+    order = sorted(racks)
+    if preferred is not None:
+        rank = {b: i for i, b in enumerate(preferred)}
+        order.sort(key=lambda b: (rank.get(b, len(rank)), b))
+        fixed_start_index = 0
     if racks and all(r is not None for r in racks.values()):
         return _rack_aware(partitions, replication_factor, racks,  # type: ignore[arg-type]
-                           fixed_start_index, start_partition, rng)
-    return _rack_unaware(partitions, replication_factor, sorted(racks), fixed_start_index,
+                           fixed_start_index, start_partition, rng,
+                           order if preferred is not None else None)
+    return _rack_unaware(partitions, replication_factor, order, fixed_start_index,
                          start_partition, rng)
 
 
@@ -86,11 +103,14 @@ def _rack_unaware(n_partitions: int, rf: int, brokers: list[int], fixed_start: i
     return out
 
 
-def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+def _rack_alternated(racks: Mapping[int, str], order: Sequence[int] | None = None
+                     ) -> list[int]:
+    """Brokers alternating between racks; `order` (default: by id) orders each rack's
+    brokers and the racks (by their first broker in it)."""
     by_rack: dict[str, list[int]] = {}
-    for b in sorted(racks):
+    for b in order if order is not None else sorted(racks):
         by_rack.setdefault(racks[b], []).append(b)
-    names = sorted(by_rack)
+    names = list(by_rack) if order is not None else sorted(by_rack)
     iters = {r: iter(by_rack[r]) for r in names}
     out: list[int] = []
     i = 0
@@ -103,8 +123,9 @@ def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
 
 
 def _rack_aware(n_partitions: int, rf: int, racks: Mapping[int, str], fixed_start: int,
-                start_partition: int, rng: random.Random) -> list[list[int]]:
-    arranged = _rack_alternated(racks)
+                start_partition: int, rng: random.Random,
+                order: Sequence[int] | None = None) -> list[list[int]]:
+    arranged = _rack_alternated(racks, order)
     n = len(arranged)
     n_racks = len(set(racks.values()))
     start = fixed_start if fixed_start >= 0 else rng.randrange(n)

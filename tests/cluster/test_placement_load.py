@@ -1,0 +1,82 @@
+"""Load-aware placement (issue 23), the functions alone: `broker_load`'s score and order,
+and `placement.assign_replicas` walking the brokers least loaded first, with Kafka's round
+robin (leaders and followers spread, racks distinct) otherwise unchanged."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from yak.cluster.broker_load import SCORE_STEP, BrokerLoad, load_score, preference, read_loads
+from yak.cluster.etcd import KeyValue
+from yak.cluster.placement import assign_replicas
+
+
+def load(node: int, *, cpu: float = 0.0, busy: float = 0.0, free: int = 900,
+         total: int = 1000) -> BrokerLoad:
+    return BrokerLoad(node_id=node, time_ms=0, interval_ms=3000, cpu_percent=cpu,
+                      busy_ratio=busy, loop_lag_ms=0.0, bytes_in_per_s=0.0,
+                      bytes_out_per_s=0.0, messages_in_per_s=0.0, log_bytes=0,
+                      disk_free_bytes=free, disk_total_bytes=total)
+
+
+def test_score_is_the_busiest_resource() -> None:
+    assert load_score(load(1)) == 0.0
+    assert load_score(load(1, busy=0.4, cpu=20)) == 0.4
+    assert load_score(load(1, busy=0.1, cpu=70)) == 0.7
+    assert load_score(load(1, cpu=350)) == 1.0  # several cores: capped
+    # The disk counts only once nearly full (brokers sharing a disk stay comparable).
+    assert load_score(load(1, free=200)) == 0.0
+    assert abs(load_score(load(1, free=50)) - 0.5) < 1e-9
+    assert load_score(load(1, free=0)) == 1.0
+
+
+def test_preference_orders_by_score_steps_then_id() -> None:
+    loads = {1: load(1, busy=0.65), 2: load(2, busy=0.05), 3: load(3, busy=0.02),
+             4: load(4, cpu=30)}
+    # 2 and 3 are in the same step (about idle): by id; 5 has no report: idle.
+    assert preference([1, 2, 3, 4, 5], loads) == [2, 3, 5, 4, 1]
+    # All about idle: node-id order, which the topic manager takes as "no preference".
+    idle = {b: load(b, busy=SCORE_STEP / 3) for b in (1, 2, 3)}
+    assert preference([3, 1, 2], idle) == [1, 2, 3]
+
+
+def test_reports_round_trip_and_unreadable_ones_are_skipped() -> None:
+    a = load(7, busy=0.25, cpu=12.5)
+    kvs = [KeyValue("/yak/x/broker_loads/7", a.to_json(), 1, 1, 1, 5),
+           KeyValue("/yak/x/broker_loads/8", b"{not json", 2, 2, 1, 6),
+           KeyValue("/yak/x/broker_loads/9", b'{"node_id": 9}', 3, 3, 1, 7)]
+    assert read_loads(kvs) == {7: a}
+
+
+def test_leaders_go_to_the_least_loaded_brokers_first() -> None:
+    brokers = {1: None, 2: None, 3: None, 4: None}
+    # Fewer partitions than brokers: only the least loaded lead.
+    got = assign_replicas(2, 2, brokers, preferred=[3, 4, 1, 2])
+    assert [r[0] for r in got] == [3, 4]
+    assert all(len(set(r)) == 2 for r in got)
+    # A multiple of the broker count: each broker leads equally often, as before.
+    got = assign_replicas(8, 3, brokers, preferred=[4, 2, 3, 1], rng=random.Random(5))
+    assert [r[0] for r in got[:4]] == [4, 2, 3, 1]
+    assert Counter(r[0] for r in got) == {1: 2, 2: 2, 3: 2, 4: 2}
+    assert Counter(b for r in got for b in r) == {1: 6, 2: 6, 3: 6, 4: 6}
+    # A remainder goes to the least loaded.
+    got = assign_replicas(6, 1, brokers, preferred=[2, 1, 4, 3])
+    assert Counter(r[0] for r in got) == {2: 2, 1: 2, 4: 1, 3: 1}
+
+
+def test_without_a_preference_placement_is_unchanged() -> None:
+    brokers = {1: None, 2: None, 3: None}
+    for seed in range(5):
+        assert (assign_replicas(7, 2, brokers, rng=random.Random(seed))
+                == assign_replicas(7, 2, [1, 2, 3], rng=random.Random(seed)))
+    assert assign_replicas(3, 1, brokers, fixed_start_index=0) == [[1], [2], [3]]
+
+
+def test_racks_stay_distinct_with_a_preference() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    got = assign_replicas(6, 3, racks, preferred=[6, 3, 1, 2, 4, 5], rng=random.Random(1))
+    assert got[0][0] == 6 and got[1][0] == 3 and got[2][0] == 1
+    for replicas in got:
+        assert len({racks[b] for b in replicas}) == 3, got
+    assert Counter(r[0] for r in got) == {b: 1 for b in racks}
