@@ -49,6 +49,8 @@ def _forget(share: ShareManager, group_id: str, topics: set[str] | None) -> None
     for key in [k for k in share.partitions
                 if k[0] == group_id and (topics is None or k[1] in topics)]:
         del share.partitions[key]
+    if topics is None:
+        share.metrics.forget_group(group_id)
 
 
 async def _delete_topic(share: ShareManager, group_id: str, topic_id: uuid.UUID,

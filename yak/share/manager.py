@@ -43,6 +43,7 @@ from yak.share.group_configs import (
     InvalidGroupConfig,
     check_group_config,
 )
+from yak.share.metrics import ShareMetrics
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
 from yak.share.records import ShareKey
@@ -105,6 +106,7 @@ class ShareManager:
                                   max_size=config.max_size,
                                   on_member_removed=self._member_removed)
         self.sessions = ShareSessionCache(config.max_share_sessions)
+        self.metrics = ShareMetrics()  # per-partition counters, load times (metrics.py)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.group_configs: dict[str, dict[str, str]] = {}  # without a config store
         # (group, member) -> when it left while keeping its share session (see sweep)
@@ -213,6 +215,7 @@ class ShareManager:
                              ) -> SharePartition:
         sp = SharePartition(group_id, topic, partition, self.clock,
                             max_record_locks=self.config.partition_max_record_locks)
+        sp.stats = self.metrics.stats(group_id, topic, partition)
         self._configure(sp, self._cfg(group_id))
         return sp
 
@@ -390,6 +393,7 @@ class ShareManager:
     async def _load(self, group_id: str, topic: str, partition: int,
                     leader_epoch: int) -> ErrorCode:
         assert self.persister is not None
+        started = self.metrics.now()
         found = self.topics(topic)
         if found is None:
             return ErrorCode.unknown_topic_or_partition
@@ -420,6 +424,7 @@ class ShareManager:
                 return code
         sp.durable = sp.noted()
         self.partitions[(group_id, topic, partition)] = sp
+        self.metrics.loaded(started)
         return ErrorCode.none
 
     async def persist(self, group_id: str,

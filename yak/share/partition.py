@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from yak.clock import Clock
+from yak.share.metrics import PartitionStats
 
 __all__ = ["AckType", "AcquiredRange", "RecordState", "SharePartition"]
 
@@ -119,6 +120,7 @@ class SharePartition:
         self.state_epoch = 0
         self.leader_epoch = -1  # the partition's leader epoch this window was loaded at
         self.durable = 0  # `noted()` as of the last successful write (the manager's)
+        self.stats = PartitionStats()  # the manager hands in the broker's (metrics.py)
 
     # ------------------------------------------------------------------ durability
 
@@ -201,6 +203,16 @@ class SharePartition:
     def in_flight(self) -> int:
         return len(self._records)
 
+    def delivery_counts(self) -> tuple[int, dict[int, int]]:
+        """(records acquired now, in-flight records by delivery count): a metrics scrape's
+        walk of the window, never on a request's path."""
+        acquired = 0
+        by: dict[int, int] = {}
+        for r in self._records.values():
+            acquired += r.state is RecordState.ACQUIRED
+            by[r.delivery_count] = by.get(r.delivery_count, 0) + 1
+        return acquired, by
+
     def state_of(self, offset: int) -> tuple[RecordState, int, str] | None:
         """(state, delivery count, holder) of an in-flight record; None once terminal or
         outside the window."""
@@ -281,6 +293,7 @@ class SharePartition:
         if runs and (self._next_deadline is None or deadline < self._next_deadline):
             self._next_deadline = deadline
         self._changes.extend((a, b, 0, c) for a, b, c in runs)
+        self.stats.acquired += taken
         return [AcquiredRange(a, b, c) for a, b, c in runs]
 
     def _archive_gap(self, base: int, last: int) -> None:
@@ -337,7 +350,10 @@ class SharePartition:
             else:
                 for offset in range(first_offset, last_offset + 1):
                     records.pop(offset, None)
+            self.stats.acked(one, count)
             return
+        for kind in set(kinds):  # per type, not per record
+            self.stats.acked(kind, count if one is not None else kinds.count(kind))
         for i, offset in enumerate(range(first_offset, last_offset + 1)):
             kind = one if one is not None else kinds[i]
             r = records.get(offset)
@@ -380,6 +396,7 @@ class SharePartition:
             elif nxt is None or r.deadline_ms < nxt:
                 nxt = r.deadline_ms
         self._next_deadline = nxt
+        self.stats.lock_timeouts += n
         return n
 
     def next_deadline_ms(self) -> int | None:
@@ -401,6 +418,7 @@ class SharePartition:
     def _release(self, offset: int, r: _InFlight) -> None:
         if r.delivery_count >= self.delivery_count_limit:
             del self._records[offset]  # ARCHIVED: the delivery limit is reached
+            self.stats.archived_limit += 1
             self._changes.append((offset, offset, 4, r.delivery_count))
             dead = self.dead
             if dead and dead[-1][1] + 1 == offset and dead[-1][2:] == (r.delivery_count,
