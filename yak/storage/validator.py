@@ -72,7 +72,10 @@ def validate_batches(
             raise CorruptRecordError(f"record batch magic {h.magic}, only 2 is supported")
         if blen < HEADER_SIZE - LOG_OVERHEAD or pos + size > n:
             raise CorruptRecordError(f"batch length {blen} does not match the data")
-        if size > cfg.max_message_bytes:
+        # A follower takes what its leader took (Kafka's appendAsFollower ignores the
+        # record size): a limit lowered after a larger batch was accepted must not stop
+        # the topic's replication.
+        if leader and size > cfg.max_message_bytes:
             raise RecordTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
             )
