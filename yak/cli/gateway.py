@@ -21,6 +21,9 @@ from yak.cli.common import client_security, secured
 OFF = ("", "none", "off")
 
 
+PARTITIONERS = ("default", "load_aware")  # yak.client.load_aware (issue 23)
+
+
 @secured
 def gateway(
     bootstrap: Annotated[
@@ -69,10 +72,18 @@ def gateway(
         str, typer.Option("--auth-mechanism", help="SASL mechanism users log in to the "
                           "cluster with (basic auth).")
     ] = "SCRAM-SHA-512",
+    partitioner: Annotated[
+        str, typer.Option("--partitioner", help="Records with neither key nor partition:"
+                          " default (murmur2_random, as Java's) or load_aware (prefer"
+                          " partitions whose leader acknowledges soonest).")
+    ] = "default",
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
     from yak.cli.common import fail
     from yak.gateway.settings import GatewaySettings, parse_hostport
+
+    if partitioner not in PARTITIONERS:
+        fail(f"invalid --partitioner {partitioner!r}: expected default or load_aware", 2)
 
     http_listen = None if http.lower() in OFF else http
     grpc_listen = None if grpc.lower() in OFF else grpc
@@ -130,7 +141,7 @@ def gateway(
                                request_timeout_s=request_timeout_s,
                                security=client_security(), user_login=user_login,
                                http_auth=http_auth, http_ssl=http_ssl, grpc_auth=grpc_auth,
-                               principal_mapper=mapper)
+                               principal_mapper=mapper, partitioner=partitioner)
 
     async def run() -> None:
         from yak.gateway.core import GatewayCore

@@ -6,7 +6,9 @@ anything not acknowledged within the timeout is an error, never silently dropped
 `--null-value` writes tombstones (records with a null value, which compaction uses to
 delete a key): with `-K` each line is `KEY<sep>`, else each line is a key. `--timestamp`
 sets every record's CreateTime; `--partitioner` picks librdkafka's partitioner for keyed
-records (murmur2_random, Java's default, unless told).
+records (murmur2_random, Java's default, unless told). `--partitioner load_aware` (issue 23)
+keeps murmur2_random for keyed records and gives each keyless one the partition whose
+leader acknowledges soonest (`yak.client.load_aware`, KIP-794's adaptive partitioning).
 
 `--schema-subject S` (its latest version, or `--schema-version`) or `--schema-id N` encodes
 each value, a JSON document per line, with that registry schema (Avro, JSON Schema or
@@ -37,6 +39,7 @@ from yak.cli.common import (
     require_topic,
     secured,
 )
+from yak.client.load_aware import LOAD_AWARE, LoadAwarePartitioner
 
 
 def _registry_get(registry: str, path: str, timeout: float) -> Any:
@@ -104,6 +107,7 @@ PARTITIONERS = (
     "fnv1a_random",
     "fnv1a",
     "random",
+    LOAD_AWARE,
 )
 
 
@@ -125,7 +129,8 @@ def produce(
         typer.Option(
             "--partitioner",
             help="Partitioner for keyed records (librdkafka's names): murmur2_random (Java's "
-            "default), murmur2, consistent_random, consistent, fnv1a_random, fnv1a or random.",
+            "default), murmur2, consistent_random, consistent, fnv1a_random, fnv1a or random; "
+            "or load_aware (keyless records to the leaders that acknowledge soonest).",
         ),
     ] = "murmur2_random",
     null_value: Annotated[
@@ -199,7 +204,7 @@ def produce(
                 "compression.type": compression,
                 "linger.ms": 5,
                 "message.timeout.ms": max(1000, int(timeout * 1000)),
-                "partitioner": partitioner,
+                "partitioner": "murmur2_random" if partitioner == LOAD_AWARE else partitioner,
             },
         )
     )
@@ -216,6 +221,18 @@ def produce(
             errors.append(err)
         else:
             delivered += 1
+
+    load_aware = LoadAwarePartitioner() if partitioner == LOAD_AWARE else None
+    leaders = {p: pm.leader for p, pm in tmd.partitions.items()}
+
+    def placed(leader: int) -> Any:
+        def report(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                load_aware.acked(leader, msg.latency() or 0.0)  # type: ignore[union-attr]
+            else:
+                load_aware.failed(leader)  # type: ignore[union-attr]
+            on_delivery(err, msg)
+        return report
 
     sent = 0
     for lineno, raw in enumerate(sys.stdin.buffer, 1):
@@ -243,6 +260,9 @@ def produce(
             kwargs["headers"] = headers
         if partition is not None:
             kwargs["partition"] = partition
+        elif key is None and load_aware is not None:
+            kwargs["partition"] = load_aware.partition(topic, leaders, len(value or b""))
+            kwargs["on_delivery"] = placed(leaders[kwargs["partition"]])
         while True:
             try:
                 producer.produce(topic, **kwargs)

@@ -79,6 +79,12 @@ def serve(
         str, typer.Option("--auth-mechanism", help="SASL mechanism users log in with (basic "
                           "auth), on a SASL listener of this broker that enables it.")
     ] = "SCRAM-SHA-512",
+    partitioner: Annotated[
+        str, typer.Option("--gateway-partitioner", help="The gateway's partitioner for records"
+                          " with neither key nor partition: default (murmur2_random) or"
+                          " load_aware (the brokers' published load and each leader's"
+                          " acknowledgements).")
+    ] = "default",
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
@@ -103,6 +109,9 @@ def serve(
     if grpc_auth.lower() == "mtls" and not grpc_tls:
         fail("--grpc-auth mtls needs --grpc-tls (and ssl.client.auth=required)", 2)
     access["http_tls"] = http_tls
+    if partitioner not in ("default", "load_aware"):
+        fail(f"invalid --gateway-partitioner {partitioner!r}: expected default or load_aware", 2)
+    access["partitioner"] = partitioner
     overrides = (*([f"metadata.store={metadata}"] if metadata else []), *(set_ or ()))
     _check_data_dir(data_dir, listen, advertised_listener, config, overrides)
     # Left unset, a flag does not override the config file; BrokerConfig has the defaults.
@@ -196,7 +205,12 @@ def _access_options(running: Any, access: dict[str, Any], grpc_on: bool,
     raw = running.broker.config.raw
     http_auth = access.get("http_auth", "none")
     grpc_auth = access.get("grpc_auth", "none") if grpc_on else "none"
-    options: dict[str, Any] = {"http_auth": http_auth, "grpc_auth": grpc_auth}
+    topics = running.broker.topics
+    options: dict[str, Any] = {
+        "http_auth": http_auth, "grpc_auth": grpc_auth,
+        "partitioner": access.get("partitioner", "default"),
+        # The brokers' published load, from this broker's image (yak.cluster.broker_load).
+        "broker_loads": lambda: {n: r.score for n, r in topics.broker_loads().items()}}
     try:
         if access.get("http_tls") and listen is not None:
             options["http_ssl"] = gw_access.server_tls(raw)

@@ -36,6 +36,12 @@ class GatewaySettings:
     grpc_auth: str = "none"
     # ssl.principal.mapping.rules for mTLS callers (`yak.security.tls.SslPrincipalMapper`).
     principal_mapper: Any = None
+    # Records with neither key nor partition: "default" (librdkafka's murmur2_random, as
+    # Java's) or "load_aware" (yak.client.load_aware, issue 23).
+    partitioner: str = "default"
+    # node id -> published load score (0..1), for load_aware: `yak serve` reads its
+    # broker's image (yak.cluster.broker_load); None: the producer's own observations only.
+    broker_loads: Any = None
 
 
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:

@@ -1,5 +1,10 @@
 """Produce through one shared confluent-kafka producer, with delivery reports handed to
-the event loop in batches (one loop wake-up per producer poll, never per record)."""
+the event loop in batches (one loop wake-up per producer poll, never per record).
+
+With `load_aware` set (the gateway's `partitioner=load_aware`, issue 23), records with
+neither key nor partition get theirs from `yak.client.load_aware.LoadAwarePartitioner`,
+over the leaders of the topic's cached metadata; each one's acknowledgement (or error)
+is told back to it, with librdkafka's own measure of the record's latency."""
 
 from __future__ import annotations
 
@@ -11,12 +16,16 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from yak.client.load_aware import LoadAwarePartitioner
 from yak.gateway.cluster.base import ClientBase
 from yak.gateway.cluster.model import ClusterError, Produced, cluster_error
 
 
 class ProduceCalls(ClientBase):
     """The producer (built on first use, with its delivery-report poller) and `produce_many`."""
+
+    # Set by the gateway core for partitioner=load_aware; None: librdkafka's partitioner.
+    load_aware: LoadAwarePartitioner | None = None
 
     @property
     def producer(self) -> Producer:
@@ -50,6 +59,25 @@ class ProduceCalls(ClientBase):
                 msg: Any) -> None:
         self._reports.append((delivery, index, err, msg))
 
+    def _report_placed(self, delivery: Delivery, index: int, leader: int,
+                       err: KafkaError | None, msg: Any) -> None:
+        """A load-aware record's report: its leader hears how it went, then as `_report`."""
+        la = self.load_aware
+        if la is not None:
+            if err is None:
+                la.acked(leader, msg.latency() or 0.0)
+            else:
+                la.failed(leader)
+        self._reports.append((delivery, index, err, msg))
+
+    def _leaders(self, topic: str) -> dict[int, int] | None:
+        """partition -> leader from the topic's cached metadata (the core resolved the
+        topic just before), or None when it is not cached."""
+        cached = self._topic_cache.get(topic)
+        if cached is None or not cached[1].partitions:
+            return None
+        return {p: pm.leader for p, pm in cached[1].partitions.items()}
+
     def produce_many(self, topic: str,
                      records: Sequence[tuple[bytes | None, bytes | None, int | None,
                                              Sequence[tuple[str, bytes]] | None, int | None]],
@@ -65,9 +93,17 @@ class ProduceCalls(ClientBase):
         delivery = Delivery(loop, len(records))
         produce = self.producer.produce
         report = self._report
+        la = self.load_aware
+        leaders = self._leaders(topic) if la is not None else None
         for i, (key, value, partition, headers, timestamp_ms) in enumerate(records):
             kwargs: dict[str, Any] = {"value": value, "key": key,
                                       "on_delivery": functools.partial(report, delivery, i)}
+            placed = -2  # the leader a load-aware record was counted against
+            if partition is None and key is None and leaders:
+                partition = la.partition(topic, leaders, len(value or b""))  # type: ignore[union-attr]
+                placed = leaders[partition]
+                kwargs["on_delivery"] = functools.partial(
+                    self._report_placed, delivery, i, placed)
             if partition is not None:
                 kwargs["partition"] = partition
             if headers:
@@ -79,8 +115,12 @@ class ProduceCalls(ClientBase):
             except BufferError:
                 delivery.fail(i, ClusterError("producer queue is full, retry later", -184,
                                               "_QUEUE_FULL"))
+                if placed != -2:
+                    la.failed(placed)  # type: ignore[union-attr]
             except KafkaException as e:
                 delivery.fail(i, cluster_error(e))
+                if placed != -2:
+                    la.failed(placed)  # type: ignore[union-attr]
         return delivery
 
 
