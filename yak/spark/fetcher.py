@@ -13,7 +13,7 @@ from yak.client import KafkaClient
 from yak.errors import ErrorCode, error_for_code
 from yak.spark.offsets import DataLossError, OffsetRange
 from yak.spark.options import ClientSettings
-from yak.spark.record_decoder import HEADERS_TYPE, decode
+from yak.spark.record_decoder import HEADERS_TYPE, DecodedColumns, decode
 
 log = logging.getLogger(__name__)
 
@@ -96,24 +96,31 @@ def read_range(
                 continue
             idle = 0
             offset = cols.next_offset
-            n = len(cols)
-            if n == 0:
+            if len(cols) == 0:
                 continue
-            value = cols.value
-            if value_decoder is not None:
-                value = value_decoder.decode(value, cols.offset, rng.topic, rng.partition)
-            arrays = [
-                cols.key,
-                value,
-                _constant_string(rng.topic, n),
-                pa.array(np.full(n, rng.partition, np.int32)),
-                pa.array(cols.offset),
-                pa.array(cols.timestamp_ms * 1000, type=TIMESTAMP_TYPE),
-                pa.array(cols.timestamp_type),
-            ]
-            if include_headers:
-                arrays.append(cols.headers)
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            yield to_record_batch(cols, rng.topic, rng.partition, schema, value_decoder)
+
+
+def to_record_batch(cols: DecodedColumns, topic: str, partition: int, schema: pa.Schema,
+                    value_decoder: Any = None) -> pa.RecordBatch:
+    """Decoded columns -> one batch of Spark's Kafka schema (shared by the fetch path and
+    the direct read of tiered segments, so both give identical rows)."""
+    n = len(cols)
+    value = cols.value
+    if value_decoder is not None:
+        value = value_decoder.decode(value, cols.offset, topic, partition)
+    arrays = [
+        cols.key,
+        value,
+        _constant_string(topic, n),
+        pa.array(np.full(n, partition, np.int32)),
+        pa.array(cols.offset),
+        pa.array(cols.timestamp_ms * 1000, type=TIMESTAMP_TYPE),
+        pa.array(cols.timestamp_type),
+    ]
+    if cols.headers is not None and "headers" in schema.names:
+        arrays.append(cols.headers)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _out_of_range(client: KafkaClient, rng: OffsetRange, offset: int, fail: bool) -> int:

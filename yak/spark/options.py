@@ -46,6 +46,12 @@ _SOURCE = {
     "valueformat",
     "schema.registry.url",
     "valueschemasubject",
+    # direct reads of tiered segments from the bucket (yak/spark/tiered_plan.py)
+    "tiered.direct",
+    "remote.storage.uri",
+    "remote.storage.access.key.id",
+    "remote.storage.secret.access.key",
+    "remote.storage.session.token",
 }
 _SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
          "valueformat", "schema.registry.url", "exactlyoncemode", "transactionalidprefix",
@@ -214,6 +220,47 @@ def _security(opts: Mapping[str, str]) -> ClientSecurity:
         raise YakOptionError(f"option {msg}" if msg.startswith("kafka.") else msg) from None
 
 
+@dataclass(frozen=True)
+class TieredSettings:
+    """Where the remote log lives, for `tiered.direct=true`: the broker's own
+    `remote.storage.uri` and S3 credentials (else the standard AWS variables of the driver
+    and executors)."""
+
+    uri: str
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+
+    def store(self) -> Any:
+        """A `RemoteStore` on the bucket (made where it is used: it is not picklable)."""
+        from yak.tiered.store import RemoteStore, parse_uri
+
+        return RemoteStore(parse_uri(self.uri), {
+            "access_key_id": self.access_key_id, "secret_access_key": self.secret_access_key,
+            "session_token": self.session_token}, request_timeout_s=30.0)
+
+
+def _tiered(opts: Mapping[str, str]) -> TieredSettings | None:
+    if not _bool(opts, "tiered.direct", False):
+        return None
+    uri = (opts.get("remote.storage.uri") or "").strip()
+    if not uri:
+        raise YakOptionError("option tiered.direct=true needs remote.storage.uri (the brokers'"
+                             " s3://BUCKET[/PREFIX]?endpoint=...&region=... or file:///PATH)")
+    from yak.tiered.store import parse_uri
+
+    try:
+        parse_uri(uri)
+    except ValueError as e:
+        raise YakOptionError(f"option {e}") from None
+    key, secret = opts.get("remote.storage.access.key.id"), opts.get(
+        "remote.storage.secret.access.key")
+    if bool(key) != bool(secret):
+        raise YakOptionError("options remote.storage.access.key.id and "
+                             "remote.storage.secret.access.key go together")
+    return TieredSettings(uri, key, secret, opts.get("remote.storage.session.token"))
+
+
 @dataclass
 class SourceOptions:
     client: ClientSettings
@@ -237,6 +284,7 @@ class SourceOptions:
     registry_url: str | None = None
     value_subject: str | None = None
     value_type: Any = None  # the value column's Arrow type (set when the reader is made)
+    tiered: TieredSettings | None = None  # tiered.direct=true: remote segments from the bucket
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -324,6 +372,7 @@ def parse_source_options(raw: Mapping[str, str], streaming: bool) -> SourceOptio
     o.min_partitions = _int(opts, "minpartitions", None, 1)
     o.include_headers = _bool(opts, "includeheaders", False)
     o.value_format, o.registry_url = _value_format(opts)
+    o.tiered = _tiered(opts)
     if o.value_format is not None:
         o.value_subject = opts.get("valueschemasubject")
         if o.value_subject is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -37,6 +37,9 @@ from yak.spark.offsets import (
 )
 from yak.spark.options import SourceOptions
 
+if TYPE_CHECKING:
+    from yak.spark.tiered_read import RemoteSplit
+
 SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int"
@@ -48,6 +51,14 @@ class YakInputPartition(InputPartition):
     def __init__(self, rng: OffsetRange) -> None:
         super().__init__(rng)
         self.rng = rng
+
+
+class TieredInputPartition(InputPartition):
+    """One remote segment's offsets, read from the bucket (`tiered.direct=true`)."""
+
+    def __init__(self, split: RemoteSplit) -> None:
+        super().__init__(split)
+        self.split = split
 
 
 class _Planner:
@@ -66,7 +77,24 @@ class _Planner:
         state["_client"] = None
         return state
 
-    def _ranges(self, start: dict[TP, int], end: dict[TP, int]) -> list[OffsetRange]:
+    def _partitions(self, start: dict[TP, int], end: dict[TP, int]) -> list[InputPartition]:
+        """Input partitions for [start, end): with `tiered.direct`, the remote segments
+        from the bucket (planned from the manifests) and the rest through the brokers."""
+        if self.opts.tiered is None:
+            return [YakInputPartition(r) for r in self._ranges(start, end)]
+        from yak.spark.tiered_plan import plan
+
+        parts: list[InputPartition] = []
+        tail: list[OffsetRange] = []
+        for item in plan(self.client(), self.opts, self._ranges(start, end, split=False)):
+            if isinstance(item, OffsetRange):
+                tail.append(item)
+            else:
+                parts.append(TieredInputPartition(item))
+        return parts + [YakInputPartition(r) for r in split_ranges(tail, self.opts.min_partitions)]
+
+    def _ranges(self, start: dict[TP, int], end: dict[TP, int],
+                split: bool = True) -> list[OffsetRange]:
         out = []
         for tp, e in sorted(end.items()):
             s = start[tp]
@@ -76,9 +104,23 @@ class _Planner:
                     raise DataLossError(msg + " (the partition was truncated or recreated)")
                 continue
             out.append(OffsetRange(tp[0], tp[1], s, e))
-        return split_ranges(out, self.opts.min_partitions)
+        return split_ranges(out, self.opts.min_partitions) if split else out
 
-    def _read(self, partition: YakInputPartition) -> Iterator[pa.RecordBatch]:
+    def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, TieredInputPartition):
+            from yak.spark.tiered_read import read_split
+
+            assert self.opts.tiered is not None
+            yield from read_split(
+                self.opts.tiered,
+                partition.split,
+                include_headers=self.opts.include_headers,
+                fail_on_data_loss=self.opts.fail_on_data_loss,
+                read_committed=self.opts.client.isolation_level == 1,
+                value_decoder=self._value_decoder(),
+            )
+            return
+        assert isinstance(partition, YakInputPartition)
         yield from read_range(
             self.opts.client,
             partition.rng,
@@ -107,14 +149,13 @@ class YakBatchReader(_Planner, DataSourceReader):
             client, starting_offsets(client, self.opts, tps), self.opts.fail_on_data_loss
         )
         end = ending_offsets(client, self.opts, tps)
-        parts = [YakInputPartition(r) for r in self._ranges(start, end)]
+        parts = self._partitions(start, end)
         client.close()
         self._client = None
         return parts or [YakInputPartition(OffsetRange("", -1, 0, 0))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, YakInputPartition)
-        if partition.rng.size <= 0:
+        if isinstance(partition, YakInputPartition) and partition.rng.size <= 0:
             return iter(())
         return self._read(partition)
 
@@ -201,10 +242,9 @@ class YakStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailable
         begin = check_data_loss(
             self.client(), {tp: begin[tp] for tp in stop}, self.opts.fail_on_data_loss
         )
-        return [YakInputPartition(r) for r in self._ranges(begin, stop)]
+        return self._partitions(begin, stop)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, YakInputPartition)
         return self._read(partition)
 
     def commit(self, end: dict) -> None:

@@ -90,7 +90,7 @@ class RemoteStore:
         kwargs: dict[str, Any] = {}
         if key_id and secret:
             kwargs.update(access_key_id=key_id, secret_access_key=secret)
-            token = os.environ.get("AWS_SESSION_TOKEN")
+            token = creds.get("session_token") or os.environ.get("AWS_SESSION_TOKEN")
             if token:
                 kwargs["session_token"] = token
         region = uri.region or os.environ.get("AWS_REGION") or os.environ.get(
@@ -174,6 +174,19 @@ class RemoteStore:
         except (BaseError, OSError) as e:
             raise RemoteStorageError(f"listing {rel_prefix} failed: {_line(e)}") from e
         return out
+
+    async def list_dirs(self, rel_prefix: str = "") -> list[str]:
+        """The "directories" right under `rel_prefix` (relative keys, no trailing slash):
+        how a reader without a broker (Spark's direct read) finds `<topic>-<topic id>`
+        without listing every segment object."""
+        rel = rel_prefix.strip("/")
+        full = self.key(rel) if rel else (self.prefix or None)
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        try:
+            res = await obstore.list_with_delimiter_async(self._store, full)
+        except (BaseError, OSError) as e:
+            raise RemoteStorageError(f"listing {rel_prefix or '/'} failed: {_line(e)}") from e
+        return [str(p)[cut:].rstrip("/") for p in res["common_prefixes"]]
 
     async def delete(self, rels: list[str]) -> None:
         """Delete objects; one already gone is not an error (deletes are retried)."""
