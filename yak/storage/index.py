@@ -4,8 +4,12 @@
 `.timeindex`: 12-byte entries (timestamp int64, relative offset int32); all big-endian.
 Both files exist from the moment the segment does (created empty, before its `.log`). Entries
 live in memory (`array`, searched with `bisect`) and are appended to the file lazily, at
-flush/roll/close: a crash may lose recent entries, but recovery rebuilds every index from the
-recovery point on, and the recovery point only passes a segment once its indexes are fsynced.
+flush/roll/close: a crash may lose recent entries, but the recovery point only passes data
+once the segment and both its indexes are fsynced (`LocalLog.flush`, `flush_upto`), and
+recovery rebuilds the entries from the last one below the recovery point on
+(`LogSegment.recover`). An entry on disk is never stale: entries are only appended, and an
+index is cut only with its log, below the recovery point's checkpoint, which passes the cut
+again only after the next fsync has written the index as it is in memory.
 Unlike Kafka the files are not pre-allocated, so there is nothing to trim and no mmap to
 SIGBUS on truncation.
 """

@@ -47,14 +47,16 @@ class RecoveryStats:
 
     After a clean shutdown nothing is scanned. After a crash, Kafka's LogLoader.recoverLog:
     only the segments from the one holding the recovery point on (`scanned`, base offsets),
-    so the work is bounded by what was written since the last flush (at the latest, the
-    last roll), not by the size of the log.
+    and in the one holding it only from its last index entry below the recovery point
+    (`scan_start`), so the work is bounded by what was written since the last flush, not
+    by the size of the log or of its active segment.
     """
 
     clean: bool
     recovery_point: int  # from the checkpoint
     segments: int  # segments found on disk
     scanned: list[int] = field(default_factory=list)  # base offsets of validated segments
+    scan_start: int = -1  # the offset the first scanned segment's scan started at
     bytes_scanned: int = 0
     bytes_truncated: int = 0
     segments_deleted: int = 0  # after a cut: everything later is untrusted
@@ -113,16 +115,13 @@ def load_log(
         log_end = active.next_offset
         recovered_point = log_end
     else:
-        segments = _recover(segments, recovery_point, stats, epoch_cache)
+        scanned = _recover(segments, recovery_point, stats, epoch_cache)
+        segments = [s for s in segments if not s.closed]
         log_end = segments[-1].next_offset
         recovered_point = min(recovery_point, log_end)
         _log_recovery(topic, partition, stats, recovery_point, log_end)
-        # The scanned segments' aborted-transaction entries are rebuilt by replaying
-        # producer state through them, from a snapshot taken no later than the first
-        # of them (later snapshots are not trusted after a crash, as in Kafka).
-        if stats.scanned:
-            txn_rebuild_from = stats.scanned[0]
-            producer_state.delete_snapshots_after(txn_rebuild_from)
+        txn_rebuild_from = _txn_rebuild_point(scanned, stats, producer_state,
+                                              recovered_point)
     active = segments[-1]
     if active.size:
         # segment.ms counts from the first batch's timestamp, as Kafka's rollingBasedTimestamp
@@ -146,28 +145,28 @@ def _recover(
     stats: RecoveryStats,
     cache: LeaderEpochCache,
 ) -> list[LogSegment]:
-    """Kafka's LogLoader.recoverLog: scan only the segments that may hold unflushed data
-    (from the one holding the recovery point on), cut the log at the first invalid byte
-    and drop everything after it. Segments below the recovery point were fsynced with
-    their indexes before the point passed them, so they are trusted as they are. Returns
-    the segments kept."""
+    """Kafka's LogLoader.recoverLog: scan only what may hold unflushed data (the segments
+    from the one holding the recovery point on, that one from its last index entry below
+    the point: `LogSegment.recover`), cut the log at the first invalid byte and drop
+    everything after it. What lies below was fsynced with its indexes before the recovery
+    point passed it, so it is trusted as it is. Deletes the segments dropped (their
+    `closed` is then set); returns the scanned segments that are kept."""
     start_idx = max(bisect_right([s.base_offset for s in segs], recovery_point) - 1, 0)
     keep = segs[:start_idx]
     recovered: list[LogSegment] = []
-    last_epoch = [-2]
 
-    def on_batch(h: BatchHeader) -> None:
+    def on_epoch(epoch: int, base_offset: int) -> None:
         # Epochs of recovered batches: their checkpoint may not have reached the disk.
-        # Only a change of epoch can start one (most batches share their neighbour's).
-        if h.partition_leader_epoch != last_epoch[0]:
-            last_epoch[0] = h.partition_leader_epoch
-            cache.assign(h.partition_leader_epoch, h.base_offset)
+        cache.assign(epoch, base_offset)
 
     for i in range(start_idx, len(segs)):
         seg = segs[i]
-        cut = seg.recover(on_batch=on_batch)
+        cut = seg.recover(on_epoch, recovery_point if i == start_idx else None)
+        start_pos, start_offset = seg.recovered_from
+        if i == start_idx:
+            stats.scan_start = start_offset
         stats.scanned.append(seg.base_offset)
-        stats.bytes_scanned += seg.size + cut
+        stats.bytes_scanned += seg.size + cut - start_pos
         stats.bytes_truncated += cut
         keep.append(seg)
         recovered.append(seg)
@@ -187,27 +186,59 @@ def _recover(
         active.load_tail()
     if active.size == 0:
         active.next_offset = active.base_offset
+    recovered = [s for s in recovered if not s.closed]
     for seg in recovered:
-        if not seg.closed:
-            # Rebuilt indexes reach their files now; the segment counts as unflushed, so
-            # the recovery point passes it only after an fsync of it and its indexes.
-            seg.flush_indexes(sync=False)
-            seg.unflushed = True
-    return keep
+        # Rebuilt indexes reach their files now; the segment counts as unflushed, so
+        # the recovery point passes it only after an fsync of it and its indexes.
+        seg.flush_indexes(sync=False)
+        seg.unflushed = True
+    return recovered
+
+
+def _txn_rebuild_point(
+    scanned: list[LogSegment],
+    stats: RecoveryStats,
+    producer_state: ProducerStateManager,
+    recovered_point: int,
+) -> int | None:
+    """Where the producer-state replay must rebuild `.txnindex` entries from, after a crash;
+    the scanned segments' entries from there on are dropped here.
+
+    The replay starts at the newest producer snapshot at or below the recovery point (one
+    above it is not trusted after a crash, as in Kafka: it is deleted), and writes the
+    entries of the aborts it meets from the rebuild point on. Entries of markers below the
+    scan's start and below that snapshot are kept: they were fsynced with the data
+    (`LogSegment.flush`) before the recovery point passed them, and the scan did not
+    touch that data. So the rebuild point is the later of the two, and a replay from an
+    older snapshot (a newer one unreadable) only meets markers whose entries are kept."""
+    if not scanned:
+        return None
+    snaps = [o for o in producer_state.snapshot_offsets() if o <= recovered_point]
+    rebuild = max(stats.scan_start, snaps[-1] if snaps else -1)
+    producer_state.delete_snapshots_after(rebuild)
+    for seg in scanned:
+        before = len(seg.txn_index)
+        seg.txn_index.truncate_to(rebuild)
+        if len(seg.txn_index) != before and len(seg.txn_index):
+            # The kept entries were rewritten to a new file: on disk before they are
+            # relied on (a later crash keeps the rebuild point).
+            seg.txn_index.sync()
+    return rebuild
 
 
 def _log_recovery(topic: str, partition: int, stats: RecoveryStats, recovery_point: int,
                   log_end: int) -> None:
     log.info(
         "recovered %s-%d after an unclean shutdown: scanned %d of %d segments from "
-        "recovery point %d (base offsets %s), %d bytes; truncated %d bytes, deleted %d "
-        "later segments; log end offset %d",
+        "recovery point %d (base offsets %s) from offset %d, %d bytes; truncated %d bytes, "
+        "deleted %d later segments; log end offset %d",
         topic,
         partition,
         len(stats.scanned),
         stats.segments,
         recovery_point,
         f"{stats.scanned[0]}..{stats.scanned[-1]}" if stats.scanned else "none",
+        stats.scan_start,
         stats.bytes_scanned,
         stats.bytes_truncated,
         stats.segments_deleted,

@@ -209,19 +209,18 @@ class LocalLog:
             with self.lock:
                 target = self.log_end_offset
                 generation = self._generation
-                active = self._active
                 dirty = [s for s in self._view.segments if s.unflushed]
                 for seg in dirty:
                     seg.unflushed = False
-                    # Index entries reach the files under the lock (appends extend them).
-                    # The active segment's indexes are not fsynced: recovery always rescans
-                    # the segment holding the recovery point, so they are rebuilt after a
-                    # crash.
+                    # Index entries reach the files under the lock (appends extend them);
+                    # the fsyncs below cover the active segment's indexes too: recovery
+                    # trusts the index entries below the recovery point and starts its
+                    # scan at the last of them (`LogSegment.recover`).
                     seg.flush_indexes(sync=False)
                 self.unflushed_messages = 0
                 self.last_flush_ms = now_ms()
                 sync_dir, self._dir_dirty = self._dir_dirty, False
-            self._sync_segments(dirty, active, sync_dir)
+            self._sync_segments(dirty, sync_dir)
             with self.lock:
                 if generation == self._generation:
                     target = min(target, self.log_end_offset)
@@ -254,7 +253,7 @@ class LocalLog:
                         dirty.append(segs[i])
                     bound = segs[i + 1].base_offset
                 sync_dir, self._dir_dirty = self._dir_dirty, False
-            self._sync_segments(dirty, None, sync_dir, snapshot=bound)
+            self._sync_segments(dirty, sync_dir, snapshot=bound)
             with self.lock:
                 if generation == self._generation:
                     bound = min(bound, self.log_end_offset)
@@ -267,7 +266,6 @@ class LocalLog:
     def _sync_segments(
         self,
         dirty: list[LogSegment],
-        active: LogSegment | None,
         sync_dir: bool,
         snapshot: int | None = None,
     ) -> None:
@@ -277,7 +275,7 @@ class LocalLog:
         try:
             for seg in dirty:
                 if not seg.closed:
-                    seg.flush(sync_indexes=seg is not active)
+                    seg.flush()
                 done += 1
             self._sync_state(snapshot)
             if sync_dir:

@@ -5,6 +5,10 @@ A segment only ever grows at its end (appends) or shrinks from its end (truncati
 the cleaner never edits one in place but writes a replacement. That is what lets readers on the
 event loop run without a lock: a position they found stays valid while they use it, and a
 removed segment keeps its file descriptor open until `file.delete.delay.ms` has passed.
+
+A little over 600 lines, for one reason: crash recovery (`recover`) stays beside the append
+path whose index state it rebuilds (`_index_batch`, inlined in its scan for speed), so the
+two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 
 import crc32c
 
 from yak.errors import KafkaStorageError
 from yak.protocol.records import (
     ATTRIBUTES_OFFSET,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
     read_header,
 )
@@ -87,6 +94,8 @@ class LogSegment:
         self.indexes_full = False
         self._indexes_ready = False
         self.closed = False
+        # After `recover`: (position, offset) where its scan started.
+        self.recovered_from = (0, base_offset)
         if self.size == 0:
             # A new (or empty) segment: nothing to load; stale index files must not survive.
             if not created:
@@ -146,36 +155,40 @@ class LogSegment:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = last
 
-    def recover(self, on_batch=None) -> int:  # type: ignore[no-untyped-def]
-        """Validate every batch (framing, CRC, increasing offsets), cut the file at the first
-        invalid byte and rebuild both indexes. Returns the number of bytes cut. The
-        transaction index is emptied too: the log rebuilds it while replaying producer state
-        over the recovered segments (it needs the transactions open before them)."""
-        self.index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.bytes_since_last_index = 0
-        self.next_offset = self.base_offset
+    def recover(
+        self,
+        on_epoch: Callable[[int, int], None] | None = None,
+        recovery_point: int | None = None,
+    ) -> int:
+        """Validate every batch (framing, CRC, increasing offsets) from the recovery start,
+        cut the file at the first invalid byte and rebuild both indexes from there. Returns
+        the number of bytes cut. `on_epoch(epoch, base offset)` is called for the first
+        batch and at every change of partition leader epoch.
+
+        The recovery start: with `recovery_point` (the segment holds it), the last
+        offset-index entry below it, else the segment's start. Everything before that
+        entry's batch is trusted as it is on disk, with the index and time-index entries
+        that describe it, because the recovery point only passes data after an fsync of the
+        segment and of both its indexes (`LocalLog.flush`, `flush_upto`); and an index entry
+        on disk is never stale, since an index is only cut together with the log and the
+        cut reaches the disk before the recovery point passes the cut again. The start
+        batch itself must be where its entry says (framing, base offset, CRC), or the whole
+        segment is scanned as before. The transaction index is left to the loader, which
+        keeps the entries below what the producer-state replay rebuilds."""
         file_size = os.fstat(self.fd).st_size
-        valid_end = 0
-        for pos, batch, h in self._iter_raw(0, file_size):
-            base = h.base_offset
-            lod = h.last_offset_delta
-            if (
-                lod < 0
-                or base < self.next_offset
-                or base + lod - self.base_offset > INT32_MAX
-                or crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]) != h.crc
-            ):
-                break
-            size = h.batch_length + LOG_OVERHEAD
-            self._index_batch(pos, base, base + lod, h.max_timestamp, size)
-            self.next_offset = base + lod + 1
-            valid_end = pos + size
-            if on_batch is not None:
-                on_batch(h)
+        start = None
+        if recovery_point is not None:
+            start = self._recovery_start(recovery_point, file_size)
+        if start is None:
+            self.index.reset()
+            self.time_index.reset()
+            self.max_timestamp = -1
+            self.offset_of_max_timestamp = self.base_offset
+            self.next_offset = self.base_offset
+            start = 0
+        self.recovered_from = (start, self.next_offset)
+        self.bytes_since_last_index = 0
+        valid_end = self._scan_batches(start, file_size, on_epoch)
         cut = file_size - valid_end
         if cut:
             os.ftruncate(self.fd, valid_end)
@@ -184,31 +197,116 @@ class LogSegment:
         self._refresh_full()
         return cut
 
-    def _iter_raw(self, start: int, end: int) -> Iterator[tuple[int, memoryview, BatchHeader]]:
-        """(position, batch bytes, header) for each framed batch; stops at bad framing."""
+    def _recovery_start(self, recovery_point: int, file_size: int) -> int | None:
+        """Position of the last batch below `recovery_point` that the offset index on disk
+        points at, checked (framing, base offset, CRC), with the in-memory state set as it
+        was right after that entry was written: both indexes cut after it, the segment's
+        max timestamp from the time index. None: scan the segment from its start."""
+        if not (self.index.load() and self.time_index.load()):
+            return None
+        i = bisect_right(self.index.rel_offsets, recovery_point - 1 - self.base_offset)
+        if i == 0:
+            return None
+        off = self.base_offset + self.index.rel_offsets[i - 1]
+        pos = self.index.positions[i - 1]
+        if pos + HEADER_SIZE > file_size:
+            return None
+        head = os.pread(self.fd, HEADER_SIZE, pos)
+        if len(head) < HEADER_SIZE:
+            return None
+        h = read_header(head, 0)
+        size = h.batch_length + LOG_OVERHEAD
+        if not h.framing_ok or h.base_offset != off or h.last_offset_delta < 0 \
+                or pos + size > file_size:
+            return None
+        batch = os.pread(self.fd, size, pos)
+        if len(batch) < size or crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != h.crc:
+            return None
+        # Time-index entries written at or before this entry are those whose offset is in
+        # this batch or earlier (a later entry only comes with a larger max timestamp,
+        # reached in a later batch); the last of them is the max timestamp so far.
+        self.index.truncate_to_position(pos + 1)
+        self.time_index.truncate_to_offset(off + h.last_offset_delta + 1)
+        self.max_timestamp = self.time_index.max_timestamp
+        if len(self.time_index):
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
+        else:
+            self.offset_of_max_timestamp = self.base_offset
+        self.next_offset = off
+        return pos
+
+    def _scan_batches(
+        self, start: int, file_size: int, on_epoch: Callable[[int, int], None] | None
+    ) -> int:
+        """Recovery's scan from `start`: returns the end of the last valid batch.
+
+        Per batch, one header unpack, the checks, one CRC over a memoryview of the chunk
+        and the index bookkeeping, inline: no per-record work, no call per batch but the
+        CRC's. Reads are `_SCAN_CHUNK` sequential preads (one batch larger than that is
+        read whole)."""
+        fd = self.fd
+        base_offset = self.base_offset
+        limit = base_offset + INT32_MAX
+        interval = self.index_interval_bytes
+        index = self.index
+        time_index = self.time_index
+        since = self.bytes_since_last_index
+        max_ts = self.max_timestamp
+        max_off = self.offset_of_max_timestamp
+        nxt = self.next_offset
+        epoch = -2
+        unpack = HEADER.unpack_from
+        crc = crc32c.crc32c
+        min_length = HEADER_SIZE - LOG_OVERHEAD
         pos = start
-        while pos + HEADER_SIZE <= end:
-            chunk = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+        bad = False
+        while not bad and pos + HEADER_SIZE <= file_size:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, file_size - pos), pos)
+            n = len(chunk)
+            if n < HEADER_SIZE:
+                break
+            first = unpack(chunk, 0)[1] + LOG_OVERHEAD
+            if first > n and pos + first <= file_size:
+                chunk = os.pread(fd, first, pos)  # one batch larger than the chunk
+                n = len(chunk)
             mv = memoryview(chunk)
             rel = 0
-            while rel + HEADER_SIZE <= len(chunk):
-                h = read_header(chunk, rel)
-                size = h.batch_length + LOG_OVERHEAD
-                if not h.framing_ok or pos + rel + size > end:
-                    return
-                if rel + size > len(chunk):
-                    if rel == 0:  # a batch bigger than the chunk
-                        big = os.pread(self.fd, size, pos)
-                        if len(big) < size:
-                            return
-                        yield pos, memoryview(big), h
-                        rel = size
+            while rel + HEADER_SIZE <= n:
+                (base, length, ple, magic, want_crc, _attrs, lod, _bts, batch_max_ts,
+                 _pid, _pepoch, _seq, _count) = unpack(chunk, rel)
+                size = length + LOG_OVERHEAD
+                if magic != MAGIC or length < min_length or pos + rel + size > file_size:
+                    bad = True
                     break
-                yield pos + rel, mv[rel : rel + size], h
+                if rel + size > n:
+                    break  # continues in the next chunk
+                last = base + lod
+                if lod < 0 or base < nxt or last > limit \
+                        or crc(mv[rel + ATTRIBUTES_OFFSET : rel + size]) != want_crc:
+                    bad = True
+                    break
+                if batch_max_ts > max_ts:
+                    max_ts = batch_max_ts
+                    max_off = last
+                if since > interval:
+                    index.append(base, pos + rel)
+                    time_index.maybe_append(max_ts, max_off)
+                    since = 0
+                since += size
+                nxt = last + 1
+                if ple != epoch:
+                    epoch = ple
+                    if on_epoch is not None:
+                        on_epoch(ple, base)
                 rel += size
             if rel == 0:
-                return
+                break
             pos += rel
+        self.bytes_since_last_index = since
+        self.max_timestamp = max_ts
+        self.offset_of_max_timestamp = max_off
+        self.next_offset = nxt
+        return pos
 
     def iter_headers(
         self, start: int, end: int | None = None
@@ -445,9 +543,10 @@ class LogSegment:
         self.txn_index.flush(sync)
 
     def flush(self, sync_indexes: bool = True) -> None:
-        """fsync the log and, once the segment is immutable, its index files. Index entries
-        are written to the files by the caller under the log lock (`flush_indexes`); this
-        only syncs, so it runs outside the lock. The caller also clears `unflushed` under
+        """fsync the log and its index files (all of them: recovery trusts the index entries
+        below the recovery point, see `recover`). Index entries are written to the files by
+        the caller under the log lock (`flush_indexes`); this only syncs, so it runs outside
+        the lock. An index file that did not change costs an fdatasync with nothing to do. The caller also clears `unflushed` under
         the lock before calling, so an append racing with the fsync marks the segment dirty
         again instead of being forgotten."""
         try:
