@@ -3,6 +3,7 @@ without sendfile, in one run that fits a short lease (`benchmarks/device_rf.sh` 
 
     python3 benchmarks/device_rf.py --tree TREE --out DIR [--seconds 5.5] [--rounds 2]
         [--points 1024:6,100:4,100:8] [--consume-messages 1000000] [--budget-s 330]
+        [--before TREE --before-points 1024:6]
 
 TREE holds a `yak/` package and `benchmarks/{cluster_bench,replication_rf}.py` (device_rf.sh
 makes one from `git archive HEAD`, so the run is one commit whatever else the working tree
@@ -17,6 +18,8 @@ bounded by time (--seconds) rather than by a count, and the order:
 - round 0: every (size, producers) point, RF=1 then RF=3 (a fresh topic each, deleted after
   its point so a 64 GiB disk holds the whole run);
 - the consume A/B (one pair: sendfile on, then off);
+- with --before TREE (an earlier commit's yak/), --before-points once on a second cluster
+  whose brokers run that tree (this tree's `yak bench` as the client), RF=1 then RF=3;
 - further rounds with RF=3 first, then RF=1 (ABBA against drift), while the budget lasts.
 
 So a run cut short still has one value in every cell. Every row is appended to
@@ -200,6 +203,10 @@ def main() -> int:
     ap.add_argument("--points", default="1024:6,100:4,100:8", help="SIZE:PRODUCERS,...")
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--consume-messages", type=int, default=1_000_000)
+    ap.add_argument("--before", type=Path,
+                    help="a tree of an earlier commit (yak/ and COMMIT only): its brokers run "
+                    "--before-points once, RF=1 then RF=3, after the consume A/B")
+    ap.add_argument("--before-points", default="1024:6")
     ap.add_argument("--budget-s", type=float, default=330.0,
                     help="start no point that would end past this many seconds")
     a = ap.parse_args()
@@ -241,6 +248,41 @@ def main() -> int:
                     f"{row['cluster_cpu_us_per_msg']} us/msg cores {row['broker_cores']} "
                     f"({row['point_wall_s']} s)")
 
+    def run_before(before: Path) -> None:
+        """The same points on an earlier commit's brokers (client side unchanged: this
+        tree's `yak bench`), a second cluster while this one idles."""
+        commit = (before / "COMMIT").read_text().strip()
+        res.data["before_commit"] = commit
+        pts = [tuple(int(x) for x in p.split(":")) for p in a.before_points.split(",")]
+        if not fits(15.0 + 2 * len(pts) * max(point_cost.values())):
+            res.data["skipped"].append({"before": commit, "why": "budget"})
+            res.save()
+            return
+        cbb = load(tree, "cluster_bench")  # a second copy whose brokers run `before`
+        cbb.REPO = before
+        rows = res.data.setdefault("before", [])
+        try:
+            old = cbb.Cluster(base / "before").start()
+        except Exception as e:  # noqa: BLE001 - the earlier tree failing keeps the rest
+            res.data["before_error"] = repr(e)
+            res.save()
+            log(f"before tree did not start: {e!r}")
+            return
+        log(f"before-tree brokers up ({commit[:10]})")
+        try:
+            time.sleep(3)
+            for size, prods in pts:
+                for rf in (1, 3):
+                    row = produce_point(cbb, old, size, prods, rf, 0, a.seconds, a.partitions)
+                    row["tree"] = commit[:10]
+                    rows.append(row)
+                    res.data["before_summary"] = summary(rows)
+                    res.save()
+                    log(f"BEFORE {size} B x{prods} RF={rf}: {row['msgs_per_s']:,} msg/s "
+                        f"{row['cluster_cpu_us_per_msg']} us/msg cores {row['broker_cores']}")
+        finally:
+            old.stop()
+
     try:
         cluster = cb.Cluster(base / "rf").start()
         log(f"3 brokers up at {cluster.bootstrap}")
@@ -268,6 +310,8 @@ def main() -> int:
                 log(f"consume {json.dumps(res.data.get('consume_summary'))}")
             else:
                 res.data["skipped"].append({"consume": True, "why": "budget"})
+            if a.before is not None:
+                run_before(a.before.resolve())
             for rnd in range(1, a.rounds):
                 run_round(cluster, rnd)
         finally:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 28's RF=1/RF=3 table and sendfile consume A/B on the lent 16-core device machine.
 #
-#   benchmarks/device_rf.sh prepare          # here: wheels, etcd, a clean tree of HEAD
+#   [BEFORE=COMMIT] benchmarks/device_rf.sh prepare   # here: wheels, etcd, tree of HEAD
 #   benchmarks/device_rf.sh run [ARGS...]    # there (or here): install, run, results in $OUT
 #
 # The device machine has Python 3.12 with many packages but not Yak's own needs, no etcd
@@ -14,7 +14,9 @@
 #             built for CPython 3.12 x86-64;
 #   .devbin/  etcd.gz (the Debian etcd, compressed: the call carries at most 64 MiB), and
 #             tree/, `git archive HEAD` of yak/ and the two benchmark modules it reuses,
-#             with tree/COMMIT, so the brokers run exactly one commit.
+#             with tree/COMMIT, so the brokers run exactly one commit; with BEFORE set,
+#             before/, that commit's yak/ (the issue's 2ccc1c9, say), run for a few points
+#             in the same run (device_rf.py --before).
 # `run` installs the wheels into $SITE (/tmp/site), unpacks etcd, and runs
 # benchmarks/device_rf.py (ARGS go to it) with its log teed to $OUT/log.txt.
 set -euo pipefail
@@ -53,6 +55,13 @@ prepare)
     | tar -x -C .devbin/tree
   git log -1 --format='%H %cI %s' >.devbin/tree/COMMIT
   echo "tree: $(cat .devbin/tree/COMMIT)"
+  rm -rf .devbin/before
+  if [ -n "${BEFORE:-}" ]; then
+    mkdir -p .devbin/before
+    git archive "$BEFORE" yak | tar -x -C .devbin/before
+    git log -1 --format='%H %cI %s' "$BEFORE" >.devbin/before/COMMIT
+    echo "before: $(cat .devbin/before/COMMIT)"
+  fi
   echo "travels (tracked + untracked-not-ignored + carried), must stay under 64 MiB:"
   { git ls-files -z; git ls-files -z --others --exclude-standard; } \
     | xargs -0 du -cb 2>/dev/null | tail -1
@@ -69,7 +78,9 @@ run)
   gunzip -c .devbin/etcd.gz >/tmp/yak-etcd && chmod +x /tmp/yak-etcd
   export YAK_ETCD=/tmp/yak-etcd
   echo "commit $(cat .devbin/tree/COMMIT)"
-  "$PY" benchmarks/device_rf.py --tree .devbin/tree --out "$OUT" "$@" 2>&1 \
+  before=()
+  [ -d .devbin/before ] && before=(--before .devbin/before)
+  "$PY" benchmarks/device_rf.py --tree .devbin/tree --out "$OUT" "${before[@]}" "$@" 2>&1 \
     | tee "$OUT/log.txt"
   ;;
 *)
