@@ -115,53 +115,10 @@ def list_groups(
 
 def _topic_partitions(client: Any, only: str | None = None) -> dict[str, list[int]]:
     """Every non-internal topic's partitions (or `only`'s; unknown: exit 2)."""
-    md = client.metadata(None if only is None else [only])
-    topics = {t: [p.partition for p in ps] for t, ps in md.items()
-              if not t.startswith("__") and (only is None or t == only)}
+    topics = client.topic_partitions(only)
     if only is not None and only not in topics:
         fail(f"topic {only!r} does not exist", 2)
     return topics
-
-
-def describe_share_group(client: Any, group: str) -> dict[str, Any]:
-    """The group as `describe --format json` prints it: state, members with their
-    assignments, and per share partition the start offset, the log end offset and the lag.
-
-    With members, the partitions are those of their subscriptions (DescribeShareGroupOffsets
-    with null topics); without, every topic's partitions that have a start offset (the
-    group's state outlives its members)."""
-    desc = client.describe_share_group(group)
-    offsets = client.share_group_offsets(group, None if desc.members else
-                                         _topic_partitions(client))
-    if not desc.members:
-        offsets = [o for o in offsets if o.start_offset >= 0 or o.error]
-    ends = client.list_offsets({(o.topic, o.partition): _LATEST for o in offsets
-                                if o.error is None}) if offsets else {}
-    parts = []
-    for o in offsets:
-        end = ends.get((o.topic, o.partition), -1)
-        # -1 from the broker: it cannot say (Yak knows the lag where it leads the
-        # partition); end - start would overstate it by every record done above the start
-        lag = o.lag if o.lag >= 0 else None
-        parts.append({"topic": o.topic, "partition": o.partition,
-                      "start_offset": o.start_offset if o.start_offset >= 0 else None,
-                      "log_end_offset": end, "lag": lag, "error": o.error})
-    return {
-        "group": desc.group_id,
-        "state": desc.state,
-        "group_epoch": desc.group_epoch,
-        "assignment_epoch": desc.assignment_epoch,
-        "assignor": desc.assignor or None,
-        "members": [
-            {"member_id": m.member_id, "member_epoch": m.member_epoch,
-             "client_id": m.client_id, "host": m.client_host, "rack": m.rack_id,
-             "subscriptions": m.subscribed_topics,
-             "assignment": [f"{t}-{p}" for t, p in m.assignment]}
-            for m in desc.members
-        ],
-        "partitions": parts,
-        "total_lag": sum(p["lag"] or 0 for p in parts),
-    }
 
 
 @app.command("describe")
@@ -176,7 +133,7 @@ def describe(
     end offset and the lag (records not yet acknowledged or archived)."""
     _check_format(fmt)
     with _client(bootstrap, timeout) as client:
-        doc = describe_share_group(client, group)
+        doc = client.report(group)
     if fmt == "json":
         out.print(json.dumps(doc))
         return

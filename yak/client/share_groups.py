@@ -191,3 +191,52 @@ class ShareAdminClient(TransactionalClient):
                 None if p.error_code is ErrorCode.none else p.error_code.name.upper()
             for t in resp.responses for p in t.partitions
         }
+
+    # ------------------------------------------------------------------ the tools' view
+
+    def topic_partitions(self, only: str | None = None) -> dict[str, list[int]]:
+        """Every non-internal topic's partitions (or only `only`'s, if it exists)."""
+        md = self.metadata(None if only is None else [only])
+        return {t: [p.partition for p in ps] for t, ps in md.items()
+                if not t.startswith("__") and (only is None or t == only)}
+
+    def report(self, group_id: str) -> dict[str, Any]:
+        """The group as `yak share-group describe --format json` prints it and the
+        console shows it: state, members with their assignments, and per share partition
+        the start offset, the log end offset and the lag.
+
+        With members, the partitions are those of their subscriptions
+        (DescribeShareGroupOffsets with null topics); without, every topic's partitions
+        that have a start offset (a group's state outlives its members)."""
+        desc = self.describe_share_group(group_id)
+        offsets = self.share_group_offsets(
+            group_id, None if desc.members else self.topic_partitions())
+        if not desc.members:
+            offsets = [o for o in offsets if o.start_offset >= 0 or o.error]
+        ends = self.list_offsets({(o.topic, o.partition): -1 for o in offsets
+                                  if o.error is None}) if offsets else {}
+        parts = []
+        for o in offsets:
+            # -1 from the broker: it cannot say (Yak knows the lag where it leads the
+            # partition); end - start would overstate it by every record done above it
+            lag = o.lag if o.lag >= 0 else None
+            parts.append({"topic": o.topic, "partition": o.partition,
+                          "start_offset": o.start_offset if o.start_offset >= 0 else None,
+                          "log_end_offset": ends.get((o.topic, o.partition), -1),
+                          "lag": lag, "error": o.error})
+        return {
+            "group": desc.group_id,
+            "state": desc.state,
+            "group_epoch": desc.group_epoch,
+            "assignment_epoch": desc.assignment_epoch,
+            "assignor": desc.assignor or None,
+            "members": [
+                {"member_id": m.member_id, "member_epoch": m.member_epoch,
+                 "client_id": m.client_id, "host": m.client_host, "rack": m.rack_id,
+                 "subscriptions": m.subscribed_topics,
+                 "assignment": [f"{t}-{p}" for t, p in m.assignment]}
+                for m in desc.members
+            ],
+            "partitions": parts,
+            "total_lag": sum(p["lag"] or 0 for p in parts),
+        }

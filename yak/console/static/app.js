@@ -1,6 +1,7 @@
 // Yak console: a hash-routed single page over the gateway's /api. No build step, no
 // dependencies: every view is a function that fetches once, renders, and may poll.
 import { LiveChart, fmtShort } from "./chart.js";
+import { shareViews } from "./share.js";
 
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
@@ -1101,6 +1102,9 @@ async function quotas() {
   every(5000, () => guarded(load));
 }
 
+const share = shareViews({ api, esc, every, guarded, enhance, clearError, view,
+  generation: () => generation });
+
 // ------------------------------------------------------------------ router
 
 function route() {
@@ -1112,7 +1116,8 @@ function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [, page, arg] = hash.split("/");
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active",
-    a.dataset.nav === ({ "": "overview", broker: "overview", topic: "topics", group: "groups", subject: "schemas" }[page] ?? page)));
+    a.dataset.nav === ({ "": "overview", broker: "overview", topic: "topics", group: "groups", subject: "schemas",
+    "share-group": "share-groups" }[page] ?? page)));
   const decoded = arg ? decodeURIComponent(arg) : "";
   if (page === "topics") return topics();
   if (page === "topic" && decoded) return topicPage(decoded);
@@ -1120,6 +1125,8 @@ function route() {
   if (page === "schemas") return guarded(schemas);
   if (page === "subject" && decoded) return guarded(() => subjectPage(decoded));
   if (page === "group" && decoded) return groupPage(decoded);
+  if (page === "share-groups") return share.shareGroups();
+  if (page === "share-group" && decoded) return share.shareGroupPage(decoded);
   if (page === "transactions") return transactions();
   if (page === "acls") return acls();
   if (page === "users") return users();

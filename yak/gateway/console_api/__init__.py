@@ -22,10 +22,12 @@ from yak.gateway.console_api import (
     overview,
     quotas,
     security,
+    share_groups,
     topics,
     transactions,
 )
 
 router = APIRouter()
-for _page in (overview, topics, messages, security, groups, transactions, quotas, brokers):
+for _page in (overview, topics, messages, security, groups, share_groups, transactions, quotas,
+              brokers):
     router.include_router(_page.router)
