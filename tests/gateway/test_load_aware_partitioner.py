@@ -46,6 +46,25 @@ def test_sticks_to_a_partition_for_a_batch() -> None:
     assert len(draws) > 1
 
 
+def test_draws_again_after_sticky_s_however_small_the_records() -> None:
+    """Small records from a few waiting callers must not stay on one partition."""
+    clock = Clock()
+    pa = LoadAwarePartitioner(sticky_bytes=16384, sticky_s=0.01, rng=random.Random(7),
+                              clock=clock)
+    within = set()
+    for _ in range(50):
+        within.add(pa.partition("t", LEADERS, 3))
+        clock.t += 0.0001
+    assert len(within) == 1  # 5 ms, 150 bytes: one batch
+    later = set()
+    for _ in range(50):
+        clock.t += 0.02
+        p = pa.partition("t", LEADERS, 3)
+        later.add(p)
+        pa.acked(LEADERS[p], 0.002)
+    assert len(later) > 2, later
+
+
 def test_even_when_all_leaders_are_alike() -> None:
     clock = Clock()
     pa = LoadAwarePartitioner(sticky_bytes=1024, rng=random.Random(2), clock=clock)

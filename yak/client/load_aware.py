@@ -17,11 +17,20 @@ partitions slow), with two more inputs:
 - where the producer runs beside a broker (`yak serve`'s gateway), the load each broker
   publishes (`yak/cluster/broker_load.py`'s score, 0..1), through `loads()`.
 
+A leader is stalled when its oldest unacknowledged record has waited longer than
+`STALL_FACTOR` times its usual latency (at least `STALL_MIN_S`, at most
+`availability_timeout_s`, KIP-794's `partitioner.availability.timeout.ms`): a broker that
+usually answers in 5 ms and has said nothing for 100 ms is paused, not busy.
+
 A leader's cost is (1 + records in flight) x its expected latency x (1 + 2 x published
 score); a partition is drawn with probability proportional to 1/cost of its leader, among
 leaders not stalled for longer than `availability_timeout_s` (all of them if every one
 is). The draw is made once per `sticky_bytes` of records (KIP-794's `batch.size`), so
-batches stay full. Keyed records never come here: their partition is the key's.
+batches stay full, and at least every `sticky_s` (a few of the producers' `linger.ms`):
+KIP-794 draws again with each new batch, and small records sent by a few waiting callers
+(REST requests) would otherwise stay on a paused broker's partition through its pause,
+since no new request would come to notice it. Keyed records never come here: their
+partition is the key's.
 
 Thread-safe: the gateway picks on its event loop and hears acknowledgements on the
 producer's poll thread.
@@ -44,6 +53,8 @@ HALF_LIFE_S = 1.0
 FLOOR_S = 0.002
 EWMA_WEIGHT = 0.2
 LOADS_EVERY_S = 1.0
+STALL_FACTOR = 8.0
+STALL_MIN_S = 0.1
 
 
 @dataclass
@@ -56,16 +67,19 @@ class _Leader:
 
 class LoadAwarePartitioner:
     def __init__(self, loads: Callable[[], Mapping[int, float]] | None = None, *,
-                 sticky_bytes: int = 16384, availability_timeout_s: float = 0.5,
+                 sticky_bytes: int = 16384, sticky_s: float = 0.01,
+                 availability_timeout_s: float = 0.5,
                  rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.loads = loads
         self.sticky_bytes = sticky_bytes
+        self.sticky_s = sticky_s
         self.availability_timeout_s = availability_timeout_s
         self.rng = rng or random.Random()
         self.clock = clock
         self._leaders: dict[int, _Leader] = {}
-        self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (partition, bytes left)
+        # topic -> (partition, bytes left, drawn at)
+        self._sticky: dict[str, tuple[int, int, float]] = {}
         self._published: Mapping[int, float] = {}
         self._published_at = -LOADS_EVERY_S
         self._lock = threading.Lock()
@@ -79,15 +93,16 @@ class LoadAwarePartitioner:
         with self._lock:
             now = self.clock()
             current = self._sticky.get(topic)
-            if current is not None and current[1] > 0 and current[0] in leaders:
+            if (current is not None and current[1] > 0 and current[0] in leaders
+                    and now - current[2] < self.sticky_s):
                 p = current[0]
                 leader = leaders[p]
                 if not self._stalled(leader, now):
-                    self._sticky[topic] = (p, current[1] - max(1, size))
+                    self._sticky[topic] = (p, current[1] - max(1, size), current[2])
                     self._sent(leader, now)
                     return p
             p = self._draw(leaders, now)
-            self._sticky[topic] = (p, self.sticky_bytes - max(1, size))
+            self._sticky[topic] = (p, self.sticky_bytes - max(1, size), now)
             self._sent(leaders[p], now)
             return p
 
@@ -110,8 +125,11 @@ class LoadAwarePartitioner:
 
     def _stalled(self, leader: int, now: float) -> bool:
         st = self._leaders.get(leader)
-        return (st is not None and st.in_flight > 0
-                and now - st.waiting_since > self.availability_timeout_s)
+        if st is None or st.in_flight <= 0:
+            return False
+        usual = FLOOR_S + (st.latency_s - FLOOR_S) * 0.5 ** ((now - st.updated) / HALF_LIFE_S)
+        bound = min(self.availability_timeout_s, max(STALL_MIN_S, STALL_FACTOR * usual))
+        return now - st.waiting_since > bound
 
     def _published_scores(self, now: float) -> Mapping[int, float]:
         if self.loads is not None and now - self._published_at >= LOADS_EVERY_S:
