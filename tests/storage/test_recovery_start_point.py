@@ -112,7 +112,7 @@ def test_scan_starts_at_last_index_entry_below_recovery_point(tmp_path):
     assert log.log_end_offset == end
     assert stored(log) == batches
     assert indexes(seg) == full_rebuild(seg.log_path, seg.base_offset)
-    assert log.recovery_point == rp
+    assert stats.recovery_point == rp
     m.shutdown()
 
 
@@ -231,7 +231,8 @@ def test_stale_or_overlarge_recovery_point_clamps_safely(tmp_path, rp_value):
     stats = log.recovery_stats
     assert log.log_end_offset == end - 3
     assert stored(log) == batches[:-1]
-    assert log.recovery_point == min(value, end - 3)
+    assert m.wait_for_flushes(30)
+    assert log.recovery_point == end - 3  # never past the log end
     seg = log.segments[-1]
     assert indexes(seg) == full_rebuild(seg.log_path, seg.base_offset)
     if rp_value == "zero":
@@ -345,4 +346,34 @@ def test_snapshot_at_the_recovery_point_is_kept(tmp_path):
     log.append_as_leader(batch(230, 9, 230 * 3), 2)
     with pytest.raises(OutOfOrderSequenceError):
         log.append_as_leader(batch(232, 9, 232 * 3), 2)
+    m.shutdown()
+
+
+def test_recovered_tail_is_flushed_so_the_next_crash_scans_only_new_data(tmp_path):
+    """After an unclean start the flusher fsyncs the recovered tail with a producer
+    snapshot at the log end and moves the recovery point there: a second crash scans and
+    replays only what came after the first restart, not the same tail again."""
+    path = str(tmp_path)
+    batches, rp, end = crashed(path, 200, 200, pid=9)
+    m = open_manager(path)
+    log = m.get(TOPIC, 0)
+    assert log.recovery_stats.scan_start < rp < end
+    assert m.wait_for_flushes(30)
+    assert log.recovery_point == end
+    assert end in log.producer_state.snapshot_offsets()
+    m.checkpoint()
+    write(log, 400, 20, pid=9)
+    end2 = log.log_end_offset
+    m.crash()
+    cp = checkpoint.read_offsets(os.path.join(path, checkpoint.RECOVERY_POINT_FILE))
+    assert cp[(TOPIC, 0)] == end
+    m = open_manager(path)
+    log = m.get(TOPIC, 0)
+    stats = log.recovery_stats
+    assert end - 40 < stats.scan_start < end
+    assert log.log_end_offset == end2
+    assert end in log.producer_state.snapshot_offsets()
+    log.append_as_leader(batch(420, 9, 420 * 3), 2)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(batch(422, 9, 422 * 3), 2)
     m.shutdown()

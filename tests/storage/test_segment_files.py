@@ -219,5 +219,6 @@ def test_orphan_index_of_a_segment_created_at_the_crash_is_removed(tmp_path):
             pass
     m2 = open_manager(path)
     assert m2.get("t", 0).log_end_offset == leo
-    assert f"{leo:020d}" not in segment_files(d)
+    # (A producer snapshot at the log end is written after the recovery: not a segment.)
+    assert segment_files(d).get(f"{leo:020d}", set()) <= {"snapshot"}
     m2.shutdown()

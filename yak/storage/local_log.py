@@ -231,11 +231,12 @@ class LocalLog:
             return self.recovery_point
 
     def flush_upto(self, offset: int) -> int:
-        """fsync every segment wholly below `offset` with its indexes, the producer snapshot
-        taken at `offset` and the epoch checkpoint, then advance the recovery point to
-        `offset` (Kafka's flushUptoOffsetExclusive, scheduled by a roll with the new
-        segment's base offset). The active segment is not synced. Returns the recovery
-        point. Thread-safe; runs on the LogManager's flusher thread."""
+        """fsync every segment holding data below `offset` with its indexes, the producer
+        snapshot taken at `offset` and the epoch checkpoint, then advance the recovery point
+        to `offset` (Kafka's flushUptoOffsetExclusive, scheduled by a roll with the new
+        segment's base offset, so the new active segment is not synced; and after an
+        unclean start with the log end offset, see `PartitionLog._load`). Returns the
+        recovery point. Thread-safe; runs on the LogManager's flusher thread."""
         with self._flush_lock:
             with self.lock:
                 if self.deleted or offset <= self.recovery_point:
@@ -244,14 +245,15 @@ class LocalLog:
                 segs = self._view.segments
                 dirty = []
                 bound = self.recovery_point
-                for i in range(len(segs) - 1):
-                    if segs[i + 1].base_offset > offset:
+                for i, seg in enumerate(segs):
+                    if seg.base_offset >= offset:
                         break
-                    if segs[i].unflushed:
-                        segs[i].unflushed = False
-                        segs[i].flush_indexes(sync=False)
-                        dirty.append(segs[i])
-                    bound = segs[i + 1].base_offset
+                    if seg.unflushed:
+                        seg.unflushed = False
+                        seg.flush_indexes(sync=False)
+                        dirty.append(seg)
+                    nxt = segs[i + 1].base_offset if i + 1 < len(segs) else offset
+                    bound = min(nxt, offset)
                 sync_dir, self._dir_dirty = self._dir_dirty, False
             self._sync_segments(dirty, sync_dir, snapshot=bound)
             with self.lock:

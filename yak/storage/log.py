@@ -138,6 +138,16 @@ class PartitionLog(LocalLog):
         self.log_start_offset = loaded.log_start_offset
         self.high_watermark = loaded.high_watermark
         self._rebuild_producer_state(loaded.txn_rebuild_from)
+        # After a crash the recovery point stays where the checkpoint had it, so each later
+        # crash would scan and replay the same tail again, and more. The state replayed up
+        # to the log end gets its snapshot (as Kafka's rebuildProducerState takes one), and
+        # `recovered_upto` asks the LogManager's flusher for `flush_upto(log end)`, which
+        # fsyncs the recovered segments and that snapshot, then moves the point there.
+        self.recovered_upto: int | None = None
+        if not clean and loaded.recovery_point < self.log_end_offset:
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self._dir_dirty = True
+            self.recovered_upto = self.log_end_offset
 
     def _rebuild_producer_state(self, txn_rebuild_from: int | None = None) -> None:
         view = self._view

@@ -284,6 +284,9 @@ class LogManager:
             )
         self.checkpoint()
         self.flusher.start()
+        for plog in self._logs.values():  # a recovered tail: fsynced off the start-up path
+            if plog.recovered_upto is not None:
+                self.flusher.submit(plog, plog.recovered_upto)
         self.started = True
         if self.start_cleaner:
             self._cleaner_stop.clear()
