@@ -183,6 +183,39 @@ def test_kafka_python_client_rack(racked: YakCluster) -> None:
     assert out[3] >= size and out[1] == 0 and out[2] == 0, out
 
 
+def test_aiokafka_client_rack(racked: YakCluster) -> None:
+    """aiokafka (0.14) sends `client_rack` in Fetch v11+ and follows the answer."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    topic = "ffaio"
+    make_topic(racked, topic)
+    size = produce(racked, topic, 0, 1000)
+    wait_in_sync(racked, topic)
+
+    async def read_all() -> list[int]:
+        c = AIOKafkaConsumer(bootstrap_servers=racked.bootstrap, client_rack="b",
+                             enable_auto_commit=False, fetch_max_wait_ms=100)
+        await c.start()
+        try:
+            tp = AioTopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            got: list[int] = []
+            while len(got) < 1000:
+                batch = await asyncio.wait_for(c.getmany(tp, timeout_ms=500), T)
+                got += [int(m.value[:8]) for m in batch.get(tp, [])]
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(asyncio.wait_for(read_all(), 60)) == list(range(1000))
+    out = {n: bytes_out(racked, n, topic) for n in RACKS}
+    assert out[2] >= size and out[1] == 0 and out[3] == 0, out
+
+
 def raw_fetch(cluster: YakCluster, node: int, topic: str, offset: int, rack: str,
               version: int = 11, isolation: int = 0) -> Any:
     """One partition's answer to a consumer's Fetch sent to broker `node` as it is."""
@@ -242,6 +275,40 @@ def test_answers_on_the_wire(racked: YakCluster) -> None:
             ErrorCode.not_leader_or_follower:
         assert time.monotonic() < deadline, code  # until broker 2's image has the topic
         time.sleep(0.1)  # back-off of this wait-for-metadata loop
+
+
+def test_read_committed_on_a_follower(racked: YakCluster) -> None:
+    """A follower's last stable offset follows the transactions replicated into its log:
+    an open transaction holds read_committed reads below it, its commit releases them."""
+    topic = "fftxn"
+    make_topic(racked, topic)
+    produce(racked, topic, 0, 100)
+    tx = Producer({"bootstrap.servers": racked.bootstrap, "transactional.id": "fftx",
+                   "acks": "all"})
+    tx.init_transactions(T)
+    tx.begin_transaction()
+    for i in range(100, 110):
+        tx.produce(topic, f"{i:08d}".encode())
+    assert tx.flush(T) == 0
+
+    def on_follower(isolation: int) -> Any:
+        deadline = time.monotonic() + T
+        while (p := raw_fetch(racked, 2, topic, 0, "b", isolation=isolation)
+               ).high_watermark < 110:
+            assert time.monotonic() < deadline, p.high_watermark
+            time.sleep(0.05)  # back-off of this wait-for-the-follower's-HW loop
+        return p
+
+    p = on_follower(1)
+    assert (p.error_code, p.last_stable_offset) == (ErrorCode.none, 100)
+    assert raw_fetch(racked, 2, topic, 100, "b", isolation=1).records in (None, b"")
+    assert raw_fetch(racked, 2, topic, 100, "b", isolation=0).records  # uncommitted: there
+    tx.commit_transaction(T)
+    deadline = time.monotonic() + T
+    while (p := raw_fetch(racked, 2, topic, 100, "b", isolation=1)).last_stable_offset < 111:
+        assert time.monotonic() < deadline, p.last_stable_offset
+        time.sleep(0.05)  # back-off of this wait-for-the-marker loop
+    assert p.error_code == ErrorCode.none and p.records
 
 
 def test_follower_killed_mid_consume_falls_back_to_the_leader(racked: YakCluster) -> None:
