@@ -183,10 +183,13 @@ def _load(directory: str) -> LocalCluster:
 
 @app.command("status")
 def status(directory: Dir = "./yak-cluster") -> None:
-    """Each process of the cluster, each broker's address, and the controller."""
+    """Each process of the cluster, each broker's address and load, and the controller."""
     cluster = _load(directory)
+    processes = cluster.status()
+    loads = _loads(cluster) if any(a and not n.startswith("broker-")
+                                   for n, _p, a, _ports in processes) else {}
     alive_brokers = []
-    for name, pid, alive, ports in cluster.status():
+    for name, pid, alive, ports in processes:
         state = f"running (pid {pid})" if alive else "stopped"
         if name.startswith("broker-"):
             addr = f"127.0.0.1:{ports[0]}"
@@ -194,9 +197,34 @@ def status(directory: Dir = "./yak-cluster") -> None:
             print(f"{name:<10} {addr:<22} {state}{extra}")
             if alive:
                 alive_brokers.append(addr)
+                report = loads.get(int(name.removeprefix("broker-")))
+                print(f"{'':<10} load: {report.summary() if report is not None else 'no report yet'}")
         else:
             print(f"{name:<10} {'127.0.0.1:' + str(ports[0]):<22} {state}")
     print(f"controller: {_controller(alive_brokers)}")
+
+
+def _loads(cluster: LocalCluster) -> dict[int, Any]:
+    """The brokers' latest load reports (yak/cluster/broker_load.py), read from the
+    cluster's etcd; empty when etcd does not answer within 3 s."""
+    import asyncio
+
+    from yak.cluster.broker_load import read_loads
+    from yak.cluster.etcd import EtcdClient
+    from yak.cluster.layout import ClusterKeys
+
+    if cluster.etcd is None:
+        return {}
+
+    async def read() -> dict[int, Any]:
+        async with EtcdClient(cluster.etcd.endpoints, timeout=3.0) as c:  # type: ignore[union-attr]
+            r = await c.range(ClusterKeys(cluster.namespace).broker_loads, prefix=True)
+            return read_loads(r.kvs)
+
+    try:
+        return asyncio.run(asyncio.wait_for(read(), 5.0))
+    except Exception:  # noqa: BLE001 - status shows what it can
+        return {}
 
 
 def _controller(bootstrap: list[str]) -> str:
