@@ -1,6 +1,6 @@
 """Broker load reports and the cordon (issue 23) on a real three-broker cluster on etcd:
 each broker's report appears under `broker_loads/<id>` and follows the broker's produce
-traffic; a killed broker's report vanishes with its session; `yak cluster decommission`
+traffic and shows in the console's broker list; a killed broker's report vanishes with its session; `yak cluster decommission`
 cordons a broker (cordoned.log.dirs=*), so a topic created while it drains gets no replica
 on it, and `--cancel` (recommission) lets new partitions land on it again."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -30,13 +31,18 @@ def loads(etcd, keys) -> dict[int, BrokerLoad]:  # noqa: F811
 
 def test_reports_appear_follow_traffic_and_vanish_with_the_broker(
         cluster_factory, etcd, keys) -> None:  # noqa: F811
-    c = cluster_factory(3, broker_load_report_interval_ms="500")
+    c = cluster_factory(3, http=True, broker_load_report_interval_ms="500")
     wait_until(lambda: set(loads(etcd, keys)) == {1, 2, 3}, T, "three load reports")
     first = loads(etcd, keys)
     for n, r in first.items():
         assert r.node_id == n and 400 <= r.interval_ms <= 5000, r
         assert r.disk_total_bytes > r.disk_free_bytes > 0, r
         assert 0 <= r.busy_ratio <= 1 and r.cpu_percent >= 0, r
+    # The console (broker 1's embedded gateway) shows every broker's load.
+    overview = httpx.get(f"http://{c[1].http}/api/overview", timeout=T).json()
+    shown = {b["id"]: b["load"] for b in overview["brokers"]}
+    assert set(shown) == {1, 2, 3} and all(v is not None for v in shown.values()), shown
+    assert {"cpu_percent", "busy_ratio", "bytes_in_per_s", "score"} <= set(shown[2]), shown
 
     # Bytes in: produce to a partition led by broker 2 only, and its report says so.
     admin = AdminClient({"bootstrap.servers": c[1].bootstrap})

@@ -199,6 +199,8 @@ def _access_options(running: Any, access: dict[str, Any], grpc_on: bool,
                     listen: str | None) -> tuple[dict[str, Any] | None, str | None]:
     """(GatewaySettings options, the HTTP address to serve or None) from the broker's own
     settings; (None, None) when what was asked cannot be set up (said on stderr)."""
+    from dataclasses import asdict
+
     from yak.gateway import access as gw_access
     from yak.settings import ConfigError
 
@@ -209,8 +211,10 @@ def _access_options(running: Any, access: dict[str, Any], grpc_on: bool,
     options: dict[str, Any] = {
         "http_auth": http_auth, "grpc_auth": grpc_auth,
         "partitioner": access.get("partitioner", "default"),
-        # The brokers' published load, from this broker's image (yak.cluster.broker_load).
-        "broker_loads": lambda: {n: r.score for n, r in topics.broker_loads().items()}}
+        # The brokers' published load, from this broker's image (yak.cluster.broker_load):
+        # node id -> the report's fields and its score, for the console and load_aware.
+        "broker_loads": lambda: {n: {**asdict(r), "score": r.score}
+                                 for n, r in topics.broker_loads().items()}}
     try:
         if access.get("http_tls") and listen is not None:
             options["http_ssl"] = gw_access.server_tls(raw)

@@ -39,8 +39,9 @@ class GatewaySettings:
     # Records with neither key nor partition: "default" (librdkafka's murmur2_random, as
     # Java's) or "load_aware" (yak.client.load_aware, issue 23).
     partitioner: str = "default"
-    # node id -> published load score (0..1), for load_aware: `yak serve` reads its
-    # broker's image (yak.cluster.broker_load); None: the producer's own observations only.
+    # () -> {node id: its published load report's fields and "score" (0..1)}: `yak serve`
+    # reads its broker's image (yak.cluster.broker_load), for the console and load_aware;
+    # None (a standalone gateway): the producer's own observations only.
     broker_loads: Any = None
 
 

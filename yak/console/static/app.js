@@ -14,6 +14,12 @@ let generation = 0; // a view's async work checks it to stop rendering after nav
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({
   "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
+// A broker's published load (issue 23; only a gateway beside a broker knows it).
+function fmtLoad(l) {
+  if (!l) return "–";
+  return `cpu ${Math.round(l.cpu_percent)}% · busy ${Math.round(100 * l.busy_ratio)}% · in ${fmtBytes(l.bytes_in_per_s)}/s · out ${fmtBytes(l.bytes_out_per_s)}/s`;
+}
+
 function fmtBytes(n) {
   if (n === null || n === undefined || n < 0) return "–";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -269,12 +275,12 @@ async function overview() {
       `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div>${
         sub ? `<div class="sub muted">${esc(sub)}</div>` : ""}</div>`).join("");
     document.getElementById("brokers").innerHTML = `<table id="brokers-table"><thead><tr><th>ID</th><th>Status</th><th>Host</th>
-      <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th></tr></thead>
+      <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th><th>Load</th></tr></thead>
       <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}" class="${b.online ? "" : "offline"}"><td><a href="#/broker/${b.id}">${b.id}</a></td>
       <td class="status">${b.online ? '<span class="ok">● online</span>'
         : '<span class="err" title="not in the cluster\'s metadata: stopped, crashed or cut off">● offline</span>'}</td>
       <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
-      <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td>
+      <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td><td class="load">${esc(fmtLoad(b.load))}</td>
       </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
     enhance("brokers");
     pager("urp-pager", urpOffset, URP_PAGE, o.under_replicated, (off) => {
@@ -986,6 +992,7 @@ async function brokerPage(id) {
       ["Leaders", b.leaders], ["Replicas", b.replicas],
       ["Out of sync", [...b.led, ...b.followed].filter((r) => !r.in_sync).length],
       ["Size on disk", size === null ? "–" : fmtBytes(size)],
+      ["Load", fmtLoad(b.load)],
     ].map(([l, v, cls]) => `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div>
       <div class="value ${cls || ""}">${esc(v)}</div></div>`).join("");
     document.getElementById("log-dirs").innerHTML = b.log_dirs ? `<table id="log-dirs-table"><thead><tr>

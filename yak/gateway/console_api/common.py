@@ -58,11 +58,16 @@ def all_brokers(request: Request, md: Any, leaders: dict[int, int],
         seen[(md.cluster_id, i)] = addr
     known = set(md.brokers) | {r for r in replicas if r >= 0}
     known |= {i for (cid, i) in seen if cid == md.cluster_id}
+    # The brokers' published load (issue 23): `yak serve` hands its gateway its broker's
+    # image of them; a standalone gateway has none (None per broker).
+    source = getattr(getattr(state, "gateway", None), "settings", None)
+    loads = source.broker_loads() if source is not None and source.broker_loads else {}
     out = []
     for i in sorted(known):
         online = i in md.brokers
         host, port = md.brokers[i] if online else seen.get((md.cluster_id, i), (None, None))
         out.append({"id": i, "host": host, "port": port, "online": online,
-                    "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0)})
+                    "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0),
+                    "load": loads.get(i)})
     return out
 
