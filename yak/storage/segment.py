@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 
@@ -37,6 +38,8 @@ from yak.storage.txn_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 4 * 1024 * 1024
+# The header fields recovery's scan reads (HEADER up to maxTimestamp): fewer objects per batch.
+_SCAN_HEADER = struct.Struct(HEADER.format[:10])
 _READ_SLACK = 8192
 # Header walk of a zero-copy read: one pread of this many bytes finds the headers of the
 # batches it spans (many small batches) or one header (large batches).
@@ -255,7 +258,7 @@ class LogSegment:
         max_off = self.offset_of_max_timestamp
         nxt = self.next_offset
         epoch = -2
-        unpack = HEADER.unpack_from
+        unpack = _SCAN_HEADER.unpack_from
         crc = crc32c.crc32c
         min_length = HEADER_SIZE - LOG_OVERHEAD
         pos = start
@@ -272,8 +275,8 @@ class LogSegment:
             mv = memoryview(chunk)
             rel = 0
             while rel + HEADER_SIZE <= n:
-                (base, length, ple, magic, want_crc, _attrs, lod, _bts, batch_max_ts,
-                 _pid, _pepoch, _seq, _count) = unpack(chunk, rel)
+                base, length, ple, magic, want_crc, _attrs, lod, _bts, batch_max_ts = \
+                    unpack(chunk, rel)
                 size = length + LOG_OVERHEAD
                 if magic != MAGIC or length < min_length or pos + rel + size > file_size:
                     bad = True
