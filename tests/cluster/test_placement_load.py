@@ -1,12 +1,14 @@
 """Load-aware placement (issue 23), the functions alone: `broker_load`'s score and order,
 and `placement.assign_replicas` walking the brokers least loaded first, with Kafka's round
-robin (leaders and followers spread, racks distinct) otherwise unchanged."""
+robin (leaders and followers spread, racks distinct) otherwise unchanged; then one real
+3-broker cluster where a broker loaded by producers gets no partition of a new topic."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
 
+from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
 from yak.cluster.broker_load import SCORE_STEP, BrokerLoad, load_score, preference, read_loads
 from yak.cluster.etcd import KeyValue
 from yak.cluster.placement import assign_replicas
@@ -80,3 +82,52 @@ def test_racks_stay_distinct_with_a_preference() -> None:
     for replicas in got:
         assert len({racks[b] for b in replicas}) == 3, got
     assert Counter(r[0] for r in got) == {b: 1 for b in racks}
+
+
+def test_a_new_topic_avoids_a_broker_loaded_for_real(cluster_factory, etcd, keys) -> None:  # noqa: F811
+    """Three brokers on etcd; broker 2 is kept busy by producers writing to the partition
+    it leads. Once its report says so, a new two-partition topic goes to brokers 1 and 3
+    (the least loaded), with its leaders there."""
+    import threading
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.cluster.test_broker_load import loads
+    from tests.waiting import wait_until
+
+    c = cluster_factory(3, broker_load_report_interval_ms="500")
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    admin.create_topics([NewTopic("busy", 1, replica_assignment=[[2]])])["busy"].result(30)
+    stop = threading.Event()
+
+    def hammer() -> None:
+        p = Producer({"bootstrap.servers": c[2].bootstrap, "linger.ms": 0, "acks": "1",
+                      "batch.num.messages": 1})
+        while not stop.is_set():
+            for _ in range(200):
+                try:
+                    p.produce("busy", b"x" * 200)
+                except BufferError:
+                    p.poll(0.01)
+            p.poll(0)
+        p.flush(10)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        def hot() -> bool:
+            now = loads(etcd, keys)
+            return (len(now) == 3 and now[2].score >= 0.3
+                    and now[2].score - max(now[1].score, now[3].score) >= 0.2)
+
+        wait_until(hot, 60, "broker 2 reported clearly busier than 1 and 3")
+        admin.create_topics([NewTopic("fresh", 2, 1)])["fresh"].result(30)
+        md = admin.list_topics("fresh", timeout=30).topics["fresh"]
+        placed = sorted(md.partitions[p].replicas[0] for p in range(2))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert placed == [1, 3], (placed, loads(etcd, keys))
