@@ -158,9 +158,21 @@ def test_direct_read_gives_the_rows_the_brokers_give(spark, broker, s3) -> None:
     wait_tiered(broker, s3, topic, 2, n // 2 // 2)
 
     parts = plan(broker, s3, topic)
-    remote = [p.split for p in parts if isinstance(p, TieredInputPartition)]
+    tasks = [p.splits for p in parts if isinstance(p, TieredInputPartition)]
+    remote = [s for t in tasks for s in t]
     tail = [p.rng for p in parts if isinstance(p, YakInputPartition)]
+    assert len(tasks) == 2  # one task per topic-partition, as Spark's Kafka source plans
     assert len(remote) >= 8 and {s.partition for s in remote} == {0, 1}
+    # minPartitions: more tasks, each a run of whole segments (the same offsets, planned to
+    # where the remote log ended above, as uploads may go on)
+    ends = {p: max(s.end for s in remote if s.partition == p) for p in (0, 1)}
+    more = [p.splits for p in plan(broker, s3, topic, minPartitions="6", endingOffsets=(
+        f'{{"{topic}":{{"0":{ends[0]},"1":{ends[1]}}}}}')) if isinstance(p, TieredInputPartition)]
+    assert len(more) >= 4
+
+    def key(s):  # noqa: ANN001, ANN202
+        return (s.partition, s.start, s.end)
+    assert sorted(map(key, (s for t in more for s in t))) == sorted(map(key, remote))
     for p in (0, 1):  # remote splits from 0 up to the tail, which the brokers serve
         mine = sorted((s.start, s.end) for s in remote if s.partition == p)
         assert mine[0][0] == 0
@@ -255,3 +267,26 @@ def test_direct_options_are_checked_when_the_query_is_defined() -> None:
                               "remote.storage.uri": "file:///tmp/x"}, streaming=False)
     assert o.tiered is not None and o.tiered.uri == "file:///tmp/x"
 
+
+
+@pytest.mark.slow
+def test_a_streaming_query_reads_tiered_segments_from_the_bucket(
+        spark, broker, s3, tmp_path) -> None:
+    topic, n = "direct-stream", 6000
+    create_topic(broker, topic, 1)
+    produce(broker, topic, 1, n)
+    wait_tiered(broker, s3, topic, 1, n // 2)
+    q = (spark.readStream.format("yak").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", "2500").option("tiered.direct", "true")
+         .option("remote.storage.uri", uri(s3)).option("remote.storage.access.key.id", "yak")
+         .option("remote.storage.secret.access.key", "yaksecret").load()
+         .writeStream.format("memory").queryName("direct_stream")
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180)
+    got = spark.sql("select offset, value from direct_stream").collect()
+    assert sorted(r.offset for r in got) == list(range(n))
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3
+    through = {r[1]: r[4] for r in read(spark, broker, None, topic)}
+    assert {r.offset: bytes(r.value) for r in got} == through

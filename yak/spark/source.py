@@ -54,11 +54,12 @@ class YakInputPartition(InputPartition):
 
 
 class TieredInputPartition(InputPartition):
-    """One remote segment's offsets, read from the bucket (`tiered.direct=true`)."""
+    """Consecutive remote segments of one topic-partition, read from the bucket
+    (`tiered.direct=true`), one after the other in one task."""
 
-    def __init__(self, split: RemoteSplit) -> None:
-        super().__init__(split)
-        self.split = split
+    def __init__(self, splits: tuple[RemoteSplit, ...]) -> None:
+        super().__init__(splits)
+        self.splits = splits
 
 
 class _Planner:
@@ -82,16 +83,17 @@ class _Planner:
         from the bucket (planned from the manifests) and the rest through the brokers."""
         if self.opts.tiered is None:
             return [YakInputPartition(r) for r in self._ranges(start, end)]
-        from yak.spark.tiered_plan import plan
+        from yak.spark.tiered_plan import group, plan
 
-        parts: list[InputPartition] = []
+        remote: list[RemoteSplit] = []
         tail: list[OffsetRange] = []
         for item in plan(self.client(), self.opts, self._ranges(start, end, split=False)):
             if isinstance(item, OffsetRange):
                 tail.append(item)
             else:
-                parts.append(TieredInputPartition(item))
-        return parts + [YakInputPartition(r) for r in split_ranges(tail, self.opts.min_partitions)]
+                remote.append(item)
+        return [TieredInputPartition(g) for g in group(remote, self.opts.min_partitions)] + [
+            YakInputPartition(r) for r in split_ranges(tail, self.opts.min_partitions)]
 
     def _ranges(self, start: dict[TP, int], end: dict[TP, int],
                 split: bool = True) -> list[OffsetRange]:
@@ -108,12 +110,12 @@ class _Planner:
 
     def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, TieredInputPartition):
-            from yak.spark.tiered_read import read_split
+            from yak.spark.tiered_read import read_splits
 
             assert self.opts.tiered is not None
-            yield from read_split(
+            yield from read_splits(
                 self.opts.tiered,
-                partition.split,
+                partition.splits,
                 include_headers=self.opts.include_headers,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
                 read_committed=self.opts.client.isolation_level == 1,

@@ -62,6 +62,37 @@ def plan(client: KafkaClient, opts: SourceOptions,
     return out
 
 
+def group(splits: list[RemoteSplit], min_partitions: int | None) -> list[tuple[RemoteSplit, ...]]:
+    """Consecutive splits of one topic-partition per task: one task per topic-partition,
+    as Spark's Kafka source plans (a task per segment cost Spark 1-2 CPU-seconds more for
+    the same rows in benchmarks/spark_tiered_bench.py: docs/benchmarks/tiered.md), or more
+    with `minPartitions`, each topic-partition's segments cut into runs in proportion to
+    its share of the offsets."""
+    by_tp: dict[TP, list[RemoteSplit]] = {}
+    for s in splits:
+        by_tp.setdefault((s.topic, s.partition), []).append(s)
+    total = sum(s.size for s in splits)
+    out: list[tuple[RemoteSplit, ...]] = []
+    for run in by_tp.values():
+        size = sum(s.size for s in run)
+        want = 1
+        if min_partitions and len(by_tp) < min_partitions and total:
+            want = max(1, min(len(run), round(size / total * min_partitions)))
+        bounds = [size * (i + 1) / want for i in range(want)]
+        cur: list[RemoteSplit] = []
+        done = k = 0
+        for s in run:
+            cur.append(s)
+            done += s.size
+            if done >= bounds[k]:
+                out.append(tuple(cur))
+                cur = []
+                k = min(k + 1, want - 1)
+        if cur:
+            out.append(tuple(cur))
+    return out
+
+
 def clip(m: Manifest, r: OffsetRange) -> tuple[list[RemoteSplit], list[OffsetRange]]:
     """[r.start, r.end) as splits of `m`'s segments and the ranges left to the brokers."""
     part_dir = partition_dir(m.topic, m.topic_id, m.partition)

@@ -1,5 +1,5 @@
-"""Executor side of `tiered.direct=true`: one remote segment's offsets, read straight from
-the bucket, as Arrow batches of Spark's Kafka schema.
+"""Executor side of `tiered.direct=true`: remote segments' offsets, read straight from the
+bucket, as Arrow batches of Spark's Kafka schema.
 
 Why this shape: the brokers stay idle while a backfill reads months of tiered data, and the
 bytes cross one hop (bucket -> executor) instead of two. The segment's uploaded `.index`
@@ -42,7 +42,7 @@ from yak.spark.options import TieredSettings
 from yak.spark.record_decoder import decode
 from yak.tiered.metadata import RemoteLogSegmentMetadata
 from yak.tiered.reader import ChunkCache, RemoteCorruptionError, RemoteSegmentReader
-from yak.tiered.store import ObjectNotFoundError
+from yak.tiered.store import ObjectNotFoundError, RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -115,22 +115,33 @@ class Bridge:
         self.close()
 
 
-def read_split(
+def read_splits(
     settings: TieredSettings,
-    split: RemoteSplit,
+    splits: tuple[RemoteSplit, ...],
     *,
     include_headers: bool,
     fail_on_data_loss: bool,
     read_committed: bool,
     value_decoder: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Records of `split` with offsets in [start, end), in order, as Arrow batches."""
+    """Records of each split in turn (offsets [start, end)), in order, as Arrow batches:
+    one store client and one loop thread for the task."""
     schema = arrow_schema(include_headers, value_decoder.target if value_decoder else None)
-    bridge = Bridge()
-    offset = split.start
-    try:
+    with Bridge() as bridge:
         store = settings.store()
         reader = RemoteSegmentReader(store, ChunkCache(4 << 20))
+        for split in splits:
+            yield from _read_one(bridge, store, reader, split, schema, fail_on_data_loss,
+                                 read_committed, value_decoder)
+
+
+def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
+              split: RemoteSplit, schema: pa.Schema, fail_on_data_loss: bool,
+              read_committed: bool, value_decoder: Any) -> Iterator[pa.RecordBatch]:
+    include_headers = "headers" in schema.names
+    offset = split.start
+    pending: Future[bytes] | None = None
+    try:
         seg = split.segment
         pos = bridge.run(reader.position_for(seg, split.part_dir, split.start))
         aborted: list[tuple[int, int, int]] = []  # (producer id, first, last offset)
@@ -148,6 +159,7 @@ def read_split(
         carry = b""
         while True:
             data = pending.result()
+            pending = None
             read_to = pos + len(carry) + len(data)
             want = min(pos + len(carry) + RANGE_BYTES, seg.size)
             if len(data) != want - pos - len(carry):
@@ -186,7 +198,8 @@ def read_split(
             raise DataLossError(msg + "; set failOnDataLoss=false to skip them") from e
         log.warning("%s: skipped", msg)
     finally:
-        bridge.close()
+        if pending is not None:
+            pending.cancel()
 
 
 def _complete_batches(buf: bytes, key: str, pos: int, seg: RemoteLogSegmentMetadata,
