@@ -26,25 +26,28 @@ The caller must not modify a chunk after feeding it (uvloop hands each read over
 new `bytes`): frames are views of it.
 
 `FrameReceiver` is the same splitting for a reader that lets the socket write into its
-buffers (asyncio's `BufferedProtocol`: `get_buffer()`, then `buffer_updated(n)`), which
-is what a follower's connection wants: its Fetch responses are ~4 MiB, and joining the
-pieces of each (a fresh 4 MiB buffer, its pages faulted, every byte copied) was a fifth
-of a catch-up's CPU (docs/benchmarks/replication.md). It keeps two buffers:
+buffer (asyncio's `BufferedProtocol`: `get_buffer()`, then `buffer_updated(n)`), which is
+what a follower's connection wants: its Fetch responses are up to ~4 MiB, and joining
+the pieces of each (a fresh 4 MiB buffer, its pages faulted, every byte copied) was a
+fifth of a catch-up's CPU (docs/benchmarks/replication.md). Reads land in one buffer,
+front to back, and every frame is a read-only view of it:
 
-- a chunk buffer (256 KiB) that reads land in, filled front to back; the frames wholly
-  inside it are read-only views of it, and it is never written where a frame was handed
-  out: once full it is reused from the front only if no view of it is alive, else
-  replaced (the unparsed tail, less than one frame, moves over);
-- a frame buffer for a frame larger than the chunk buffer: from its size prefix on, the
-  socket writes the rest of that frame straight into it, and the frame is a view of it.
-  It is reused for the next large frame when nothing holds a view of it any more (the
-  follower appended and dropped the response), so a steady stream of large responses
-  costs no allocation and no copy in user space. It grows with the bytes that arrived
-  (doubling, from 1 MiB), never to a size a peer only announced.
+- it is never written where a frame was handed out while a view of that frame may be
+  alive: once every frame handed out was dropped (the follower appended the response and
+  let it go), the next read starts again at its front, so a steady stream of responses,
+  large or small, lands in the same warm memory with no allocation and no copy in user
+  space;
+- a frame that does not fit in the room left moves to the front of this buffer (grown
+  if the frame needs it) when nothing holds a view of it, else to the spare buffer (the
+  one before, once free) or a new one; what moves is the frame's part received so far,
+  less than one read when it happens at the first read of the frame;
+- a frame larger than the chunk size (256 KiB) grows the buffer with the bytes that
+  arrived (doubling, from 1 MiB), never to a size a peer only announced; the buffer keeps
+  the largest size it needed.
 
 Whether a view of a buffer is alive is asked of the bytearray itself: one cannot be
 resized while a memoryview of it exists (`BufferError`), so growing it by one byte and
-back is the test (`_unexported`; the buffers are allocated one byte long, so that is
+back is the test (`_unexported`; the buffers are allocated with a spare byte, so that is
 never a reallocation).
 """
 
@@ -177,9 +180,9 @@ class FrameDecoder:
 
 
 CHUNK_BUFFER = 256 << 10
-"""The chunk buffer of a `FrameReceiver`: as much as uvloop reads at a time."""
+"""A `FrameReceiver`'s buffer at first: as much as uvloop reads at a time."""
 _MIN_READ = 16 << 10  # less room than this at the chunk buffer's end: make room first
-_FRAME_BUFFER_START = 1 << 20  # a frame buffer's first size (then doubled as bytes arrive)
+_FRAME_BUFFER_START = 1 << 20  # a large frame's first room (then doubled as bytes arrive)
 
 
 def _buffer(size: int) -> bytearray:
@@ -200,13 +203,13 @@ def _unexported(buf: bytearray) -> bool:
 
 
 class FrameReceiver:
-    """Splits a byte stream into frames, the socket writing into this object's buffers
+    """Splits a byte stream into frames, the socket writing into this object's buffer
     (asyncio's `BufferedProtocol`): `get_buffer()` is where the next read goes,
     `buffer_updated(n)` the frames those `n` bytes completed. Frames are read-only views,
     valid as long as the caller keeps them (see the module's docstring)."""
 
-    __slots__ = ("max_size", "min_size", "error", "_chunk", "_start", "_end", "_frame",
-                 "_frame_size", "_frame_got", "_scratch")
+    __slots__ = ("max_size", "min_size", "error", "_buf", "_start", "_end", "_spare",
+                 "_chunk_size", "_scratch")
 
     def __init__(self, max_size: int, min_size: int = MIN_FRAME_SIZE,
                  chunk_size: int = CHUNK_BUFFER) -> None:
@@ -217,19 +220,16 @@ class FrameReceiver:
         self.max_size = max_size
         self.min_size = min_size
         self.error: FrameError | None = None
-        self._chunk = _buffer(chunk_size)
+        self._chunk_size = chunk_size
+        self._buf = _buffer(chunk_size)
         self._start = 0  # first byte not yet part of a frame handed out
-        self._end = 0  # end of the bytes received into the chunk buffer
-        self._frame: bytearray | None = None  # the large-frame buffer, kept for reuse
-        self._frame_size = 0  # size of the large frame being received (0: none)
-        self._frame_got = 0  # its bytes received so far
+        self._end = 0  # end of the bytes received
+        self._spare: bytearray | None = None  # the buffer before, reused once unexported
         self._scratch: bytearray | None = None  # where reads go once `error` is set
 
     @property
     def buffered(self) -> int:
         """Bytes received for an incomplete frame (size prefix included)."""
-        if self._frame_size:
-            return 4 + self._frame_got
         return self._end - self._start
 
     def get_buffer(self) -> memoryview:
@@ -238,19 +238,18 @@ class FrameReceiver:
             if self._scratch is None:
                 self._scratch = bytearray(_MIN_READ)
             return memoryview(self._scratch)
-        if self._frame_size:
-            return self._frame_room()
-        chunk = self._chunk
+        buf = self._buf
         start, end = self._start, self._end
         need = _MIN_READ
-        if end - start >= 4:
-            (size,) = _SIZE.unpack_from(chunk, start)
+        if start == end:
+            if start and _unexported(buf):  # every frame handed out was dropped
+                self._start = self._end = start = end = 0
+        elif end - start >= 4:
+            (size,) = _SIZE.unpack_from(buf, start)
             need = 4 + size  # (a bad size never gets here: buffer_updated stopped)
-            if need > len(chunk):
-                return self._begin_large(size)
-        if len(chunk) - start < need or len(chunk) - end < _MIN_READ:
-            self._make_room()
-        return memoryview(self._chunk)[self._end:]
+        if start + need > len(buf) or len(buf) - end < _MIN_READ:
+            buf = self._make_room(need)
+        return memoryview(buf)[self._end:]
 
     def buffer_updated(self, n: int) -> list[memoryview]:
         """The frames completed by the `n` bytes just written into `get_buffer()`'s
@@ -258,22 +257,15 @@ class FrameReceiver:
         is set."""
         if self.error is not None:
             return []
-        if self._frame_size:
-            self._frame_got += n
-            if self._frame_got < self._frame_size:
-                return []
-            assert self._frame is not None
-            size, self._frame_size, self._frame_got = self._frame_size, 0, 0
-            return [memoryview(self._frame)[:size].toreadonly()]
         self._end += n
-        chunk = self._chunk
+        buf = self._buf
         pos, end = self._start, self._end
         frames: list[memoryview] = []
         view: memoryview | None = None
         max_size, min_size = self.max_size, self.min_size
         unpack = _SIZE.unpack_from
         while end - pos >= 4:
-            (size,) = unpack(chunk, pos)
+            (size,) = unpack(buf, pos)
             if size < min_size or size > max_size:
                 self.error = FrameError(size, max_size, min_size)
                 break
@@ -282,54 +274,41 @@ class FrameReceiver:
                 break
             pos = start + size
             if view is None:
-                view = memoryview(chunk).toreadonly()
+                view = memoryview(buf).toreadonly()
             frames.append(view[start:pos])
         self._start = pos
         return frames
 
-    def _frame_room(self) -> memoryview:
-        """The rest of the large frame, as much of it as the frame buffer holds now."""
-        buf = self._frame
-        assert buf is not None
-        got, size = self._frame_got, self._frame_size
-        if got == len(buf):  # grow with what arrived: double, up to the frame's size
-            grow = min(size, 2 * len(buf)) - len(buf)
-            if _unexported(buf):
-                buf.extend(bytes(grow))
-            else:  # (a read's view still alive: only if a transport kept one)
-                new = _buffer(len(buf) + grow)
-                new[:got] = buf
-                self._frame = buf = new
-        return memoryview(buf)[got : min(size, len(buf))]
-
-    def _begin_large(self, size: int) -> memoryview:
-        """A frame larger than the chunk buffer: its body from here on goes to the frame
-        buffer (the one kept from before if nothing holds it), the part already in the
-        chunk buffer moved over (at most one read)."""
-        chunk = self._chunk
-        body = self._start + 4
-        have = self._end - body
-        buf = self._frame
-        if buf is None or not _unexported(buf):
-            buf = self._frame = _buffer(min(size, max(_FRAME_BUFFER_START, 2 * have)))
-        elif len(buf) < have:
-            buf.extend(bytes(have - len(buf)))
-        buf[:have] = memoryview(chunk)[body : self._end]
-        self._start = self._end
-        self._frame_size = size
-        self._frame_got = have
-        return self._frame_room()
-
-    def _make_room(self) -> None:
-        """Room for at least the pending frame and one read at the chunk buffer's end:
-        the unparsed tail moves to the front of this buffer if nothing holds a view of it,
-        else of a new one."""
-        chunk = self._chunk
-        tail = chunk[self._start : self._end]
-        if not _unexported(chunk):
-            chunk = self._chunk = _buffer(len(chunk))
-        chunk[: len(tail)] = tail
-        self._start, self._end = 0, len(tail)
+    def _make_room(self, need: int) -> bytearray:
+        """A buffer with the pending bytes (less than one frame) at its front and room
+        for the rest of that frame, or for one read: this one if nothing holds a view of
+        it, else the spare or a new one. For a frame larger than the chunk size, the room
+        grows with what arrived (to twice that, at least 1 MiB), never straight to the
+        size a peer announced."""
+        buf = self._buf
+        start, end = self._start, self._end
+        pending = end - start
+        if need <= self._chunk_size:
+            want = self._chunk_size
+        else:  # (+ one read's room after the frame: a transport asking for a buffer
+            # while the frame is still held then gets that, not a switch of buffers)
+            want = _MIN_READ + max(pending,
+                                   min(need, max(_FRAME_BUFFER_START, 2 * pending)))
+        if _unexported(buf):
+            if start:
+                buf[:pending] = buf[start:end]
+            if len(buf) < want:
+                buf.extend(bytes(want - len(buf)))
+        else:
+            spare = self._spare
+            if spare is not None and len(spare) >= want and _unexported(spare):
+                new = spare
+            else:
+                new = _buffer(max(want, self._chunk_size))
+            new[:pending] = memoryview(buf)[start:end]
+            self._spare, self._buf, buf = buf, new, new
+        self._start, self._end = 0, pending
+        return buf
 
 
 class HeaderError(ValueError):
