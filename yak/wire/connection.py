@@ -8,10 +8,10 @@ the schema registry's group membership, the gateway's one SASL login) does it th
 - framing: requests are complete frames (kio's encoder or a hand-written codec); the
   answers are cut by `yak.protocol.framing.FrameReceiver` from the buffers the transport
   reads into (an `asyncio.BufferedProtocol`, no `StreamReader` in between): a response is
-  a zero-copy view of the buffer the socket (or TLS) wrote it into, and a large one (a
-  follower's ~4 MiB Fetch response) is received straight into a frame buffer reused once
-  the caller dropped the previous response, so it is never joined from pieces; a
-  hand-written decoder (`fetch_client_codec`) keeps its records as slices of that frame,
+  a zero-copy view of the buffer the socket (or TLS) wrote it into, a large one (a
+  follower's ~4 MiB Fetch response) too, never joined from pieces, and reads restart at
+  the buffer's front once the caller dropped the previous response; a hand-written
+  decoder (`fetch_client_codec`) keeps its records as slices of that frame,
   which the follower appends as they are. A frame size outside [4, `max_frame`] is a
   broken peer;
 - correlation: each request takes the connection's next correlation id; a broker answers
