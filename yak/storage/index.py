@@ -37,6 +37,7 @@ class OffsetIndex:
         self.rel_offsets = array("i")
         self.positions = array("i")
         self._written = 0  # entries already in the file
+        self._unsynced = False  # the file changed since its last fsync
 
     def __len__(self) -> int:
         return len(self.rel_offsets)
@@ -70,6 +71,7 @@ class OffsetIndex:
         del self.positions[i:]
         if self._written > i:
             self._written = i
+            self._unsynced = True
             _truncate_file(self.path, i * self.ENTRY_SIZE)
 
     def reset(self) -> None:
@@ -77,6 +79,7 @@ class OffsetIndex:
         del self.rel_offsets[:]
         del self.positions[:]
         self._written = 0
+        self._unsynced = True
         _create_empty(self.path)
 
     def load(self) -> bool:
@@ -114,10 +117,18 @@ class OffsetIndex:
             both[1::2] = self.positions[w:n]
             if sys.byteorder == "little":
                 both.byteswap()
+            self._unsynced = True
             _write_at(self.path, w * self.ENTRY_SIZE, both.tobytes())
             self._written = n
         if sync:
-            sync_file(self.path)
+            self.sync()
+
+    def sync(self) -> None:
+        """fdatasync the file if it changed since the last one. An fsync with nothing to
+        write is not free (ext4 still flushes the disk's cache), and the log's flush syncs
+        both indexes of every dirty segment (`LogSegment.flush`). Writes nothing, so it is
+        safe outside the log lock; a change made meanwhile marks the file again."""
+        _sync_if_changed(self)
 
 
 class TimeIndex:
@@ -130,6 +141,7 @@ class TimeIndex:
         self.timestamps = array("q")
         self.rel_offsets = array("i")
         self._written = 0
+        self._unsynced = False
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -164,6 +176,7 @@ class TimeIndex:
         del self.rel_offsets[i:]
         if self._written > i:
             self._written = i
+            self._unsynced = True
             _truncate_file(self.path, i * self.ENTRY_SIZE)
 
     def reset(self) -> None:
@@ -171,6 +184,7 @@ class TimeIndex:
         del self.timestamps[:]
         del self.rel_offsets[:]
         self._written = 0
+        self._unsynced = True
         _create_empty(self.path)
 
     def load(self) -> bool:
@@ -198,10 +212,26 @@ class TimeIndex:
         w = self._written
         if w < n:
             data = b"".join(map(_TIME_ENTRY.pack, self.timestamps[w:n], self.rel_offsets[w:n]))
+            self._unsynced = True
             _write_at(self.path, w * self.ENTRY_SIZE, data)
             self._written = n
         if sync:
-            sync_file(self.path)
+            self.sync()
+
+    def sync(self) -> None:
+        """As `OffsetIndex.sync`."""
+        _sync_if_changed(self)
+
+
+def _sync_if_changed(index: OffsetIndex | TimeIndex) -> None:
+    if not index._unsynced:
+        return
+    index._unsynced = False
+    try:
+        sync_file(index.path)
+    except OSError:
+        index._unsynced = True
+        raise
 
 
 def _write_at(path: str, position: int, data: bytes) -> None:

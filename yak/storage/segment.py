@@ -33,7 +33,7 @@ from yak.protocol.records import (
     read_header,
 )
 from yak.storage.file_region import FileRegion
-from yak.storage.index import OffsetIndex, TimeIndex, sync_file
+from yak.storage.index import OffsetIndex, TimeIndex
 from yak.storage.txn_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
@@ -549,14 +549,14 @@ class LogSegment:
         """fsync the log and its index files (all of them: recovery trusts the index entries
         below the recovery point, see `recover`). Index entries are written to the files by
         the caller under the log lock (`flush_indexes`); this only syncs, so it runs outside
-        the lock. An index file that did not change costs an fdatasync with nothing to do. The caller also clears `unflushed` under
-        the lock before calling, so an append racing with the fsync marks the segment dirty
-        again instead of being forgotten."""
+        the lock, and an index file that did not change since its last fsync is skipped. The
+        caller also clears `unflushed` under the lock before calling, so an append racing
+        with the fsync marks the segment dirty again instead of being forgotten."""
         try:
             os.fdatasync(self.fd)
             if sync_indexes:
-                sync_file(self.index.path)
-                sync_file(self.time_index.path)
+                self.index.sync()
+                self.time_index.sync()
             # Aborted transactions are rare; their entries reach the disk with the data
             # they describe (also for the active segment: recovery rebuilds only from the
             # recovery point, and the entries of synced segments must be there).
