@@ -549,7 +549,7 @@ class ShareManager:
             if offset >= bound:
                 continue
             try:
-                info = p.read(offset, bytes_left, isolation, True)
+                info = p.read(offset, sp.read_bytes(bytes_left), isolation, True)
             except KafkaError as e:
                 r.error = e.code
                 continue

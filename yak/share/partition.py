@@ -75,6 +75,13 @@ class AcquiredRange:
     delivery_count: int
 
 
+# The most of the log one acquisition reads per share partition (Kafka consumers'
+# max.partition.fetch.bytes default): a ShareFetch asks for up to ~500 records but up
+# to 50 MiB, and reading (pread, into memory) all that to hand out 500 records cost
+# more than everything else of a share fetch of 1 KiB records (docs/benchmarks/
+# share-groups.md). A first batch larger than this is still read whole.
+READ_MAX_BYTES = 1 << 20
+
 # Why a record went to the dead-letter topic (its `__dlq.errors.reason` header).
 DELIVERY_LIMIT = "delivery count limit reached"
 REJECTED = "rejected"
@@ -228,6 +235,11 @@ class SharePartition:
             self.end_offset = log_start
 
     # ------------------------------------------------------------------ acquisition
+
+    @staticmethod
+    def read_bytes(bytes_left: int) -> int:
+        """How many bytes of the log the next acquisition reads."""
+        return min(bytes_left, READ_MAX_BYTES)
 
     def next_fetch_offset(self) -> int:
         """Where the log read for an acquisition starts: the first AVAILABLE record (a
