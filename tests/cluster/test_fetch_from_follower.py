@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import datetime
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,10 +29,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.rawclient import RawClient
 from tests.cluster.conftest import FAST_SESSION, YakCluster
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.replica_selector import RACK_AWARE_SELECTOR
+from yak.cluster.replica_selector import (
+    RACK_AWARE_SELECTOR,
+    RackAwareReplicaSelector,
+    replica_selector,
+)
 from yak.devcluster.local import LocalEtcd
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
+from yak.settings import ConfigError
 
 T = 30.0
 RACKS = {1: "a", 2: "b", 3: "c"}
@@ -126,6 +134,37 @@ def consume(cluster: YakCluster, topic: str, want: int, rack: str | None) -> lis
         return read(c, want)
     finally:
         c.close()
+
+
+def test_selector_chooses_as_kafka_does() -> None:
+    """Kafka's RackAwareReplicaSelector, alone: the leader in the consumer's rack; else
+    the most caught-up candidate there (log end, then the most recently caught up); else
+    the leader. Brokers not registered (no rack here) are never chosen."""
+    racks = {1: "a", 2: "b", 3: "b", 4: "c"}
+    sel = RackAwareReplicaSelector(racks.get)
+    assert sel.select("a", 1, [(2, 10, 0), (3, 10, 0)]) == 1  # the leader is in rack a
+    assert sel.select("b", 1, [(2, 9, 0), (3, 10, 0)]) == 3  # largest log end
+    assert sel.select("b", 1, [(2, 10, 50), (3, 10, 200)]) == 2  # then the freshest
+    assert sel.select("c", 1, [(2, 10, 0)]) == 1  # no candidate in rack c
+    assert sel.select("", 1, [(2, 10, 0)]) == 1  # no rack: the leader
+    assert sel.select("b", 1, [(5, 10, 0)]) == 1  # broker 5 unknown (unregistered)
+
+
+def test_selector_setting() -> None:
+    assert replica_selector(None, lambda n: None) is None
+    assert replica_selector(RACK_AWARE_SELECTOR, lambda n: None) is not None
+    with pytest.raises(ConfigError, match="replica.selector.class"):
+        replica_selector("com.example.Mine", lambda n: None)
+
+
+def test_unknown_selector_class_stops_the_broker(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "yak.cli.main", "serve", "--data-dir",
+                        str(tmp_path), "--listen", "127.0.0.1:0", "--set",
+                        "replica.selector.class=com.example.Mine"],
+                       capture_output=True, text=True, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "replica.selector.class" in lines[0] and "RackAwareReplicaSelector" in lines[0]
 
 
 def test_metadata_reports_racks(racked: YakCluster) -> None:
