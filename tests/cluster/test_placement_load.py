@@ -131,3 +131,45 @@ def test_a_new_topic_avoids_a_broker_loaded_for_real(cluster_factory, etcd, keys
         for t in threads:
             t.join(30)
     assert placed == [1, 3], (placed, loads(etcd, keys))
+
+
+def test_a_report_is_written_when_it_says_something_new(tmp_path) -> None:
+    """The publisher on a real local KV store: the first report is written on the lease,
+    an unchanged one is not written again, a change in traffic is; without a lease
+    nothing is written; revoking the lease removes the report."""
+    import asyncio
+
+    from yak.cluster.broker_load import LoadPublisher, LoadSampler
+    from yak.cluster.layout import ClusterKeys
+    from yak.cluster.local_kv import LocalKV
+
+    totals = {"bytes_in": 0.0, "bytes_out": 0.0, "messages_in": 0.0}
+    lease_id = [0]
+
+    async def main() -> None:
+        kv = await LocalKV(tmp_path / "kv.json").open()
+        ck = ClusterKeys("t")
+        sampler = LoadSampler(4, lambda: dict(totals), lambda: 0, tmp_path)
+        pub = LoadPublisher(kv, ck, sampler, lambda: lease_id[0], 1000)
+        sampler.baseline()
+        assert await pub.publish() is None  # not registered: nothing written
+        assert await kv.get(ck.broker_load(4)) is None
+        lease_id[0], _ttl = await kv.lease_grant(30)
+        await asyncio.sleep(0.3)  # samples over a few hundred ms, as a broker's are
+        first = await pub.publish()
+        assert first is not None
+        stored = await kv.get(ck.broker_load(4))
+        assert stored is not None and stored.lease == lease_id[0]
+        assert read_loads([stored]) == {4: first}
+        await asyncio.sleep(0.3)
+        assert await pub.publish() is None, pub.last  # nothing new
+        totals["bytes_in"] += 50 * 1024 * 1024  # 50 MiB since the last sample
+        await asyncio.sleep(0.3)
+        hot = await pub.publish()
+        assert hot is not None and hot.bytes_in_per_s > 1024 * 1024
+        assert read_loads([await kv.get(ck.broker_load(4))]) == {4: hot}
+        await kv.lease_revoke(lease_id[0])
+        assert await kv.get(ck.broker_load(4)) is None
+        await kv.aclose()
+
+    asyncio.run(main())

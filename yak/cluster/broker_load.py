@@ -18,7 +18,9 @@ What a report holds (`BrokerLoad`, JSON under `broker_loads/<node id>`, see
   broker's metrics totals;
 - the partition logs' bytes, and the free and total bytes of the log dir's file system.
 
-The key is written on the broker's session lease, so the report of a broker whose process
+A report is written when it differs from the last one written (`_same`: another score
+step, CPU by 5 points, a rate by 20%, ...) or `REWRITE_S` after it. The key is written
+on the broker's session lease, so the report of a broker whose process
 died goes with its registration (at once when the controller's liveness probe revokes the
 lease, else at the session's expiry), and a report is only written while the broker is
 registered. The sample's disk part (`statvfs`) runs in a thread, never on the event loop;
@@ -63,6 +65,8 @@ log = logging.getLogger(__name__)
 
 # Scores closer than this are the same load: placement then keeps its deterministic order.
 SCORE_STEP = 0.1
+# A report that says nothing new is written again only after this long.
+REWRITE_S = 30.0
 # A file system fuller than this counts in the score.
 DISK_FULL_FROM = 0.9
 
@@ -227,6 +231,7 @@ class LoadPublisher:
         self.lease = lease
         self.interval_s = interval_ms / 1000.0
         self.last: BrokerLoad | None = None
+        self._written: tuple[int, float, BrokerLoad] | None = None  # lease, when, what
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -278,12 +283,38 @@ class LoadPublisher:
                 log.debug("broker %d: load report not written: %s", self.sampler.node_id, e)
 
     async def publish(self, lag_ms: float = 0.0) -> BrokerLoad | None:
-        """Sample now and write the report (None when not registered)."""
+        """Sample now and write the report if it says something new (None when not
+        registered or not written)."""
         report = await self.sampler.sample(lag_ms)
         self.last = report
         lease = self.lease()
         if not lease:
+            self._written = None
+            return None
+        now = time.monotonic()
+        if (self._written is not None and self._written[0] == lease
+                and now - self._written[1] < REWRITE_S and _same(self._written[2], report)):
             return None
         await self.client.put(self.key, report.to_json(), lease=lease)
+        self._written = (lease, now, report)
         return report
+
+
+def _same(a: BrokerLoad, b: BrokerLoad) -> bool:
+    """Whether `b` tells a reader nothing `a` did not: the same score step, CPU within 5
+    points, rates within 20% (or both under 1 KiB/s), disk and logs within 1%. An idle
+    broker then writes once per REWRITE_S instead of every interval (each write is a watch
+    event on every broker, and a file rewrite for a single broker's local store)."""
+    def near(x: float, y: float, rel: float, floor: float) -> bool:
+        return abs(x - y) <= max(floor, rel * max(abs(x), abs(y)))
+
+    return (int(a.score / SCORE_STEP) == int(b.score / SCORE_STEP)
+            and near(a.cpu_percent, b.cpu_percent, 0.0, 5.0)
+            and near(a.busy_ratio, b.busy_ratio, 0.0, 0.05)
+            and near(a.loop_lag_ms, b.loop_lag_ms, 0.0, 50.0)
+            and all(near(x, y, 0.2, 1024.0) for x, y in (
+                (a.bytes_in_per_s, b.bytes_in_per_s), (a.bytes_out_per_s, b.bytes_out_per_s),
+                (a.messages_in_per_s * 100, b.messages_in_per_s * 100)))
+            and near(a.log_bytes, b.log_bytes, 0.01, 1 << 20)
+            and near(a.disk_free_bytes, b.disk_free_bytes, 0.01, 1 << 20))
 
