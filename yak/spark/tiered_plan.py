@@ -47,6 +47,9 @@ def plan(client: KafkaClient, opts: SourceOptions,
     with Bridge() as bridge:
         manifests = bridge.run(_manifests(opts.tiered.store(),
                                           sorted({(r.topic, r.partition) for r in ranges})))
+    if ranges and not manifests:
+        log.warning("tiered.direct: no remote log of %s under %s; reading through the brokers",
+                    ", ".join(sorted({r.topic for r in ranges})), opts.tiered.uri)
     out: list[OffsetRange | RemoteSplit] = []
     for r in ranges:
         m = manifests.get((r.topic, r.partition))
