@@ -350,6 +350,36 @@ def test_read_committed_on_a_follower(racked: YakCluster) -> None:
     assert p.error_code == ErrorCode.none and p.records
 
 
+def test_replica_moved_away_mid_consume(racked: YakCluster) -> None:
+    """A reassignment takes rack b's replica (broker 2) away while a consumer in rack b
+    reads from it: broker 2 answers NOT_LEADER_OR_FOLLOWER, the consumer goes back to the
+    leader and reads on, every record once, in order."""
+    topic = "ffmove"
+    make_topic(racked, topic)
+    produce(racked, topic, 0, 1000)
+    wait_in_sync(racked, topic)
+    c = consumer(racked, topic, "b")
+    try:
+        got = read(c, 1000)
+        assert got == list(range(1000)) and bytes_out(racked, 1, topic) == 0
+        r = subprocess.run([sys.executable, "-m", "yak.cli.main", "partitions", "move",
+                            f"{topic}/0", "-r", "1,3", "-b", racked.bootstrap],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        admin = AdminClient({"bootstrap.servers": racked.bootstrap})
+        deadline = time.monotonic() + T
+        while (reps := admin.list_topics(topic, timeout=5).topics[topic].partitions[0]
+               .replicas) != [1, 3]:
+            assert time.monotonic() < deadline, reps
+            time.sleep(0.1)  # back-off of this wait-for-the-move loop
+        produce(racked, topic, 1000, 500)
+        got += read(c, 500)
+    finally:
+        c.close()
+    assert got == list(range(1500))
+    assert bytes_out(racked, 1, topic) > 0
+
+
 def test_follower_killed_mid_consume_falls_back_to_the_leader(racked: YakCluster) -> None:
     """Broker 2 (rack b) dies while a consumer in rack b reads from it: the consumer goes
     back to the leader and reads every record once, in order, including those produced
