@@ -3,7 +3,7 @@ replica fetchers moved onto `yak.wire.KafkaConnection`; this says whether the ho
 stayed as fast).
 
     .venv/bin/python benchmarks/replication_ab.py BEFORE_TREE AFTER_TREE [--rounds 3]
-        [--partitions 4] [--mib 256]
+        [--partitions 4] [--mib 256] [--before-set K=V ...] [--after-set K=V ...]
 
 A tree is a directory holding a `yak/` package (`git archive <commit> | tar -x -C DIR`).
 Each round runs, for each tree in turn, a child process with that tree first on
@@ -13,7 +13,9 @@ partitions filled with `--mib` MiB of 100 KiB batches (1 KiB records) before the
 follower starts, then the time until the follower's replica fetcher has copied all of
 it (log end offsets equal). Reported: MiB/s of the catch-up and the process CPU seconds
 it took (leader serving + follower fetching, both in the one process), per round, and
-the after/before ratio of the medians.
+the after/before ratio of the medians. `--before-set`/`--after-set` add broker settings
+to one side (both brokers), so one tree can be compared with itself under two settings
+(`replication_ab.py T T --after-set num.replica.fetchers=2`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ CHILD = r'''
 import asyncio, json, os, sys, tempfile, time
 from pathlib import Path
 
-async def main(partitions: int, mib: int) -> dict:
+async def main(partitions: int, mib: int, extra: list) -> dict:
     from yak.broker.server import start_broker
     from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
     from yak.config import BrokerConfig
@@ -63,7 +65,7 @@ async def main(partitions: int, mib: int) -> dict:
     for n in (1, 2):
         cfg = BrokerConfig.load(data_dir=str(tmp / f"b{n}"), listen="127.0.0.1:0",
                                 overrides=(f"node.id={n}", "replica.lag.time.max.ms=60000",
-                                           "replica.fetch.wait.max.ms=200"))
+                                           "replica.fetch.wait.max.ms=200", *extra))
         rb = await start_broker(cfg)
         running[n] = rb
         addresses[n] = ("127.0.0.1", rb.port)
@@ -108,13 +110,15 @@ async def main(partitions: int, mib: int) -> dict:
 
 import uvloop
 uvloop.install()
-print(json.dumps(asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))))
+print(json.dumps(asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]),
+                                  json.loads(sys.argv[3]) if len(sys.argv) > 3 else []))))
 '''
 
 
-def one(tree: Path, partitions: int, mib: int) -> dict:
+def one(tree: Path, partitions: int, mib: int, extra: list[str]) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(partitions), str(mib)], cwd=tree,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(partitions), str(mib),
+                          json.dumps(extra)], cwd=tree,
                          env=env, capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-3000:]}")
@@ -129,12 +133,15 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--before-set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--after-set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args()
     rows: dict[str, list[dict]] = {"before": [], "after": []}
     for r in range(a.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
         for name in order:
-            res = one(getattr(a, name).resolve(), a.partitions, a.mib)
+            res = one(getattr(a, name).resolve(), a.partitions, a.mib,
+                      getattr(a, f"{name}_set"))
             rows[name].append(res)
             print(f"round {r + 1} {name}: {res['mib_per_s']:.0f} MiB/s, "
                   f"{res['cpu_s_per_gib']:.2f} CPU s/GiB", file=sys.stderr)
@@ -143,6 +150,7 @@ def main() -> None:
     summary = {"rounds": rows, "median_mib_per_s": med, "median_cpu_s_per_gib": cpu,
                "throughput_ratio_after_over_before": med["after"] / med["before"],
                "cpu_ratio_after_over_before": cpu["after"] / cpu["before"],
+               "settings": {"before": a.before_set, "after": a.after_set},
                "load_avg": os.getloadavg()}
     text = json.dumps(summary, indent=1)
     if a.out:

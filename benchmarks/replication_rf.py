@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/replication_rf.py TREE [--rounds 2] [--messages 300000]
         [--sizes 100,1024] [--consume-messages 200000] [--no-consume] [--out FILE]
+        [--set KEY=VALUE ...]
 
 TREE holds a `yak/` package and `benchmarks/cluster_bench.py` (a worktree or
 `git archive <commit> | tar -x`): its brokers run that code (started with the tree as their
@@ -12,7 +13,8 @@ acknowledged message. Consume (skipped with --no-consume, or when the tree has n
 `socket.sendfile.enable`): one broker, a 3-partition topic of 1 KiB records filled once,
 then read by one confluent-kafka consumer, alternately with `socket.sendfile.enable`
 true and false (a fresh broker each, on the same data dir); the figure is the broker's CPU
-per message consumed. JSON rows on stderr as they come, the summary on stdout.
+per message consumed. `--set` adds a broker setting to every broker (e.g.
+`num.replica.fetchers=2`). JSON rows on stderr as they come, the summary on stdout.
 """
 
 from __future__ import annotations
@@ -79,11 +81,14 @@ def main() -> None:
     ap.add_argument("--consume-messages", type=int, default=200_000)
     ap.add_argument("--no-consume", action="store_true")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args()
     tree = a.tree.resolve()
     cb = load_cluster_bench(tree)
+    for kv in a.set:
+        cb.SERVE = [*cb.SERVE, "--set", kv]
     base = Path(tempfile.mkdtemp(prefix="repl-rf-"))
-    out: dict[str, Any] = {"tree": str(tree)}
+    out: dict[str, Any] = {"tree": str(tree), "settings": a.set}
     try:
         cluster = cb.Cluster(base / "rf").start()
         try:
