@@ -9,6 +9,7 @@ Server -> client:
   {"type": "message", "topic", "partition", "offset", "key", "value", "headers",
    "timestamp"}  (key/value as UTF-8 text, or base64 with "encoding": "base64")
   {"type": "subscribed" | "acked" | "produced" | "error", ...}
+Queues (share groups): "share_subscribe", "share_ack" (see `ws_share.py`).
 
 A thin adapter over the gateway core: a subscription is a core stream session, records
 are shown with the core's text/base64 helpers, produces go through the core's produce.
@@ -39,6 +40,7 @@ from yak.gateway.core.formats import from_text, text_or_b64
 from yak.gateway.core.sessions import ConsumerSession
 from yak.gateway.http_auth import caller_core
 from yak.gateway.metrics import GATEWAY_REGISTRY
+from yak.gateway.ws_share import ShareStream
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ class Session:
         self.in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.order = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.share: ShareStream | None = None  # a share-group subscription (queues)
 
     def produce_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
@@ -197,10 +200,26 @@ class Session:
                          "partition": res.partition, "offset": res.offset,
                          "timestamp": res.timestamp_ms})
 
+    async def share_subscribe(self, msg: dict[str, Any]) -> None:
+        if self.share is not None:
+            await self.share.close()
+            self.share = None
+        self.share = await ShareStream.open(self.core, msg, self.send,
+                                            lambda extra: self.error(**extra))
+
+    async def share_ack(self, msg: dict[str, Any]) -> None:
+        if self.share is None:
+            await self.error("share_ack needs a share_subscribe first")
+            return
+        await self.share.ack(msg, lambda extra: self.error(**extra))
+
     async def close(self) -> None:
         for task in list(self.tasks):
             task.cancel()
         await self.stop_consumer()
+        if self.share is not None:
+            await self.share.close()
+            self.share = None
 
     async def stop_consumer(self) -> None:
         if self.pump is not None:
@@ -239,6 +258,10 @@ async def websocket(ws: WebSocket) -> None:
                     await session.subscribe(msg)
                 elif kind == "ack":
                     await session.ack(msg)
+                elif kind == "share_subscribe":
+                    await session.share_subscribe(msg)
+                elif kind == "share_ack":
+                    await session.share_ack(msg)
                 elif kind == "produce":
                     # Produces overlap (librdkafka batches them) and are handed to the
                     # producer in arrival order; at most MAX_IN_FLIGHT wait for their

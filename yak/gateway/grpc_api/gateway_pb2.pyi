@@ -1,10 +1,20 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AcknowledgeType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACKNOWLEDGE_TYPE_ACCEPT: _ClassVar[AcknowledgeType]
+    ACKNOWLEDGE_TYPE_RELEASE: _ClassVar[AcknowledgeType]
+    ACKNOWLEDGE_TYPE_REJECT: _ClassVar[AcknowledgeType]
+ACKNOWLEDGE_TYPE_ACCEPT: AcknowledgeType
+ACKNOWLEDGE_TYPE_RELEASE: AcknowledgeType
+ACKNOWLEDGE_TYPE_REJECT: AcknowledgeType
 
 class Header(_message.Message):
     __slots__ = ("key", "value")
@@ -143,3 +153,67 @@ class ListTopicsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicInfo]
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ...) -> None: ...
+
+class ShareConsumeRequest(_message.Message):
+    __slots__ = ("group_id", "topics", "max_in_flight")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    max_in_flight: int
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+
+class SharedRecord(_message.Message):
+    __slots__ = ("id", "topic", "partition", "offset", "delivery_count", "lock_deadline_ms", "key", "value", "headers", "timestamp_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LOCK_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int
+    lock_deadline_ms: int
+    key: bytes
+    value: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    timestamp_ms: int
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., delivery_count: _Optional[int] = ..., lock_deadline_ms: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ShareConsumeResponse(_message.Message):
+    __slots__ = ("session_id", "records")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    records: _containers.RepeatedCompositeFieldContainer[SharedRecord]
+    def __init__(self, session_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[SharedRecord, _Mapping]]] = ...) -> None: ...
+
+class Acknowledgement(_message.Message):
+    __slots__ = ("id", "type")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: AcknowledgeType
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[_Union[AcknowledgeType, str]] = ...) -> None: ...
+
+class AcknowledgeRequest(_message.Message):
+    __slots__ = ("session_id", "acknowledgements")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGEMENTS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    acknowledgements: _containers.RepeatedCompositeFieldContainer[Acknowledgement]
+    def __init__(self, session_id: _Optional[str] = ..., acknowledgements: _Optional[_Iterable[_Union[Acknowledgement, _Mapping]]] = ...) -> None: ...
+
+class AcknowledgeResponse(_message.Message):
+    __slots__ = ("acknowledgements",)
+    ACKNOWLEDGEMENTS_FIELD_NUMBER: _ClassVar[int]
+    acknowledgements: _containers.RepeatedCompositeFieldContainer[Acknowledgement]
+    def __init__(self, acknowledgements: _Optional[_Iterable[_Union[Acknowledgement, _Mapping]]] = ...) -> None: ...

@@ -59,6 +59,16 @@ class GatewayStub:
                 request_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsRequest.SerializeToString,
                 response_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
+        self.ShareConsume = channel.unary_stream(
+                '/yak.v1.Gateway/ShareConsume',
+                request_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeRequest.SerializeToString,
+                response_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeResponse.FromString,
+                _registered_method=True)
+        self.Acknowledge = channel.unary_unary(
+                '/yak.v1.Gateway/Acknowledge',
+                request_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeRequest.SerializeToString,
+                response_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -98,6 +108,22 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareConsume(self, request, context):
+        """Queues: a share-group member for the life of the stream. The first response carries
+        the session id; later ones records, each locked for this stream until its
+        lock_deadline_ms unless acknowledged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Acknowledge(self, request, context):
+        """Accepts, releases or rejects records a ShareConsume stream delivered, by record id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +151,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListTopics,
                     request_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsRequest.FromString,
                     response_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'ShareConsume': grpc.unary_stream_rpc_method_handler(
+                    servicer.ShareConsume,
+                    request_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeRequest.FromString,
+                    response_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeResponse.SerializeToString,
+            ),
+            'Acknowledge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Acknowledge,
+                    request_deserializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeRequest.FromString,
+                    response_serializer=yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -262,6 +298,60 @@ class Gateway:
             '/yak.v1.Gateway/ListTopics',
             yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsRequest.SerializeToString,
             yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareConsume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/yak.v1.Gateway/ShareConsume',
+            yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeRequest.SerializeToString,
+            yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.ShareConsumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Acknowledge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/yak.v1.Gateway/Acknowledge',
+            yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeRequest.SerializeToString,
+            yak_dot_gateway_dot_grpc__api_dot_gateway__pb2.AcknowledgeResponse.FromString,
             options,
             channel_credentials,
             insecure,

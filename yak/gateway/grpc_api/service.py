@@ -19,6 +19,7 @@ from prometheus_client import Counter, Gauge
 
 from yak.gateway.core import GatewayCore, GatewayError, OutRecord, ProduceResult, Reason
 from yak.gateway.core.callers import Caller, callers_of
+from yak.gateway.core.share_sessions import check_acks, share_sessions_of
 from yak.gateway.grpc_api import gateway_pb2 as pb
 from yak.gateway.grpc_api import gateway_pb2_grpc as pb_grpc
 from yak.gateway.metrics import GATEWAY_REGISTRY
@@ -97,6 +98,23 @@ def _results(results: list[ProduceResult]) -> list[pb.RecordResult]:
             out.append(pb.RecordResult(partition=res.partition, offset=res.offset,
                                        error_code=err.kafka_code, error_message=err.message))
     return out
+
+
+# Queues: AcknowledgeType <-> the core's names.
+_ACK_NAMES = {pb.ACKNOWLEDGE_TYPE_ACCEPT: "accept", pb.ACKNOWLEDGE_TYPE_RELEASE: "release",
+              pb.ACKNOWLEDGE_TYPE_REJECT: "reject"}
+_ACK_TYPES = {name: value for value, name in _ACK_NAMES.items()}
+DEFAULT_SHARE_IN_FLIGHT = 100
+SHARE_ROOM_WAIT_S = 0.05
+
+
+def _shared(r: Any) -> pb.SharedRecord:
+    return pb.SharedRecord(
+        id=r.id, topic=r.topic, partition=r.partition, offset=r.offset,
+        delivery_count=r.delivery_count, lock_deadline_ms=r.lock_deadline_ms, key=r.key,
+        value=r.value, headers=[pb.Header(key=k, value=v or b"") for k, v in r.headers],
+        timestamp_ms=r.timestamp,
+    )
 
 
 def _consumed(r: Any) -> pb.ConsumedRecord:
@@ -290,6 +308,79 @@ class GatewayService(pb_grpc.GatewayServicer):
             pb.TopicPartitionOffset(topic=tp.topic, partition=tp.partition, offset=off)
             for tp, off in sorted(done.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
         ])
+
+    # ---------------------------------------------------------------- queues
+
+    async def ShareConsume(self, request: pb.ShareConsumeRequest,
+                           context: grpc.aio.ServicerContext,
+                           ) -> AsyncIterator[pb.ShareConsumeResponse]:
+        """A share-group member for the life of the stream. Records are acquired only
+        while fewer than `max_in_flight` delivered ones are unacknowledged and locked,
+        and each batch is sent before the next is acquired, so a client that stops
+        acknowledging or reading stops the acquiring."""
+        try:
+            caller = await self._caller(context)
+            core = caller.core
+            if not request.group_id:
+                raise _invalid("group_id is required: a ShareConsume stream is a member of "
+                               "that share group")
+            if not request.topics or not all(request.topics):
+                raise _invalid("topics must be a non-empty list of topic names")
+            in_flight = request.max_in_flight or DEFAULT_SHARE_IN_FLIGHT
+            if not 0 < in_flight <= MAX_RECORDS_LIMIT:
+                raise _invalid(f"max_in_flight must be between 1 and {MAX_RECORDS_LIMIT}")
+            topics = list(dict.fromkeys(request.topics))
+            await caller.require("READ", "GROUP", request.group_id)
+            for t in topics:
+                await caller.topic(t)
+                await caller.require("READ", "TOPIC", t)
+            session = await share_sessions_of(core).open_stream(request.group_id, topics,
+                                                            "yak-grpc-share")
+        except GatewayError as e:
+            await self._abort(context, e)
+            return
+        sid = session.id
+        try:
+            yield pb.ShareConsumeResponse(session_id=sid)
+            while True:
+                room = in_flight - session.outstanding()
+                if room <= 0:
+                    await asyncio.sleep(SHARE_ROOM_WAIT_S)
+                    continue
+                batch = await session.poll(room, 1000)
+                if batch:
+                    GRPC_SENT.inc(len(batch))
+                    yield pb.ShareConsumeResponse(session_id=sid,
+                                                  records=[_shared(r) for r in batch])
+        except GatewayError as e:
+            await self._abort(context, e)
+        finally:
+            # Close the share sessions now: what the stream held is released at once.
+            closing = asyncio.ensure_future(share_sessions_of(core).close_stream(session))
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(closing)
+
+    async def Acknowledge(self, request: pb.AcknowledgeRequest,
+                          context: grpc.aio.ServicerContext) -> pb.AcknowledgeResponse:
+        try:
+            caller = await self._caller(context)
+            if not request.session_id:
+                raise _invalid("session_id is required")
+            if not request.acknowledgements:
+                raise _invalid("acknowledgements must not be empty")
+            session = share_sessions_of(caller.core).stream(request.session_id)  # the caller's
+            await caller.require("READ", "GROUP", session.group)
+            acks = []
+            for a in request.acknowledgements:
+                if a.type not in _ACK_NAMES:
+                    raise _invalid(f"unknown acknowledgement type {a.type}")
+                acks.append((a.id, _ACK_NAMES[a.type]))
+            done = check_acks(await session.acknowledge(acks))
+        except GatewayError as e:
+            await self._abort(context, e)
+            raise AssertionError("unreachable") from e
+        return pb.AcknowledgeResponse(acknowledgements=[
+            pb.Acknowledgement(id=r.id, type=_ACK_TYPES[r.type]) for r in done])
 
     # ---------------------------------------------------------------- metadata
 
