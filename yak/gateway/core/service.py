@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from yak.client.load_aware import LOAD_AWARE, LoadAwarePartitioner
 from yak.gateway.cluster import ClusterClient, ClusterError, Delivery, TopicMeta
 from yak.gateway.core.errors import GatewayError, Reason, from_cluster_error
 from yak.gateway.core.formats import Formats
@@ -57,6 +58,10 @@ class GatewayCore:
         self.settings = settings
         self.cluster = ClusterClient(settings.bootstrap, timeout_s=settings.request_timeout_s,
                                      security=settings.security)
+        if settings.partitioner == LOAD_AWARE:  # keyless records (issue 23)
+            loads = settings.broker_loads
+            self.cluster.load_aware = LoadAwarePartitioner(
+                None if loads is None else lambda: {n: r["score"] for n, r in loads().items()})
         self.formats = formats if formats is not None else Formats()
         self.sessions = SessionRegistry(self.cluster, settings.consumer_instance_timeout_s)
         # Who calls and the cores acting for them (`core.callers.callers_of`): made on
