@@ -323,7 +323,7 @@ class FetchPath:
             try:
                 p.check_epoch(w.current_leader_epoch, leader_only)
                 if selector is not None and p.is_leader:
-                    preferred = _preferred_replica(selector, rack, p, w.fetch_offset,  # type: ignore[arg-type]
+                    preferred = _preferred_replica(selector, rack or "", p, w.fetch_offset,
                                                    self.clock.now_ms())
                     if preferred >= 0:
                         out.append(PartitionReadResult(

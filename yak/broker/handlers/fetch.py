@@ -176,7 +176,6 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     return RawResponse(out, total, flexible_header=v >= 12)
 
 
-
 def _exists(topics: Any, name: str, partition: int) -> bool:
     """Is `name`-`partition` a partition of the cluster (the metadata image)?"""
     info = topics.get(name)
