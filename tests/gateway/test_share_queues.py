@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 )
 from websockets.asyncio.client import connect
 
+from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 (fixtures)
 from yak.gateway.grpc_api import gateway_pb2 as pb
 
 from .conftest import start_standalone
@@ -413,3 +414,40 @@ def test_websocket_acquires_only_what_the_client_can_hold(gw: GrpcProc) -> None:
                 await recv(timeout=0.5)
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------ a cluster
+
+
+def test_rest_share_consumer_across_three_leaders(
+        cluster_factory: Any, tmp_path: Any) -> None:  # noqa: F811 (the fixture above)
+    """Three partitions led by three brokers: one REST instance holds a share session on
+    each leader, acknowledgements go to the leader that acquired the record, and
+    released records come back from each of them."""
+    c = cluster_factory(3)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("sq-3", 3, replica_assignment=[[1], [2], [3]])])[
+        "sq-3"].result(20)
+    res = ConfigResource(ResourceType.GROUP, "three", incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    values = produce(c.bootstrap, "sq-3", 30, 3)
+    standalone = start_standalone(tmp_path / "gw", c.bootstrap)
+    try:
+        with httpx.Client(base_url=standalone.url, timeout=30) as h:
+            q = RestShare(h, "three", ["sq-3"])
+            got = q.drain(30)
+            assert sorted(value(r) for r in got) == sorted(values)
+            release = [min((r for r in got if r["partition"] == p), key=lambda r: r["offset"])
+                       for p in range(3)]
+            rest = [r for r in got if r not in release]
+            assert q.ack([r["id"] for r in release], "release").status_code == 200
+            assert q.ack([r["id"] for r in rest]).status_code == 200
+            back = q.drain(3)
+            assert sorted((r["partition"], r["offset"], r["delivery_count"]) for r in back) == [
+                (r["partition"], r["offset"], 2) for r in release]
+            assert q.ack([r["id"] for r in back]).status_code == 200
+            assert quiet(q, 2.0) == []
+            q.close()
+    finally:
+        standalone.stop()
