@@ -1,6 +1,7 @@
 """`yak.client.load_aware.LoadAwarePartitioner` alone, on a manual clock: sticky draws,
 a stalled leader left out, a slow leader chosen less and tried again once its latency is
-old news, the published load taken into account."""
+old news, the published load taken into account; then the commands' option on a real
+broker."""
 
 from __future__ import annotations
 
@@ -112,3 +113,38 @@ def test_leaderless_partitions_are_avoided_and_failures_release() -> None:
     for _ in range(50):
         pa.failed(2)
     assert pa.snapshot()[2]["in_flight"] == 0
+
+
+def test_the_commands_take_load_aware_and_refuse_other_names(broker_factory) -> None:
+    """`yak produce --partitioner load_aware` against a real broker: every keyless line
+    acknowledged, spread over the partitions; a keyed line still goes by its key. Unknown
+    partitioner names are one line with exit 2 for yak produce, yak gateway, yak serve."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.cli.test_cli import ok, one_line_error, yak
+
+    b = broker_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("la", 4, 1)])["la"].result(30)
+    lines = "".join(f"v{i}\n" for i in range(2000))
+    r = yak("produce", "la", "--partitioner", "load_aware", "--bootstrap", b.bootstrap,
+            stdin=lines)
+    assert r.returncode == 0 and "produced 2000 messages to la" in r.stderr, r.stderr
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "la-check"})
+    per_partition = {}
+    for p in range(4):
+        _low, high = c.get_watermark_offsets(TopicPartition("la", p), timeout=30)
+        per_partition[p] = high
+    c.close()
+    assert sum(per_partition.values()) == 2000, per_partition
+    assert sum(1 for n in per_partition.values() if n) >= 2, per_partition
+    ok("produce", "la", "-K", ":", "--partitioner", "load_aware", "--bootstrap", b.bootstrap,
+       stdin="k:1\nk:2\n")
+
+    for cmd in (["produce", "la", "--partitioner", "bogus", "--bootstrap", b.bootstrap],
+                ["gateway", "--partitioner", "bogus", "--bootstrap", b.bootstrap],
+                ["serve", "--gateway-partitioner", "bogus"]):
+        r = yak(*cmd, stdin="x\n")
+        one_line_error(r, "bogus")
+        assert r.returncode == 2, (cmd, r.stderr)
