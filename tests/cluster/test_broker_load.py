@@ -105,3 +105,27 @@ def test_a_cordoned_broker_gets_no_new_partition_until_recommissioned(
     admin.create_topics([NewTopic("after", 12, 2)])["after"].result(T)
     after = leaders_of("after", 12)
     assert sum(3 in r for r in after) == 8, after  # 24 replicas over 3 brokers
+
+
+def test_cluster_status_shows_each_brokers_load(tmp_path) -> None:
+    """`yak cluster up -n 2` then `yak cluster status`: a load line under each running
+    broker, read from the cluster's etcd."""
+    from tests.cluster.test_cli_cluster import _free_block, _yak
+
+    d = tmp_path / "yc"
+    up = _yak("cluster", "up", "-n", "2", "--dir", str(d), "--base-port", str(_free_block()))
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+
+        def shown() -> str | None:
+            out = _yak("cluster", "status", "--dir", str(d), timeout=60).stdout
+            return out if out.count("load: cpu ") == 2 else None
+
+        out = wait_until(shown, T, "a load line per broker")
+        lines = out.splitlines()
+        for n in (1, 2):
+            i = next(i for i, line in enumerate(lines) if line.startswith(f"broker-{n} "))
+            assert lines[i + 1].strip().startswith("load: cpu "), out
+            assert "busy" in lines[i + 1] and "disk free" in lines[i + 1], out
+    finally:
+        _yak("cluster", "stop", "--dir", str(d))
