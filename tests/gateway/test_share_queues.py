@@ -261,9 +261,14 @@ def test_idle_instances_expire_and_release(gw: GrpcProc, tmp_path: Any) -> None:
             other = RestShare(h, "rest-idle", ["sq-idle"])
             back = other.drain(3, timeout_s=15)  # released by the expiry, not the 30 s lock
             assert {r["delivery_count"] for r in back} == {2}
-            other.close()
     finally:
-        standalone.stop()
+        standalone.stop()  # SIGTERM: closes `other`'s share sessions on the way out
+    with httpx.Client(base_url=gw.url, timeout=30) as h:
+        last = RestShare(h, "rest-idle", ["sq-idle"])
+        again = last.drain(3, timeout_s=15)  # released by the gateway's stop, not the lock
+        assert {r["delivery_count"] for r in again} == {3}
+        assert last.ack([r["id"] for r in again]).status_code == 200
+        last.close()
 
 
 # ------------------------------------------------------------------ WebSocket

@@ -27,7 +27,7 @@ from yak.gateway import errors as E
 from yak.gateway.cluster.share_member import ShareRecord
 from yak.gateway.core import GatewayCore
 from yak.gateway.core.formats import b64, decode_records
-from yak.gateway.core.share_sessions import ShareSession, check_acks, share_sessions_of
+from yak.gateway.core.share_sessions import ShareSession, check_acks
 from yak.gateway.errors import ErrorBody, RestError, V2Response
 from yak.gateway.http_auth import caller_core
 
@@ -80,14 +80,14 @@ def _core(request: Request) -> GatewayCore:
 
 
 def _instance(request: Request, group: str, instance: str) -> ShareSession:
-    return share_sessions_of(_core(request)).get(group, instance)
+    return _core(request).share_sessions.get(group, instance)
 
 
 @router.post("/share-groups/{group}", response_model=CreatedShareConsumer,
              responses=_ERRORS)
 async def create_share_consumer(request: Request, group: str,
                                 body: Annotated[CreateShareConsumer, Body()]) -> Any:
-    registry = share_sessions_of(_core(request))
+    registry = _core(request).share_sessions
     session = await registry.create(group, body.name, body.topics, body.format)
     base = str(request.base_url).rstrip("/")
     return CreatedShareConsumer(
@@ -97,7 +97,7 @@ async def create_share_consumer(request: Request, group: str,
 @router.delete("/share-groups/{group}/instances/{instance}", status_code=204,
                response_class=Response, responses=_ERRORS)
 async def delete_share_consumer(request: Request, group: str, instance: str) -> Response:
-    await share_sessions_of(_core(request)).delete(group, instance)
+    await _core(request).share_sessions.delete(group, instance)
     return Response(status_code=204)
 
 

@@ -29,7 +29,7 @@ from fastapi import WebSocketDisconnect
 from yak.gateway.cluster.share_member import ShareRecord
 from yak.gateway.core import GatewayCore, GatewayError
 from yak.gateway.core.formats import text_or_b64
-from yak.gateway.core.share_sessions import ShareSession, check_acks, share_sessions_of
+from yak.gateway.core.share_sessions import ShareSession, check_acks
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class ShareStream:
         if not isinstance(in_flight, int) or not 0 < in_flight <= MAX_IN_FLIGHT:
             await error({"message": f"max_in_flight must be between 1 and {MAX_IN_FLIGHT}"})
             return None
-        session = await share_sessions_of(core).open_stream(group, topics, "yak-ws-share")
+        session = await core.share_sessions.open_stream(group, topics, "yak-ws-share")
         stream = cls(core, session, send, in_flight, msg.get("encoding") == "base64")
         await send({"type": "share_subscribed", "group_id": group, "topics": session.topics,
                     "session_id": session.id})
@@ -121,4 +121,4 @@ class ShareStream:
         self.pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.pump
-        await share_sessions_of(self.core).close_stream(self.session)
+        await self.core.share_sessions.close_stream(self.session)

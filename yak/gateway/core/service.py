@@ -19,6 +19,7 @@ from yak.gateway.cluster import ClusterClient, ClusterError, Delivery, TopicMeta
 from yak.gateway.core.errors import GatewayError, Reason, from_cluster_error
 from yak.gateway.core.formats import Formats
 from yak.gateway.core.sessions import SessionRegistry
+from yak.gateway.core.share_sessions import ShareSessionRegistry
 from yak.gateway.settings import GatewaySettings
 
 # Kafka's rule for topic names (Topic.java: legal characters, at most 249).
@@ -64,6 +65,9 @@ class GatewayCore:
                 None if loads is None else lambda: {n: r["score"] for n, r in loads().items()})
         self.formats = formats if formats is not None else Formats()
         self.sessions = SessionRegistry(self.cluster, settings.consumer_instance_timeout_s)
+        # Queue (share-group) sessions, expiring like consumer instances.
+        self.share_sessions = ShareSessionRegistry(self.cluster,
+                                                   settings.consumer_instance_timeout_s)
         # Who calls and the cores acting for them (`core.callers.callers_of`): made on
         # first use, shared by the transports that share this core.
         self.callers: Any = None
@@ -72,6 +76,7 @@ class GatewayCore:
         if self.callers is not None:
             await self.callers.close()
         await self.sessions.close()
+        await self.share_sessions.close()
         await self.cluster.close()
 
     # ---------------------------------------------------------------- metadata

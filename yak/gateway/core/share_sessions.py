@@ -25,7 +25,6 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from yak.errors import ErrorCode
 from yak.gateway.cluster import ClusterClient
@@ -33,9 +32,6 @@ from yak.gateway.cluster.model import ClusterError
 from yak.gateway.cluster.share_member import ACK_TYPES, ShareMember, ShareRecord
 from yak.gateway.core.errors import GatewayError, Reason, from_cluster_error
 from yak.gateway.settings import DEFAULT_INSTANCE_TIMEOUT_S
-
-if TYPE_CHECKING:
-    from yak.gateway.core.service import GatewayCore
 
 log = logging.getLogger(__name__)
 
@@ -301,13 +297,3 @@ class ShareSessionRegistry:
                 await self.delete(*key)
         for session in list(self.streams.values()):
             await self.close_stream(session)
-
-
-def share_sessions_of(core: GatewayCore) -> ShareSessionRegistry:
-    """The queue sessions of `core` (made on first use, expiring like its consumer
-    instances)."""
-    registry = core.__dict__.get("share_sessions")
-    if registry is None:
-        registry = ShareSessionRegistry(core.cluster, core.settings.consumer_instance_timeout_s)
-        core.share_sessions = registry  # type: ignore[attr-defined]
-    return registry  # type: ignore[no-any-return]

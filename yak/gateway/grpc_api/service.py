@@ -19,7 +19,7 @@ from prometheus_client import Counter, Gauge
 
 from yak.gateway.core import GatewayCore, GatewayError, OutRecord, ProduceResult, Reason
 from yak.gateway.core.callers import Caller, callers_of
-from yak.gateway.core.share_sessions import check_acks, share_sessions_of
+from yak.gateway.core.share_sessions import check_acks
 from yak.gateway.grpc_api import gateway_pb2 as pb
 from yak.gateway.grpc_api import gateway_pb2_grpc as pb_grpc
 from yak.gateway.metrics import GATEWAY_REGISTRY
@@ -334,7 +334,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             for t in topics:
                 await caller.topic(t)
                 await caller.require("READ", "TOPIC", t)
-            session = await share_sessions_of(core).open_stream(request.group_id, topics,
+            session = await core.share_sessions.open_stream(request.group_id, topics,
                                                             "yak-grpc-share")
         except GatewayError as e:
             await self._abort(context, e)
@@ -356,7 +356,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             await self._abort(context, e)
         finally:
             # Close the share sessions now: what the stream held is released at once.
-            closing = asyncio.ensure_future(share_sessions_of(core).close_stream(session))
+            closing = asyncio.ensure_future(core.share_sessions.close_stream(session))
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(closing)
 
@@ -368,7 +368,7 @@ class GatewayService(pb_grpc.GatewayServicer):
                 raise _invalid("session_id is required")
             if not request.acknowledgements:
                 raise _invalid("acknowledgements must not be empty")
-            session = share_sessions_of(caller.core).stream(request.session_id)  # the caller's
+            session = caller.core.share_sessions.stream(request.session_id)  # the caller's
             await caller.require("READ", "GROUP", session.group)
             acks = []
             for a in request.acknowledgements:
