@@ -152,7 +152,7 @@ def plan(b: YakBroker, s3: SeaweedS3, topic: str, **extra: str) -> list[object]:
 def test_direct_read_gives_the_rows_the_brokers_give(spark, broker, s3) -> None:
     from yak.spark.source import TieredInputPartition, YakInputPartition
 
-    topic, n = "direct", 16_000
+    topic, n = "direct", 10_000
     create_topic(broker, topic, 2)
     produce(broker, topic, 2, n)
     wait_tiered(broker, s3, topic, 2, n // 2 // 2)
@@ -162,13 +162,13 @@ def test_direct_read_gives_the_rows_the_brokers_give(spark, broker, s3) -> None:
     remote = [s for t in tasks for s in t]
     tail = [p.rng for p in parts if isinstance(p, YakInputPartition)]
     assert len(tasks) == 2  # one task per topic-partition, as Spark's Kafka source plans
-    assert len(remote) >= 8 and {s.partition for s in remote} == {0, 1}
+    assert len(remote) >= 4 and {s.partition for s in remote} == {0, 1}
     # minPartitions: more tasks, each a run of whole segments (the same offsets, planned to
     # where the remote log ended above, as uploads may go on)
     ends = {p: max(s.end for s in remote if s.partition == p) for p in (0, 1)}
     more = [p.splits for p in plan(broker, s3, topic, minPartitions="6", endingOffsets=(
         f'{{"{topic}":{{"0":{ends[0]},"1":{ends[1]}}}}}')) if isinstance(p, TieredInputPartition)]
-    assert len(more) >= 4
+    assert len(more) > 2
 
     def key(s):  # noqa: ANN001, ANN202
         return (s.partition, s.start, s.end)
@@ -189,10 +189,10 @@ def test_direct_read_gives_the_rows_the_brokers_give(spark, broker, s3) -> None:
 
     # a range starting and ending inside remote segments
     rng = {"startingOffsets": f'{{"{topic}":{{"0":1234,"1":77}}}}',
-           "endingOffsets": f'{{"{topic}":{{"0":3001,"1":2500}}}}'}
+           "endingOffsets": f'{{"{topic}":{{"0":2001,"1":2500}}}}'}
     part = read(spark, broker, s3, topic, **rng)
     assert part == read(spark, broker, None, topic, **rng)
-    assert len(part) == (3001 - 1234) + (2500 - 77)
+    assert len(part) == (2001 - 1234) + (2500 - 77)
     assert "Traceback" not in broker.log()
 
 

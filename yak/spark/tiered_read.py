@@ -130,20 +130,35 @@ def read_splits(
     with Bridge() as bridge:
         store = settings.store()
         reader = RemoteSegmentReader(store, ChunkCache(4 << 20))
-        for split in splits:
-            yield from _read_one(bridge, store, reader, split, schema, fail_on_data_loss,
-                                 read_committed, value_decoder)
+
+        async def first_range(split: RemoteSplit) -> tuple[int, bytes]:
+            """The split's byte position (from the `.index`) and its first range."""
+            seg = split.segment
+            pos = await reader.position_for(seg, split.part_dir, split.start)
+            key = seg.object_key(split.part_dir, "log")
+            return pos, await store.get_range(key, pos, min(pos + RANGE_BYTES, seg.size))
+
+        nxt = bridge.submit(first_range(splits[0])) if splits else None
+        for i, split in enumerate(splits):
+            assert nxt is not None
+            first, nxt = nxt, None
+            if i + 1 < len(splits):  # the next segment's index and first range meanwhile
+                nxt = bridge.submit(first_range(splits[i + 1]))
+            # (a task stopped early leaves reads in flight: Bridge.close cancels them)
+            yield from _read_one(bridge, store, reader, split, first, schema,
+                                 fail_on_data_loss, read_committed, value_decoder)
 
 
 def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
-              split: RemoteSplit, schema: pa.Schema, fail_on_data_loss: bool,
-              read_committed: bool, value_decoder: Any) -> Iterator[pa.RecordBatch]:
+              split: RemoteSplit, first: Future[tuple[int, bytes]], schema: pa.Schema,
+              fail_on_data_loss: bool, read_committed: bool,
+              value_decoder: Any) -> Iterator[pa.RecordBatch]:
     include_headers = "headers" in schema.names
     offset = split.start
     pending: Future[bytes] | None = None
     try:
         seg = split.segment
-        pos = bridge.run(reader.position_for(seg, split.part_dir, split.start))
+        pos, head = first.result()
         aborted: list[tuple[int, int, int]] = []  # (producer id, first, last offset)
         if read_committed:
             txns, _ = bridge.run(reader.aborted(list(split.txn_segments), split.part_dir,
@@ -155,11 +170,13 @@ def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
         def get(lo: int) -> Future[bytes]:
             return bridge.submit(store.get_range(key, lo, min(lo + RANGE_BYTES, seg.size)))
 
-        pending = get(pos)
         carry = b""
+        data: bytes | None = head
         while True:
-            data = pending.result()
-            pending = None
+            if data is None:
+                assert pending is not None
+                data = pending.result()
+                pending = None
             read_to = pos + len(carry) + len(data)
             want = min(pos + len(carry) + RANGE_BYTES, seg.size)
             if len(data) != want - pos - len(carry):
@@ -171,10 +188,10 @@ def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
             if not (done or at_end):
                 pending = get(read_to)  # in flight while this range is decoded
             if usable:
-                first = read_header(buf, 0).base_offset
+                base = read_header(buf, 0).base_offset
                 cols = decode(memoryview(buf)[:usable], offset, split.end,
                               include_headers=include_headers,
-                              aborted=[(p, f) for p, f, last in aborted if last >= first]
+                              aborted=[(p, f) for p, f, last in aborted if last >= base]
                               if read_committed else None)
                 offset = max(offset, cols.next_offset)
                 if len(cols):
@@ -189,6 +206,7 @@ def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
                 return  # the segment ends before `end` (offsets taken by markers)
             carry = bytes(memoryview(buf)[usable:])
             pos += usable
+            data = None
     except ObjectNotFoundError as e:
         msg = (f"{split.topic}-{split.partition}: remote segment {split.segment.segment_id}"
                f" (offsets {split.segment.base_offset}..{split.segment.end_offset}) is gone"
