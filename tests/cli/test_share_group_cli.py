@@ -127,6 +127,18 @@ def test_list_describe_reset_delete(broker) -> None:
     assert "sg" not in {g["group"] for g in json.loads(ok("share-group", "list", *b, "-f",
                                                             "json"))}
 
+    # a group no consumer joined yet: its start offsets set first, then described (the
+    # coordinator does not know it: shown Empty while it has state) and deleted
+    one_line_error(yak("share-group", "describe", "fresh", *b), "GROUP_ID_NOT_FOUND")
+    ok("share-group", "reset-offsets", "fresh", "--topic", "sq", "-p", "1", "--to-offset",
+       "4", *b)
+    d = json.loads(ok("share-group", "describe", "fresh", *b, "-f", "json"))
+    assert d["state"] == "Empty" and d["members"] == []
+    assert [(r["topic"], r["partition"], r["start_offset"]) for r in d["partitions"]] == [
+        ("sq", 1, 4)]
+    ok("share-group", "delete", "fresh", *b)
+    one_line_error(yak("share-group", "describe", "fresh", *b), "GROUP_ID_NOT_FOUND")
+
 
 def test_bad_input_is_one_line(broker) -> None:
     b = ["-b", broker.bootstrap]

@@ -207,7 +207,9 @@ def reset_offsets(
                     fail(f"topic {topic!r} has no partition {missing[0]}", 2)
                 parts = sorted(set(partition))
             tps = [(topic, p) for p in parts]
-        desc = client.describe_share_group(group) if not dry_run else None
+        # a group the coordinator does not know has no members: its offsets may be set
+        # before its first consumer joins, or after a restart forgot it
+        desc = client.describe_share_group_or_none(group) if not dry_run else None
         if desc is not None and desc.members:
             fail(f"share group {group!r} is {desc.state} with {len(desc.members)} member(s): "
                  "stop its consumers first (NON_EMPTY_GROUP: offsets can only be reset for "

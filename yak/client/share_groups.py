@@ -22,7 +22,7 @@ from typing import Any
 
 from yak.client.connection import build
 from yak.client.transactions import _RE_FIND, TransactionalClient
-from yak.errors import ErrorCode, error_for_code
+from yak.errors import ErrorCode, KafkaError, error_for_code
 
 __all__ = [
     "ShareAdminClient",
@@ -148,6 +148,15 @@ class ShareAdminClient(TransactionalClient):
                                      int(g.assignment_epoch), g.assignor_name,
                                      sorted(members, key=lambda m: m.member_id))
 
+    def describe_share_group_or_none(self, group_id: str) -> ShareGroupDescription | None:
+        """`describe_share_group`, None for a group the coordinator does not know."""
+        try:
+            return self.describe_share_group(group_id)
+        except KafkaError as e:
+            if e.code is ErrorCode.group_id_not_found:
+                return None
+            raise
+
     def share_group_offsets(self, group_id: str,
                             topics: Mapping[str, Iterable[int]] | None = None,
                             ) -> list[SharePartitionOffset]:
@@ -207,12 +216,19 @@ class ShareAdminClient(TransactionalClient):
 
         With members, the partitions are those of their subscriptions
         (DescribeShareGroupOffsets with null topics); without, every topic's partitions
-        that have a start offset (a group's state outlives its members)."""
-        desc = self.describe_share_group(group_id)
+        that have a start offset (a group's state outlives its members: a group the
+        coordinator does not know, never joined or forgotten by a restart, is shown
+        Empty while it has start offsets, GROUP_ID_NOT_FOUND otherwise)."""
+        desc = self.describe_share_group_or_none(group_id)
+        members = desc.members if desc is not None else []
         offsets = self.share_group_offsets(
-            group_id, None if desc.members else self.topic_partitions())
-        if not desc.members:
+            group_id, None if members else self.topic_partitions())
+        if not members:
             offsets = [o for o in offsets if o.start_offset >= 0 or o.error]
+        if desc is None:
+            if not offsets:
+                self.describe_share_group(group_id)  # raises GROUP_ID_NOT_FOUND again
+            desc = ShareGroupDescription(group_id, "Empty", -1, -1, "")
         ends = self.list_offsets({(o.topic, o.partition): -1 for o in offsets
                                   if o.error is None}) if offsets else {}
         parts = []
