@@ -456,3 +456,40 @@ def test_rest_share_consumer_across_three_leaders(
             q.close()
     finally:
         standalone.stop()
+
+
+# ------------------------------------------------------------------ callers
+
+
+def test_a_callers_core_holding_queue_sessions_is_not_closed_as_idle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-user core (`--http-auth basic`, `--grpc-auth`) whose only sessions are
+    queue sessions (a long ShareConsume stream, a REST share instance) is kept by the
+    callers' idle reaper, as one with consumer sessions is. The SASL login is replaced
+    by a function that accepts (the pool alone is tested here, as in test_callers)."""
+    from yak.gateway.core import GatewayCore
+    from yak.gateway.core import callers as callers_mod
+    from yak.gateway.core.callers import Callers, UserLogin
+    from yak.gateway.settings import GatewaySettings
+    from yak.security.client import ClientSecurity
+
+    async def accept(bootstrap: str, security: ClientSecurity, timeout_s: float) -> None:
+        return None
+
+    monkeypatch.setattr(callers_mod, "sasl_login", accept)
+
+    async def run() -> None:
+        c = Callers(GatewayCore(GatewaySettings(bootstrap="127.0.0.1:1")),
+                    UserLogin("127.0.0.1:1", ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+                              verify_interval_s=60.0), idle_s=10)
+        alice = await c.login("alice", "a")
+        bob = await c.login("bob", "b")
+        alice.core.share_sessions.streams["s"] = object()  # type: ignore[assignment]
+        bob.core.share_sessions.instances[("g", "i")] = object()  # type: ignore[assignment]
+        assert await c.reap(now=callers_mod.time.monotonic() + 11) == 0
+        alice.core.share_sessions.streams.clear()
+        bob.core.share_sessions.instances.clear()
+        assert await c.reap(now=callers_mod.time.monotonic() + 11) == 2
+        await c.close()
+
+    asyncio.run(run())

@@ -238,14 +238,16 @@ class Callers:
                 log.exception("closing idle gateway callers failed")
 
     async def reap(self, now: float | None = None) -> int:
-        """Close the cores idle for `idle_s` that hold no consumer session."""
+        """Close the cores idle for `idle_s` that hold no consumer or queue session."""
         now = time.monotonic() if now is None else now
         closed = 0
         for table in (self._users, self._acting):
             for name, entry in list(table.items()):
                 sessions = entry.caller.core.sessions
+                queues = entry.caller.core.share_sessions
                 if (now - entry.last_used > self.idle_s and not sessions.instances
-                        and not sessions.streams):
+                        and not sessions.streams and not queues.instances
+                        and not queues.streams):
                     del table[name]
                     await _close_quietly(entry.caller.core)
                     closed += 1
