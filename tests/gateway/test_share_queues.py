@@ -421,6 +421,36 @@ def test_websocket_acquires_only_what_the_client_can_hold(gw: GrpcProc) -> None:
     asyncio.run(scenario())
 
 
+def test_grpc_cancelled_stream_releases_what_it_held(gw: GrpcProc) -> None:
+    """Cancelling a ShareConsume stream closes its share sessions: the records it held
+    unacknowledged go to the next stream at once (delivery count 2), not after the
+    group's 30 s lock."""
+    setup(gw.bootstrap, "sq-grpc-cancel", 1, "grpc-cancel", 3,
+          share_record_lock_duration_ms="30000")
+    stub = gw.stub()
+
+    def take(n: int) -> tuple[Any, list[pb.SharedRecord]]:
+        stream = stub.ShareConsume(pb.ShareConsumeRequest(group_id="grpc-cancel",
+                                                          topics=["sq-grpc-cancel"]),
+                                   timeout=20)
+        got: list[pb.SharedRecord] = []
+        for resp in stream:
+            got += resp.records
+            if len(got) >= n:
+                break
+        return stream, got
+
+    first, held = take(3)
+    assert {r.delivery_count for r in held} == {1}
+    first.cancel()
+    t0 = time.monotonic()
+    second, again = take(3)
+    assert time.monotonic() - t0 < 15
+    assert sorted(r.offset for r in again) == [0, 1, 2]
+    assert {r.delivery_count for r in again} == {2}
+    second.cancel()
+
+
 # ------------------------------------------------------------------ a cluster
 
 
