@@ -205,6 +205,8 @@ class LogSegment:
         points at, checked (framing, base offset, CRC), with the in-memory state set as it
         was right after that entry was written: both indexes cut after it, the segment's
         max timestamp from the time index. None: scan the segment from its start."""
+        if recovery_point <= self.base_offset + 1:
+            return None  # no entry can lie below it: nothing to read
         if not (self.index.load() and self.time_index.load()):
             return None
         i = bisect_right(self.index.rel_offsets, recovery_point - 1 - self.base_offset)
