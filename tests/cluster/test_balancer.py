@@ -1,0 +1,147 @@
+"""The balancer's planning (yak/cluster/balancer.py): examples and properties.
+
+Properties (hypothesis) over random clusters: a plan never lowers a partition's rack
+spread, never targets a cordoned or unknown broker, never touches a fixed partition or
+one with a replica on a down broker, keeps every replica list free of duplicates and of
+the same size, converges (applied, a second plan is empty), and without racks leaves the
+replica counts within 1 of each other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yak.cluster.balancer import plan_moves, spread
+from yak.cluster.placement import assign_replicas
+
+
+def counts(assignments: dict, brokers) -> Counter:
+    c: Counter = Counter({b: 0 for b in brokers})
+    for reps in assignments.values():
+        c.update(r for r in reps if r in c)
+    return c
+
+
+def leaders(assignments: dict, brokers) -> Counter:
+    c: Counter = Counter({b: 0 for b in brokers})
+    c.update(reps[0] for reps in assignments.values() if reps[0] in c)
+    return c
+
+
+def applied(assignments: dict, moves: dict) -> dict:
+    return {k: list(moves.get(k, v)) for k, v in assignments.items()}
+
+
+def test_a_new_broker_receives_its_share() -> None:
+    # 12 partitions RF 2 on brokers 1-3, then broker 4 joins: 24 replicas, 6 each.
+    before = {("t", p): r for p, r in enumerate(
+        assign_replicas(12, 2, [1, 2, 3], fixed_start_index=0))}
+    brokers = {1: None, 2: None, 3: None, 4: None}
+    plan = plan_moves(before, brokers)
+    after = applied(before, plan.moves)
+    assert counts(after, brokers) == {1: 6, 2: 6, 3: 6, 4: 6}
+    assert plan.replica_moves == 6  # exactly the replicas broker 4 is owed, no more
+    assert spread(leaders(after, brokers), brokers) <= 1
+    assert not plan_moves(after, brokers)
+
+
+def test_balanced_cluster_plans_nothing() -> None:
+    before = {p: r for p, r in enumerate(assign_replicas(12, 3, [1, 2, 3, 4],
+                                                         fixed_start_index=0))}
+    assert not plan_moves(before, {1: None, 2: None, 3: None, 4: None})
+
+
+def test_cordoned_broker_is_never_a_target() -> None:
+    before = {p: [1, 2] for p in range(6)}
+    plan = plan_moves(before, {1: None, 2: None, 3: None, 4: None}, cordoned={3})
+    targets = {r for reps in plan.moves.values() for r in reps}
+    assert 3 not in targets and 4 in targets
+
+
+def test_racks_are_kept_and_rack_rule_limits_the_evening() -> None:
+    # Rack a has one broker, rack b three: with RF 2 spread over both racks, broker 1
+    # must stay in every partition.
+    brokers = {1: "a", 2: "b", 3: "b", 4: "b"}
+    before = {p: [1, 2] for p in range(6)}
+    after = applied(before, plan_moves(before, brokers).moves)
+    assert all(len({brokers[r] for r in reps}) == 2 for reps in after.values())
+    assert counts(after, brokers)[1] == 6
+    assert sorted(counts(after, brokers)[b] for b in (2, 3, 4)) == [2, 2, 2]
+
+
+def test_followers_move_before_leaders_and_small_before_large() -> None:
+    before = {"big": [2, 1], "small": [3, 1], "led": [1, 3]}
+    plan = plan_moves(before, {1: None, 2: None, 3: None, 4: None},
+                      sizes={"big": 10**9, "small": 10, "led": 1}, max_moves=1)
+    assert plan.moves == {"small": [3, 4]}
+
+
+def test_max_moves_bounds_and_replanning_continues() -> None:
+    before = {p: [1, 2] for p in range(10)}
+    brokers = {1: None, 2: None, 3: None, 4: None}
+    state, rounds = before, 0
+    while (plan := plan_moves(state, brokers, max_moves=2)):
+        assert plan.replica_moves + plan.reorders <= 2
+        state = applied(state, plan.moves)
+        rounds += 1
+        assert rounds < 20
+    assert spread(counts(state, brokers), brokers) <= 1
+    assert rounds > 1
+
+
+def test_down_and_fixed_partitions_are_left_alone() -> None:
+    before = {"down": [1, 9], "moving": [1, 2], **{p: [1, 2] for p in range(4)}}
+    plan = plan_moves(before, {1: None, 2: None, 3: None}, fixed={"moving"})
+    assert "down" not in plan.moves and "moving" not in plan.moves
+
+
+@st.composite
+def clusters(draw):
+    n = draw(st.integers(1, 7))
+    ids = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n, unique=True))
+    use_racks = draw(st.booleans())
+    rack_names = draw(st.lists(st.sampled_from("abcd"), min_size=n, max_size=n))
+    brokers = {b: (rack_names[i] if use_racks else None) for i, b in enumerate(ids)}
+    # Replicas may sit on brokers not registered now (down): ids 21-23.
+    pool = ids + draw(st.lists(st.integers(21, 23), max_size=2, unique=True))
+    n_parts = draw(st.integers(0, 30))
+    assignments = {}
+    for p in range(n_parts):
+        rf = draw(st.integers(1, min(3, len(pool))))
+        assignments[p] = draw(st.lists(st.sampled_from(pool), min_size=rf, max_size=rf,
+                                       unique=True))
+    cordoned = set(draw(st.lists(st.sampled_from(ids), max_size=2)))
+    fixed = set(draw(st.lists(st.integers(0, max(0, n_parts - 1)), max_size=3)))
+    loads = {b: draw(st.floats(0, 1)) for b in ids if draw(st.booleans())}
+    return assignments, brokers, cordoned, fixed, loads
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters(), st.one_of(st.none(), st.integers(1, 5)))
+def test_plan_properties(cluster, max_moves) -> None:
+    assignments, brokers, cordoned, fixed, loads = cluster
+    racks = all(r is not None for r in brokers.values()) and bool(brokers)
+    plan = plan_moves(assignments, brokers, cordoned=cordoned, fixed=fixed, loads=loads,
+                      max_moves=max_moves)
+    if max_moves is not None:
+        assert plan.replica_moves + plan.reorders <= max_moves
+    for k, new in plan.moves.items():
+        old = assignments[k]
+        assert k not in fixed
+        assert all(r in brokers for r in old), "a partition with a down replica moved"
+        assert len(new) == len(old) and len(set(new)) == len(new)
+        for r in set(new) - set(old):
+            assert r in brokers and r not in cordoned
+        if racks:
+            assert len({brokers[r] for r in new}) >= len({brokers[r] for r in old})
+    after = applied(assignments, plan.moves)
+    if max_moves is None:
+        again = plan_moves(after, brokers, cordoned=cordoned, fixed=fixed, loads=loads)
+        assert not again, again.moves
+        members = [b for b in brokers if b not in cordoned]
+        if not racks and not fixed and all(r in brokers for reps in assignments.values()
+                                           for r in reps):
+            assert spread(counts(after, members), members) <= 1

@@ -1,0 +1,163 @@
+"""Partition balancing (issue 23): a plan of a few moves that evens replicas across brokers.
+
+Why: placement (`placement.py`) only decides where *new* partitions go, so a broker added
+later never receives a partition, and a cluster that lost and regained brokers stays
+lopsided. Kafka leaves this to Cruise Control; Redpanda's continuous balancing does it in
+the controller. This module is the planning half, pure (no I/O, no clock), so it is
+tested by properties; `yak cluster rebalance` (`yak/cli/rebalance.py`) and the
+controller's autobalancer (`autobalancer.py`) feed it the image and submit its moves as
+ordinary KIP-455 reassignments.
+
+What a plan is: new replica lists for some partitions, computed in two phases, each a
+greedy walk that stops when no step is left:
+
+1. Replicas. While some broker holds at least two replicas more than another, one
+   replica of the fullest broker (most replicas; ties: the higher load score, then the
+   higher id) is replaced *in place* by the emptiest broker (fewest; ties: the lower
+   score, then the lower id), trying the other pairs in that order when no partition
+   fits. A partition fits when the emptiest broker is not already one of its replicas
+   and, when every broker has a rack, its number of distinct racks does not fall (never
+   two replicas in one rack where racks allow: Kafka's rack rule). Among fitting
+   partitions: one where the broker is a follower (the leader stays), then the smallest
+   (`sizes`, bytes to copy), then by key. Every step lowers the sum of squared counts, so
+   the walk ends, and it moves only the replicas that evening needs: without racks the
+   spread (max - min) ends at most 1.
+2. Preferred leaders (first replicas). While some broker is the first replica of at
+   least two partitions more than another, a partition of the first whose replicas
+   include the second has the two swapped in its list: a reorder, which copies no data
+   (the move completes when written, and the preferred-leader election hands leadership
+   over once the new first replica is in the ISR).
+
+Only `brokers` (registered, usable) count; `cordoned` ones (KIP-1066 `cordoned.log.dirs`,
+`yak cluster decommission`) are never a target and are left out of the evening (the
+decommission drains them). A partition with a replica on a broker not in `brokers` (down)
+or listed in `fixed` (already moving) is counted but never changed. `max_moves` bounds the
+steps (replica moves and reorders, each one step): applying a bounded plan and planning
+again continues where it stopped; an unbounded plan, applied, plans nothing more.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import Generic, TypeVar
+
+__all__ = ["Plan", "plan_moves", "spread"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Plan(Generic[K]):
+    """The result: `moves` (key -> new replica list, only for partitions that change),
+    with how many replica moves (data copied) and reorders (leadership only) it holds."""
+
+    def __init__(self, moves: dict[K, list[int]], replica_moves: int, reorders: int) -> None:
+        self.moves = moves
+        self.replica_moves = replica_moves
+        self.reorders = reorders
+
+    def __bool__(self) -> bool:
+        return bool(self.moves)
+
+
+def spread(counts: Mapping[int, int], brokers: Collection[int]) -> int:
+    """max - min of `counts` over `brokers` (0 for none)."""
+    values = [counts.get(b, 0) for b in brokers]
+    return max(values) - min(values) if values else 0
+
+
+def _racks(brokers: Mapping[int, str | None]) -> Mapping[int, str | None] | None:
+    """Racks are used only when every broker has one (Kafka's rule)."""
+    if brokers and all(r is not None for r in brokers.values()):
+        return brokers
+    return None
+
+
+def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str | None], *,
+               cordoned: Collection[int] = (), loads: Mapping[int, float] | None = None,
+               sizes: Mapping[K, int] | None = None, fixed: Collection[K] = (),
+               max_moves: int | None = None) -> Plan[K]:
+    """The plan for `assignments` (key -> replica list, a moving partition's target) over
+    `brokers` (node id -> rack, the usable ones); see the module docstring."""
+    loads = loads or {}
+    sizes = sizes or {}
+    racks = _racks(brokers)
+    members = sorted(b for b in brokers if b not in set(cordoned))
+    current: dict[K, list[int]] = {k: list(v) for k, v in assignments.items()}
+    fixed_set = set(fixed)
+    movable = sorted((k for k, reps in current.items()
+                      if k not in fixed_set and reps and all(r in brokers for r in reps)),
+                     key=repr)
+    changed: set[K] = set()
+    budget = max_moves if max_moves is not None else -1
+    replica_moves = reorders = 0
+
+    def n_racks(reps: Sequence[int]) -> int:
+        assert racks is not None
+        return len({racks[r] for r in reps})
+
+    # ---- phase 1: replica counts
+    counts: Counter[int] = Counter({b: 0 for b in members})
+    for reps in current.values():
+        counts.update(r for r in reps if r in counts)
+
+    def step_replicas() -> bool:
+        by_full = sorted(members, key=lambda b: (-counts[b], -loads.get(b, 0.0), -b))
+        by_empty = sorted(members, key=lambda b: (counts[b], loads.get(b, 0.0), b))
+        for src in by_full:
+            for dst in by_empty:
+                if counts[src] - counts[dst] < 2:
+                    break
+                best: tuple[tuple[int, int, str], K] | None = None
+                for k in movable:
+                    reps = current[k]
+                    if src not in reps or dst in reps:
+                        continue
+                    new = [dst if r == src else r for r in reps]
+                    if racks is not None and n_racks(new) < n_racks(reps):
+                        continue
+                    rank = (1 if reps[0] == src else 0, sizes.get(k, 0), repr(k))
+                    if best is None or rank < best[0]:
+                        best = (rank, k)
+                if best is not None:
+                    k = best[1]
+                    current[k] = [dst if r == src else r for r in current[k]]
+                    counts[src] -= 1
+                    counts[dst] += 1
+                    changed.add(k)
+                    return True
+        return False
+
+    while budget != 0 and step_replicas():
+        replica_moves += 1
+        budget -= 1
+
+    # ---- phase 2: preferred leaders (first replicas), by reorders
+    leaders: Counter[int] = Counter({b: 0 for b in members})
+    leaders.update(reps[0] for reps in current.values() if reps and reps[0] in leaders)
+
+    def step_leaders() -> bool:
+        by_full = sorted(members, key=lambda b: (-leaders[b], -loads.get(b, 0.0), -b))
+        by_empty = sorted(members, key=lambda b: (leaders[b], loads.get(b, 0.0), b))
+        for src in by_full:
+            for dst in by_empty:
+                if leaders[src] - leaders[dst] < 2:
+                    break
+                for k in movable:
+                    reps = current[k]
+                    if reps[0] == src and dst in reps:
+                        i = reps.index(dst)
+                        reps[0], reps[i] = dst, src
+                        leaders[src] -= 1
+                        leaders[dst] += 1
+                        changed.add(k)
+                        return True
+        return False
+
+    while budget != 0 and step_leaders():
+        reorders += 1
+        budget -= 1
+
+    moves = {k: current[k] for k in sorted(changed, key=repr)
+             if current[k] != list(assignments[k])}
+    return Plan(moves, replica_moves, reorders)
