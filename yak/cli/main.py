@@ -24,6 +24,7 @@ from yak.cli import partitions as _partitions
 from yak.cli import produce as _produce
 from yak.cli import profile as _profile
 from yak.cli import quota as _quota
+from yak.cli import rebalance as _rebalance
 from yak.cli import schema as _schema
 from yak.cli import serve as _serve
 from yak.cli import share_group as _share_group
@@ -95,6 +96,7 @@ app.add_typer(_acl.app, name="acl")
 app.add_typer(_user.app, name="user")
 app.add_typer(_quota.app, name="quota")
 _cluster.app.command("decommission")(_decommission.decommission)
+_cluster.app.command("rebalance")(_rebalance.rebalance)
 app.add_typer(_cluster.app, name="cluster")
 app.add_typer(_config.app, name="config")
 app.add_typer(_chaos.app, name="chaos")
