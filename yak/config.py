@@ -252,6 +252,8 @@ class BrokerConfig:
     broker_liveness_probe_enable: bool = _d("broker.liveness.probe.enable")
     broker_load_report_interval_ms: int = _d("broker.load.report.interval.ms")
     cordoned_log_dirs: list[str] = field(default_factory=lambda: _d("cordoned.log.dirs"))
+    partition_autobalancing_mode: str = _d("partition.autobalancing.mode")
+    partition_autobalancing_tick_interval_ms: int = _d("partition.autobalancing.tick.interval.ms")
     transaction_state_log_num_partitions: int = _d("transaction.state.log.num.partitions")
     transaction_state_log_min_isr: int = _d("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes: int = _d("transaction.state.log.segment.bytes")

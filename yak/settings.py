@@ -558,6 +558,16 @@ BROKER_SETTINGS: dict[str, Setting] = {
            check=_check_cordoned,
            doc="KIP-1066: log dirs that take no new replicas; any value (e.g. *) cordons a"
            " Yak broker, which has one log dir (set by yak cluster decommission)"),
+        _b("partition.autobalancing.mode", "string", "node_add", "cluster",
+           "partition_autobalancing_mode", choices=("off", "node_add", "continuous"),
+           dynamic=True,
+           doc="Yak's, after Redpanda's partition_autobalancing_mode (issue 23): the"
+           " controller evens replicas across brokers when an empty broker joins"
+           " (node_add), also every tick (continuous), or never (off)"),
+        _b("partition.autobalancing.tick.interval.ms", "int", "30000", "cluster",
+           "partition_autobalancing_tick_interval_ms", lo=100, dynamic=True,
+           doc="Yak's, after Redpanda's partition_autobalancing_tick_interval_ms: how often"
+           " continuous balancing plans"),
         _b("broker.liveness.probe.enable", "boolean", "true", "cluster",
            "broker_liveness_probe_enable",
            doc="Yak's (issue 27): the controller fences a broker at once when its"
