@@ -55,6 +55,7 @@ from yak.broker.dynamic_tls import ListenerKeystores
 from yak.broker.metrics import BrokerMetrics
 from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
+from yak.cluster.autobalancer import AutoBalancer
 from yak.cluster.broker_load import LoadPublisher
 from yak.cluster.cluster_topics import ClusterTopicManager
 from yak.cluster.coordinators import CoordinatorLocator
@@ -367,6 +368,10 @@ def build_broker(config: BrokerConfig) -> Broker:
     keystores = ListenerKeystores(config, security)  # listener.name.<l>.ssl.keystore.*
     dynamic_configs.checks.append(keystores.check)
     dynamic_configs.on_change.append(keystores.apply)
+    # Partition balancing (issue 23): the controller runs it during its terms.
+    node.controller.autobalancer = AutoBalancer(
+        node.store, topics, lambda: config.partition_autobalancing_mode,
+        lambda: config.partition_autobalancing_tick_interval_ms, node.controller)
 
     # The image first: storage needs the topic configs, and a data dir of another
     # cluster must be refused before storage opens it. The publisher hosts what the image

@@ -34,6 +34,9 @@ back, where it is usable and in the ISR (so never while it is still catching up)
 
 Partition reassignment (KIP-455, `reassignment.py`): after the rules above, a moving
 partition whose target replicas are all in the ISR is completed in the same write.
+
+Balancing (`autobalancer.py`, `partition.autobalancing.mode`): the composition hands the
+controller an `AutoBalancer`, which runs only during this broker's terms.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from yak.cluster.controller import ControllerElection, FencedWriter, NotControllerError
 from yak.cluster.etcd import Compare, EtcdError, Op
@@ -51,6 +55,9 @@ from yak.cluster.reassignment import complete as complete_reassignment
 from yak.cluster.records import LEADER_RECOVERING, PartitionRecord, encode
 from yak.errors import ErrorCode
 from yak.partition.state import NO_LEADER
+
+if TYPE_CHECKING:
+    from yak.cluster.autobalancer import AutoBalancer
 
 __all__ = [
     "PREFERRED",
@@ -210,6 +217,7 @@ class QuorumController:
         self._dirty: set[tuple[str, int]] = set()
         self.idle = asyncio.Event()  # set when nothing is left to do (tests, shutdown)
         self._write_failing = False  # logged once per spell of failing writes
+        self.autobalancer: AutoBalancer | None = None  # set by the composition (issue 23)
         store.add_listener(self._on_delta)
 
     @property
@@ -229,6 +237,8 @@ class QuorumController:
         # Always started: `auto_rebalance` is a dynamic config (issue 23), read each round.
         self._rebalance_task = loop.create_task(self._rebalance_loop(),
                                                 name="controller-rebalance")
+        if self.autobalancer is not None:
+            self.autobalancer.start()
         log.info("controller (epoch %d) active", epoch)
 
     def on_resigned(self, epoch: int) -> None:
@@ -237,10 +247,14 @@ class QuorumController:
             if t is not None:
                 t.cancel()
         self._task = self._rebalance_task = None
+        if self.autobalancer is not None:
+            self.autobalancer.stop()
         self.idle.set()
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, self._rebalance_task) if t is not None]
+        if self.autobalancer is not None:
+            await self.autobalancer.aclose()
         self.on_resigned(-1)
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
