@@ -242,7 +242,9 @@ class FrameReceiver:
         start, end = self._start, self._end
         need = _MIN_READ
         if start == end:
-            if start and _unexported(buf):  # every frame handed out was dropped
+            # Every frame handed out was dropped: start again at the front (asked only
+            # once a read's worth was used, so small answers do not pay the question).
+            if start >= _MIN_READ and _unexported(buf):
                 self._start = self._end = start = end = 0
         elif end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
