@@ -44,7 +44,8 @@ class CreateShareConsumer(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200,
                              pattern=r"^[A-Za-z0-9._-]+$")
     format: Literal["binary", "json"] = "binary"
-    topics: list[Annotated[str, Field(min_length=1, max_length=249)]] = Field(
+    topics: list[Annotated[str, Field(min_length=1, max_length=249,
+                                      pattern=r"^[A-Za-z0-9._-]+$")]] = Field(
         min_length=1, max_length=1000)
 
 

@@ -451,8 +451,9 @@ class ShareMember:
                         group_id=self.group, member_id=self.member_id,
                         share_session_epoch=-1, topics=()), self.timeout_s)
                 s.lost()
-        with contextlib.suppress(Exception):
-            await self._beat(leaving=True)
+        if self.epoch > 0:  # joined: leave now rather than after the session timeout
+            with contextlib.suppress(Exception):
+                await self._beat(leaving=True)
         for c in self._conns.values():
             c.close()
         self._conns.clear()
