@@ -33,6 +33,11 @@ Fault names (`FAULTS`):
     disk-full                                the tmpfs data dir of one broker filled
     clock                                    one broker's wall clock jumps by minutes to
                                              hours (libfaketime), then back
+    reassign, decommission, rebalance        the elastic nemeses (yak/chaos/nemeses.py):
+                                             partition moves, a broker drained then
+                                             recommissioned, `yak cluster rebalance`; they
+                                             run in a thread of their own, beside the
+                                             faults above (group `elastic`; in `all`)
 
 `unsupported(name, cluster)` says why a fault cannot run here (one line), or None; the
 run reports skipped faults with that reason instead of dropping them silently.
@@ -51,6 +56,7 @@ from typing import Any
 
 from yak.chaos.env import ChaosCluster
 from yak.chaos.history import Recorder
+from yak.chaos.nemeses import ELASTIC, ElasticNemesis, elastic_unsupported
 from yak.chaos.netns import ETCD, netem_available
 from yak.chaos.queue import partition_name
 
@@ -66,6 +72,7 @@ FAULTS = (
     "etcd-kill",
     "partition", "partition-leader", "partition-halves",
     "slow", "disk-full", "clock",
+    *ELASTIC,
 )
 DEFAULT_CI_FAULTS = ("kill", "kill-leader", "pause", "pause-leader")
 GROUPS = {
@@ -73,6 +80,7 @@ GROUPS = {
     "process": ("kill", "kill-leader", "kill-controller", "pause", "pause-leader",
                 "pause-controller", "bounce", "bounce-leader", "bounce-controller"),
     "network": ("partition", "partition-leader", "partition-halves", "slow"),
+    "elastic": ELASTIC,
 }
 
 
@@ -101,6 +109,8 @@ def parse_faults(spec: str) -> list[str]:
 
 def unsupported(name: str, cluster: ChaosCluster) -> str | None:
     spec = cluster.spec
+    if name in ELASTIC:
+        return elastic_unsupported(name, spec.brokers, spec.replication_factor)
     if name.endswith("-controller") and spec.brokers == 1:
         return None  # the single broker is its own controller
     if name == "etcd-kill" and spec.brokers == 1:
@@ -170,6 +180,7 @@ class Nemesis(threading.Thread):
         self.skipped: dict[str, str] = {}
         self.errors: list[str] = []
         self._undos: dict[int, Callable[[], dict[str, Any]]] = {}  # faults in force
+        self._in_force: dict[int, str] = {}  # their names, for the elastic operations
         self._tls = threading.local()
         self._lock = threading.Lock()
         self._busy = 0  # faults being started, held or undone (brokers may be down)
@@ -179,6 +190,21 @@ class Nemesis(threading.Thread):
             if reason:
                 self.skipped[f] = reason
         self.usable = [f for f in plan.faults if f not in self.skipped]
+        self.elastic = ElasticNemesis(
+            cluster, rec, [f for f in self.usable if f in ELASTIC], seed=plan.seed,
+            interval=plan.interval, topic_prefix=plan.topic.split("-")[0] + "-",
+            next_id=self._next_id, in_force=self.in_force, stop_event=self.stop_event,
+            progress=self.progress)
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def in_force(self) -> list[str]:
+        """The names of the (non-elastic) faults in force now."""
+        with self._lock:
+            return sorted(set(self._in_force.values()))
 
     # ------------------------------------------------------------------ the loop
 
@@ -187,17 +213,25 @@ class Nemesis(threading.Thread):
             if self.plan.schedule is not None:
                 self._scheduled()
             else:
+                if self.elastic.names:
+                    self.elastic.start()
                 self._random()
         finally:
+            self.stop_event.set()
+            self.elastic.join(180)
             self.heal_all()
+            self.injected.extend(self.elastic.injected)
+            self.errors.extend(self.elastic.errors)
 
     def _random(self) -> None:
-        if not self.usable:
+        faults = [f for f in self.usable if f not in ELASTIC]
+        if not faults:
+            self.stop_event.wait()  # the elastic nemesis alone, until the run stops it
             return
         bag: list[str] = []
         while not self.stop_event.wait(self.rng.uniform(*self.plan.interval)):
             if not bag:  # every fault once per round, in a seeded random order
-                bag = self.usable[:]
+                bag = faults[:]
                 self.rng.shuffle(bag)
             self.inject(bag.pop(), self.rng.uniform(*self.plan.hold))
 
@@ -216,8 +250,13 @@ class Nemesis(threading.Thread):
                 if name in self.skipped or name not in FAULTS:
                     continue
                 hold = float(entry.get("hold", self.rng.uniform(*self.plan.hold)))
-                th = threading.Thread(target=self.inject, args=(name, hold, entry.get("target")),
-                                      name=f"chaos-nemesis-{name}", daemon=True)
+                if name in ELASTIC:
+                    th = threading.Thread(target=self.elastic.run_one, args=(name,),
+                                          name=f"chaos-nemesis-{name}", daemon=True)
+                else:
+                    th = threading.Thread(target=self.inject,
+                                          args=(name, hold, entry.get("target")),
+                                          name=f"chaos-nemesis-{name}", daemon=True)
                 th.start()
                 threads.append(th)
             for th in threads:  # the holds run out, or stop() cuts them short
@@ -259,6 +298,7 @@ class Nemesis(threading.Thread):
             key = self._seq
             if self._tls.undo is not None:
                 self._undos[key] = self._tls.undo
+            self._in_force[key] = name
         op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", "id": key,
                            **start})
         self.progress(f"fault {key}: {name} on {start.get('target')}"
@@ -269,6 +309,7 @@ class Nemesis(threading.Thread):
     def _finish(self, name: str, start_op: dict[str, Any], key: int) -> None:
         with self._lock:
             undo = self._undos.pop(key, None)
+            self._in_force.pop(key, None)
         if undo is None:
             return
         t = time.monotonic()
@@ -327,6 +368,7 @@ class Nemesis(threading.Thread):
                 if not m.is_alive():
                     with contextlib.suppress(Exception):
                         c.etcd.restart_member(m.name)
+        self.elastic.heal()  # with every broker back: moves cancelled, brokers recommissioned
 
     # ------------------------------------------------------------------ targets
 

@@ -82,7 +82,7 @@ def fault_windows(ops: Sequence[dict[str, Any]]) -> list[FaultWindow]:
             w = open_.pop(op.get("id", op["fault"]), None)
             if w is not None:
                 w.stop = float(op["time"])
-                for k in ("recovered", "undo_s", "undo_at"):
+                for k in ("recovered", "undo_s", "undo_at", "outcome", "during"):
                     if k in op:
                         w.info[k] = op[k]
     return out
@@ -348,14 +348,14 @@ def summary_markdown(s: dict[str, Any]) -> str:
     if s["faults"]:
         lines += ["## Faults", "",
                   "| # | fault | target | start s | held s | victim led | outage s |"
-                  " outage victim-led s | outage others s | recovery s | broker ready s |",
+                  " outage victim-led s | outage others s | recovery s | broker ready s / outcome |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for i, f in enumerate(s["faults"], 1):
             lines.append(f"| {i} | {f['fault']} | {f.get('target')} | {f['start']} |"
                          f" {f['held_s']} | {_led(f.get('victim_led'))} | {f['outage_s']} |"
                          f" {_na(f.get('outage_victim_led_s'))} |"
                          f" {_na(f.get('outage_others_s'))} | {f['recovery_s']} |"
-                         f" {f.get('recovered', '')} |")
+                         f" {f.get('recovered', '')}{_outcome(f)} |")
         lines.append("")
         per_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for f in s["faults"]:
@@ -397,6 +397,14 @@ def summary_markdown(s: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _outcome(f: dict[str, Any]) -> str:
+    """An elastic operation's outcome in the faults table, with the faults it overlapped."""
+    if "outcome" not in f:
+        return ""
+    during = f.get("during") or []
+    return f"{f['outcome']}" + (f" (during {', '.join(during)})" if during else "")
 
 
 def _pct(x: float | None) -> str:

@@ -394,23 +394,47 @@ def _compare_replicas(cluster: ChaosCluster, topics: dict[str, int], errors: lis
     watermark (followers copy batches byte for byte and truncate what the leader does not
     have): a difference is a replication bug even if no client noticed it. A follower may
     still be catching up when the final reads end, so differences are retried until
-    `timeout_s`; what still differs then is an error of the run."""
+    `timeout_s`; what still differs then is an error of the run.
+
+    The replicas compared are each partition's replica set at the end, from Metadata, not
+    the brokers that happen to have its directory: the elastic nemeses (nemeses.py) move
+    partitions, and a replica removed while its broker was down keeps its directory until
+    that broker deletes it. Such leftovers are listed as `stray`, not compared. A
+    partition still moving (more replicas than the replication factor) is waited for."""
     from confluent_kafka import Consumer, TopicPartition
 
     from yak.chaos.replicas import ReplicaComparison, compare_replicas
+    from yak.cli.reassign_wire import ReassignClient
 
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-replicas",
                   "log_level": 0})
     results: dict[tuple[str, int], ReplicaComparison | str] = {}
     pending = [(t, p) for t, n in topics.items() for p in range(n)]
+    stray: dict[str, list[int]] = {}
     deadline = time.monotonic() + timeout_s
     try:
         while pending:
+            sets: dict[tuple[str, int], tuple[int, ...]] = {}
+            try:
+                meta = ReassignClient(cluster.bootstrap, 10.0, None)
+                try:
+                    sets = {tp: s.replicas for tp, s in meta.cluster().partitions.items()}
+                finally:
+                    meta.close()
+            except Exception as e:  # retried below, partition by partition
+                log.info("replica sets unknown: %s", e)
             for t, p in pending:
                 try:
                     hw = c.get_watermark_offsets(TopicPartition(t, p), 10)[1]
-                    dirs = {n: cluster.data_dir(n) for n in cluster.node_ids
-                            if (cluster.data_dir(n) / f"{t}-{p}").is_dir()}
+                    replicas = sets.get((t, p))
+                    if replicas is None:
+                        raise RuntimeError("its replica set is unknown (Metadata)")
+                    if len(replicas) != cluster.spec.replication_factor:
+                        raise RuntimeError(f"still moving: replicas {list(replicas)}")
+                    present = {n for n in cluster.node_ids
+                               if (cluster.data_dir(n) / f"{t}-{p}").is_dir()}
+                    stray[f"{t}-{p}"] = sorted(present - set(replicas))
+                    dirs = {n: cluster.data_dir(n) for n in replicas}
                     results[(t, p)] = compare_replicas(dirs, t, p, hw)
                 except Exception as e:  # e.g. no leader yet: retried until the deadline
                     results[(t, p)] = f"{t}-{p}: not compared: {e}"
@@ -440,7 +464,8 @@ def _compare_replicas(cluster: ChaosCluster, topics: dict[str, int], errors: lis
             "replicas": sum(len(r.digests) for r in done),
             "committed_bytes": sum(max((d[1] for d in r.digests.values()), default=0)
                                    for r in done),
-            "differ": bad}
+            "differ": bad,
+            "stray": {k: v for k, v in sorted(stray.items()) if v}}
 
 
 def _where(th: threading.Thread) -> str:
