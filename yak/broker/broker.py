@@ -4,11 +4,19 @@ It owns no protocol logic and builds nothing itself: `yak.broker.compose.build_b
 constructs every part by name and hands them here. Handlers use the parts below (never a
 `PartitionLog` or the metadata store directly); `start()` starts the parts in the order
 they were composed and `stop()` stops them in reverse.
+
+Start-up is timed (issue 27: a restarted broker must be ready well inside the chaos
+tool's readiness bound on a loaded machine): once registered, the broker logs one line,
+`broker N ready in T s since process start: imports and building a s (Python, the
+modules, the settings, the parts built), <part> b s, ..., listeners and registration c s`,
+so a slow restart names what it waited on.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -128,6 +136,10 @@ class Broker:
         self.before_stop: list[Callable[[], Awaitable[None]]] = []
         self._parts = parts
         self._started: list[Part] = []
+        # (what, seconds) of this start, in order, for the ready line (`start_timings`).
+        self.start_timings: list[tuple[str, float]] = []
+        self._start_began: float | None = None
+        self._parts_done = 0.0
 
     def endpoint(self, listener_name: str | None) -> tuple[str, int] | None:
         """(host, port) this broker advertises on a listener; None if that listener is not
@@ -140,7 +152,7 @@ class Broker:
 
     async def listening(self) -> None:
         """The listeners are bound: run the `on_listening` hooks (StartupError if one
-        fails, after stopping the parts)."""
+        fails, after stopping the parts), then log how long the start took, by part."""
         for hook in self.on_listening:
             try:
                 await hook()
@@ -148,6 +160,27 @@ class Broker:
                 log.debug("a listening hook failed", exc_info=True)
                 await self.stop()
                 raise StartupError(f"cannot join the cluster: {one_line(e)}") from e
+        if self._start_began is not None:
+            self.start_timings.append(("listeners and registration",
+                                       time.monotonic() - self._parts_done))
+            log.info("%s", self.ready_line())
+
+    def ready_line(self) -> str:
+        """`broker N ready in T s since process start: imports and building a s, ...`: every
+        part that took 5 ms or more, in start order, the rest summed as `other parts`, then
+        the listeners and registration."""
+        began = self._start_began if self._start_began is not None else time.monotonic()
+        before = _process_age_s(began)
+        total = time.monotonic() - began + (before or 0.0)
+        *timed, last = self.start_timings or [("listeners and registration", 0.0)]
+        shown = [(n, t) for n, t in timed if t >= 0.005]
+        rest = sum(t for _n, t in timed if t < 0.005)
+        items = ([("imports and building", before)]
+                 if before is not None else [])
+        items += [*shown, *([("other parts", rest)] if rest else []), last]
+        since = "since process start" if before is not None else "since start()"
+        return (f"broker {self.node_id} ready in {total:.2f} s {since}: "
+                + ", ".join(f"{n} {t:.2f} s" for n, t in items))
 
     async def prepare_stop(self) -> None:
         """Before the listeners close: the `before_stop` hooks (controlled shutdown)."""
@@ -163,12 +196,16 @@ class Broker:
 
     async def start(self) -> None:
         """Start every part in order; if one fails, stop those started and raise
-        StartupError naming it (the broker must not run without one of its parts)."""
+        StartupError naming it (the broker must not run without one of its parts). Each
+        part's time is kept for the ready line."""
+        self._start_began = self._parts_done = time.monotonic()
+        self.start_timings = []
         for part in self._parts:
             if part.start is None:
                 self._started.append(part)
                 continue
             log.info("starting %s", part.name)
+            began = time.monotonic()
             try:
                 await part.start()
             except Exception as e:
@@ -180,6 +217,8 @@ class Broker:
                 raise StartupError(f"cannot start {part.name}: {one_line(e)}",
                                    exit_code=code) from e
             self._started.append(part)
+            self._parts_done = time.monotonic()
+            self.start_timings.append((part.name, self._parts_done - began))
 
     async def stop(self) -> None:
         """Stop the started parts in reverse order; one failing does not keep the others
@@ -192,6 +231,21 @@ class Broker:
                 await part.stop()
             except Exception:
                 log.exception("stopping %s failed", part.name)
+
+
+def _process_age_s(at_monotonic: float) -> float | None:
+    """Seconds from this process's start to `at_monotonic` (Linux: /proc/self/stat's
+    start time in clock ticks since boot, against CLOCK_BOOTTIME); None where unknown."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        # Field 22 (starttime); the command name (field 2) may hold spaces: split after it.
+        start_ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        boot_now = time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    age_now = boot_now - start_ticks / os.sysconf("SC_CLK_TCK")
+    return max(0.0, age_now - (time.monotonic() - at_monotonic))
 
 
 def one_line(e: BaseException) -> str:
