@@ -106,7 +106,8 @@ class Bridge:
             self.submit(cancel_all()).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
-        self.loop.close()
+        if not self._thread.is_alive():  # else a daemon thread left to the process's end
+            self.loop.close()
 
     def __enter__(self) -> Bridge:
         return self
