@@ -337,7 +337,10 @@ class ElasticNemesis:
         t = time.monotonic()
         rc, line, _ = self._cli("decommission", str(b))
         if rc != 0:
-            self._end("decommission", key, start, during, f"refused: {line}")
+            # A refusal may be partial (the cordon set, some moves accepted: e.g. a target
+            # naming a broker that is down): recommission, so nothing is left half done.
+            self._end("decommission", key, start, during,
+                      f"refused: {_short(line)}" + self._recommission(b))
             return
         with self._lock:
             self._cordoned.add(b)
@@ -359,7 +362,7 @@ class ElasticNemesis:
     def _recommission(self, b: int) -> str:
         rc, line, _ = self._cli("decommission", str(b), "--cancel")
         if rc != 0:
-            return f"; recommission failed: {line}"
+            return f"; recommission failed: {_short(line)}"
         with self._lock:
             self._cordoned.discard(b)
         return "; recommissioned"
@@ -368,7 +371,7 @@ class ElasticNemesis:
         key, start, during = self._begin("rebalance", "cluster")
         rc, line, lines = self._cli("rebalance")
         if rc != 0:
-            self._end("rebalance", key, start, during, f"refused: {line}")
+            self._end("rebalance", key, start, during, f"refused: {_short(line)}")
             return
         plan = planned_moves(lines)
         started = set(plan)
@@ -416,6 +419,10 @@ def planned_moves(lines: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]
         if m:
             out[(m[1], int(m[2]))] = tuple(int(x) for x in m[3].split(","))
     return out
+
+
+def _short(line: str, limit: int = 300) -> str:
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _ids(ids: Sequence[int]) -> str:
