@@ -181,6 +181,7 @@ class Nemesis(threading.Thread):
         self.errors: list[str] = []
         self._undos: dict[int, Callable[[], dict[str, Any]]] = {}  # faults in force
         self._in_force: dict[int, str] = {}  # their names, for the elastic operations
+        self._spans: dict[int, list[Any]] = {}  # id -> [name, start, stop or None]
         self._tls = threading.local()
         self._lock = threading.Lock()
         self._busy = 0  # faults being started, held or undone (brokers may be down)
@@ -201,10 +202,14 @@ class Nemesis(threading.Thread):
             self._seq += 1
             return self._seq
 
-    def in_force(self) -> list[str]:
-        """The names of the (non-elastic) faults in force now."""
+    def in_force(self, since: float | None = None) -> list[str]:
+        """The names of the (non-elastic) faults in force now, or (`since`, a time of the
+        run) at any moment from then until now."""
         with self._lock:
-            return sorted(set(self._in_force.values()))
+            if since is None:
+                return sorted(set(self._in_force.values()))
+            return sorted({n for n, _start, stop in self._spans.values()
+                           if stop is None or stop >= since})
 
     # ------------------------------------------------------------------ the loop
 
@@ -299,6 +304,7 @@ class Nemesis(threading.Thread):
             if self._tls.undo is not None:
                 self._undos[key] = self._tls.undo
             self._in_force[key] = name
+            self._spans[key] = [name, self.rec.now(), None]
         op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", "id": key,
                            **start})
         self.progress(f"fault {key}: {name} on {start.get('target')}"
@@ -325,6 +331,9 @@ class Nemesis(threading.Thread):
                              "target": start_op.get("target"),
                              "undo_at": undo_at, "undo_s": round(time.monotonic() - t, 3),
                              **info})
+        with self._lock:
+            if key in self._spans:
+                self._spans[key][2] = stop["time"]
         self.progress(f"fault {key}: {name} undone in {stop['undo_s']:.1f} s")
         self.injected.append({"fault": name, "target": start_op.get("target"),
                               "start": start_op["time"], "stop": stop["time"],

@@ -133,11 +133,12 @@ def elastic_unsupported(name: str, brokers: int, rf: int) -> str | None:
 class ElasticNemesis:
     """Runs the elastic operations, at random in its own thread (`start`) or one by one
     (`run_one`, for a schedule). `next_id` numbers operations with the faults' nemesis;
-    `in_force` names the faults in force now (for each operation's `during`)."""
+    `in_force(since)` names the faults in force at some moment since a time of the run
+    (each operation's `during`: a kill that came and went while a command ran counts)."""
 
     def __init__(self, cluster: ChaosCluster, rec: Recorder, names: Sequence[str], *,
                  seed: int, interval: tuple[float, float], topic_prefix: str,
-                 next_id: Callable[[], int], in_force: Callable[[], list[str]],
+                 next_id: Callable[[], int], in_force: Callable[[float | None], list[str]],
                  stop_event: threading.Event,
                  progress: Callable[[str], None] | None = None) -> None:
         self.cluster = cluster
@@ -243,10 +244,11 @@ class ElasticNemesis:
         op = self.rec.add({"op": "nemesis", "fault": name, "phase": "start", "id": key,
                            "target": target, **info})
         self.progress(f"fault {key}: {name} {target}")
-        return key, op, set(self.in_force())
+        return key, op, set()
 
     def _end(self, name: str, key: int, start: dict[str, Any], during: set[str],
              outcome: str, **info: Any) -> None:
+        during.update(self.in_force(float(start["time"])))
         stop = self.rec.add({"op": "nemesis", "fault": name, "phase": "stop", "id": key,
                              "target": start.get("target"), "outcome": outcome,
                              "during": sorted(during), **info})
@@ -257,13 +259,12 @@ class ElasticNemesis:
                               "outcome": outcome, "during": sorted(during)})
 
     def _wait_moves(self, tps: set[TopicPartition], targets: Mapping[TopicPartition,
-                    Sequence[int]] | None, bound_s: float, during: set[str]) -> set[TopicPartition]:
+                    Sequence[int]] | None, bound_s: float) -> set[TopicPartition]:
         """Until none of `tps` is moving any more (and, given targets, each has its target
         as its replicas): the ones still moving at the bound (or at stop)."""
         deadline = time.monotonic() + bound_s
         left = set(tps)
         while left:
-            during.update(self.in_force())
             with contextlib.suppress(Exception):
                 ongoing, view = self._call(lambda c: (c.ongoing(), c.cluster()), 10.0)
                 busy = {(o.topic, o.partition) for o in ongoing}
@@ -280,7 +281,7 @@ class ElasticNemesis:
             return ""
         res = self._call(lambda c: c.alter(dict.fromkeys(tps)))
         bad = {tp: e for tp, e in res.items() if e[0] and e[0] != 85}  # 85: none in progress
-        left = self._wait_moves(tps, None, MOVE_BOUND_S, set())
+        left = self._wait_moves(tps, None, MOVE_BOUND_S)
         with self._lock:
             self._submitted -= tps - left
         if bad or left:
@@ -302,13 +303,13 @@ class ElasticNemesis:
         key, start, during = self._begin(
             "reassign", f"{tp[0]}/{tp[1]} {_ids(before)}->{_ids(target)}",
             replicas_before=list(before), replicas_after=list(target))
-        outcome = self._move(tp, target, during)
+        outcome = self._move(tp, target)
         if outcome == "completed" and self.rng.random() < 0.5 and not self.stop_event.is_set():
-            back = self._move(tp, before, during)
+            back = self._move(tp, before)
             outcome = "moved back" if back == "completed" else f"completed; back: {back}"
         self._end("reassign", key, start, during, outcome)
 
-    def _move(self, tp: TopicPartition, target: Sequence[int], during: set[str]) -> str:
+    def _move(self, tp: TopicPartition, target: Sequence[int]) -> str:
         t = time.monotonic()
         res = self._call(lambda c: c.alter({tp: list(target)}))
         code, msg = res.get(tp, (0, None))
@@ -316,7 +317,7 @@ class ElasticNemesis:
             return f"refused: error {code} {msg or ''}".strip()
         with self._lock:
             self._submitted.add(tp)
-        left = self._wait_moves({tp}, {tp: target}, MOVE_BOUND_S, during)
+        left = self._wait_moves({tp}, {tp: target}, MOVE_BOUND_S)
         if not left:
             with self._lock:
                 self._submitted.discard(tp)
@@ -347,7 +348,6 @@ class ElasticNemesis:
         deadline = time.monotonic() + DECOMMISSION_BOUND_S
         left = held
         while not self.stop_event.is_set():
-            during.update(self.in_force())
             with contextlib.suppress(Exception):
                 v = self._call(lambda c: c.cluster(), 10.0)
                 left = sum(1 for s in v.partitions.values() if b in s.replicas)
@@ -377,7 +377,7 @@ class ElasticNemesis:
         started = set(plan)
         with self._lock:
             self._submitted |= started
-        left = self._wait_moves(started, plan, MOVE_BOUND_S, during)
+        left = self._wait_moves(started, plan, MOVE_BOUND_S)
         with self._lock:
             self._submitted -= started - left
         outcome = (f"{len(started)} moves completed" if not left else
