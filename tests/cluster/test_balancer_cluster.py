@@ -1,0 +1,124 @@
+"""Partition balancing on real brokers and etcd (issue 23): a fourth broker joins a
+three-broker cluster holding a topic of 12 partitions with two replicas each.
+
+- `partition.autobalancing.mode=node_add` (the default): the controller moves the new
+  broker its share (6 of 24 replicas, +-1) within 30 s while an acks=all producer writes,
+  and every acknowledged record is read back.
+- `off`: the new broker receives nothing; `yak cluster rebalance --dry-run` prints the
+  plan and moves nothing; `yak cluster rebalance` then moves it its share.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cli.test_cli import ok
+from tests.cli.test_partitions_cli import T, consume_all, replicas_of
+from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
+from tests.cluster.test_reassignment import _list_raw
+from tests.waiting import wait_until
+
+PARTITIONS = 12
+
+
+def _create(c, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 2)])[topic].result(T)
+    wait_until(lambda: len(replicas_of(c[1].bootstrap, topic)) == PARTITIONS, T, topic)
+
+
+def _per_broker(bootstrap: str, topic: str) -> Counter:
+    return Counter(r for reps in replicas_of(bootstrap, topic).values() for r in reps)
+
+
+def _settled(bootstrap: str, topic: str) -> bool:
+    """No move in progress and every replica list at RF 2 (not mid-move)."""
+    return _list_raw(bootstrap) == {} and all(
+        len(r) == 2 for r in replicas_of(bootstrap, topic).values())
+
+
+def test_node_add_gives_a_new_broker_its_share_under_acks_all(cluster_factory) -> None:  # noqa: F811
+    c = cluster_factory(3)
+    _create(c, "bal")
+    assert _per_broker(c[1].bootstrap, "bal")[4] == 0
+    acked: list[bytes] = []
+    failed: list[object] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "message.timeout.ms": 30000,
+                      "linger.ms": 5})
+
+        def done(err: object, msg: object) -> None:
+            if err is None:
+                acked.append(msg.value())  # type: ignore[attr-defined]
+            else:
+                failed.append(err)
+
+        i = 0
+        while not stop.is_set():
+            p.produce("bal", b"%07d" % i, key=b"k%d" % (i % 31), on_delivery=done)
+            p.poll(0)
+            i += 1
+            if i % 10 == 0:
+                time.sleep(0.05)  # about 200 records/s: a steady writer, not a load test
+        p.flush(30)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        wait_until(lambda: len(acked) >= 300, T, "records acked before broker 4 joins")
+        c.add(4)
+        c.wait_registered()
+        joined = time.monotonic()
+        wait_until(lambda: _settled(c[1].bootstrap, "bal")
+                   and 5 <= _per_broker(c[1].bootstrap, "bal")[4] <= 7, 30,
+                   "broker 4 received its share")
+        took = time.monotonic() - joined
+        before = len(acked)
+        wait_until(lambda: len(acked) >= before + 300, T, "records acked after the moves")
+    finally:
+        stop.set()
+        writer.join(60)
+    counts = _per_broker(c[1].bootstrap, "bal")
+    assert sum(counts.values()) == 2 * PARTITIONS
+    assert all(5 <= counts[b] <= 7 for b in (1, 2, 3, 4)), counts
+    assert not failed, failed[:3]
+    got = consume_all(c[4].bootstrap, "bal", PARTITIONS, len(acked))
+    assert got == set(acked), (len(got), len(acked))
+    print(f"broker 4 balanced {took:.1f} s after registering: {dict(counts)},"
+          f" {len(acked)} records acked")
+
+
+def test_off_moves_nothing_and_rebalance_command_does(cluster_factory) -> None:  # noqa: F811
+    c = cluster_factory(3, partition_autobalancing_mode="off")
+    via = ["--bootstrap", c[1].bootstrap]
+    _create(c, "calm")
+    c.add(4)
+    c.wait_registered()
+    time.sleep(5)  # node_add acts within about a second of registering; off must not
+    assert _per_broker(c[1].bootstrap, "calm")[4] == 0
+    assert _list_raw(c[1].bootstrap) == {}
+
+    out = ok("cluster", "rebalance", "--dry-run", *via)
+    assert "plan: 6 replica move(s)" in out, out
+    assert "broker 4: replicas 0 -> 6" in out, out
+    assert "dry run: nothing submitted" in out
+    assert out.count(" -> ") >= 6
+    time.sleep(1)
+    assert _per_broker(c[1].bootstrap, "calm")[4] == 0
+    assert _list_raw(c[1].bootstrap) == {}
+
+    out = ok("cluster", "rebalance", *via)
+    assert "partition(s) submitted" in out, out
+    wait_until(lambda: _settled(c[1].bootstrap, "calm")
+               and _per_broker(c[1].bootstrap, "calm")[4] == 6, 30, "rebalanced")
+    counts = _per_broker(c[1].bootstrap, "calm")
+    assert all(counts[b] == 6 for b in (1, 2, 3, 4)), counts
+    assert "balanced: no move needed" in ok("cluster", "rebalance", "--dry-run", *via)
