@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from yak.cluster.etcd import Compare, EtcdError, Op
+from yak.cluster.etcd_values import EtcdUnavailable
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.lease import LeaseKeeper
@@ -111,7 +112,26 @@ class BrokerRegistration:
                 log.exception("broker %d: on_state(%s) failed", self.record.broker_id, state)
 
     async def start(self) -> None:
-        await asyncio.wait_for(self._register(), self.register_timeout_s + 1)
+        """Register, retrying while etcd is unreachable for up to `register_timeout_s`.
+
+        A broker restarted on a saturated machine (the chaos run at load ~20) once found its
+        etcd endpoint silent for one 5 s request budget and exited: a transient outage at
+        start is retried as after a lost session (Kafka's broker keeps asking its
+        controller); only one that outlasts the whole budget stops the start."""
+        deadline = time.monotonic() + self.register_timeout_s
+        backoff = 0.1
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(self._register(), max(left, 1.0) + 1)
+                break
+            except EtcdUnavailable as e:
+                if deadline - time.monotonic() <= backoff:
+                    raise
+                log.warning("broker %d: registering failed (%s); retrying until %.0f s have"
+                            " passed", self.record.broker_id, e, self.register_timeout_s)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
         self._supervisor = asyncio.get_running_loop().create_task(
             self._supervise(), name=f"broker-{self.record.broker_id}-session")
 
