@@ -2,7 +2,9 @@
 each broker's report appears under `broker_loads/<id>` and follows the broker's produce
 traffic and shows in the console's broker list; a killed broker's report vanishes with its session; `yak cluster decommission`
 cordons a broker (cordoned.log.dirs=*), so a topic created while it drains gets no replica
-on it, and `--cancel` (recommission) lets new partitions land on it again."""
+on it (nor does the first consumer group's `__consumer_offsets`, whose replication
+factor is capped at the brokers that take replicas), and `--cancel` (recommission) lets
+new partitions land on it again."""
 
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def test_reports_appear_follow_traffic_and_vanish_with_the_broker(
 
 def test_a_cordoned_broker_gets_no_new_partition_until_recommissioned(
         cluster_factory) -> None:  # noqa: F811
-    c = cluster_factory(3)
+    c = cluster_factory(3, offsets_topic_num_partitions="3")
     via = ["--bootstrap", c[1].bootstrap]
     admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
 
@@ -93,6 +95,17 @@ def test_a_cordoned_broker_gets_no_new_partition_until_recommissioned(
     admin.create_topics([NewTopic("during", 12, 2)])["during"].result(T)
     during = leaders_of("during", 12)
     assert all(3 not in r for r in during), during
+    # The first consumer group creates __consumer_offsets (replication factor 3 wanted):
+    # capped at the two brokers that take replicas, none on 3.
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": c[1].bootstrap, "group.id": "g-cordon",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["during"])
+    wait_until(lambda: consumer.poll(0.5) is None and bool(consumer.assignment()), T,
+               "a group member with an assignment")
+    consumer.close()
+    offsets = leaders_of("__consumer_offsets", 3)
+    assert all(sorted(r) == [1, 2] for r in offsets), offsets
     # Adding partitions keeps away from it too.
     from confluent_kafka.admin import NewPartitions
     admin.create_partitions([NewPartitions("during", 15)])["during"].result(T)

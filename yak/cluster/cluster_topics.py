@@ -162,8 +162,10 @@ class ClusterTopicManager:
 
     def internal_replication_factor(self, wanted: int, setting: str) -> int:
         """The replication factor of an internal topic: `wanted`, capped at the registered
-        brokers (with a warning), as Kafka does for `__consumer_offsets`."""
-        n = max(1, len(self.store.brokers()))
+        brokers (with a warning), as Kafka does for `__consumer_offsets`; cordoned brokers
+        do not count, since no new replica may go to them (a decommission in progress
+        must not make the first consumer group's topic impossible to create)."""
+        n = max(1, len(set(self.store.brokers()) - self.cordoned_brokers()))
         if wanted > n:
             log.warning("%s=%d but only %d broker(s) are registered: using %d", setting,
                         wanted, n, n)
