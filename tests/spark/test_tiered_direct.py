@@ -12,7 +12,7 @@ segments exist only in the bucket), confluent-kafka producers, a local[2] Spark 
   committed lost, the same rows both ways;
 - a remote segment gone between planning and reading (its object deleted, the manifest
   still naming it): failOnDataLoss=true fails naming the segment, false skips exactly its
-  offsets.
+  offsets; a corrupt segment object fails the read with its CRC error either way.
 """
 
 from __future__ import annotations
@@ -248,6 +248,15 @@ def test_a_remote_segment_deleted_after_planning_follows_fail_on_data_loss(
     rows = read(spark, broker, s3, topic, failOnDataLoss="false")
     lost = set(range(seg.base_offset, seg.end_offset + 1))
     assert [r[1] for r in rows] == [o for o in range(n) if o not in lost]
+
+    # A corrupt object is never served, and is not data loss: it fails either way.
+    bad = sorted(m.copied, key=lambda s: s.base_offset)[2]
+    key = bad.object_key(part_dir, "log")
+    data = bytearray(obstore.get(_store(s3), key).bytes())
+    data[100] ^= 0xFF  # inside the first batch's records, past its 61-byte header
+    obstore.put(_store(s3), key, bytes(data))
+    with pytest.raises(Exception, match=f"batch {bad.base_offset} fails its CRC32C"):
+        read(spark, broker, s3, topic, failOnDataLoss="false")
 
 
 def test_direct_options_are_checked_when_the_query_is_defined() -> None:
