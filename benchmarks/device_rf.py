@@ -17,7 +17,7 @@ bounded by time (--seconds) rather than by a count, and the order:
 
 - round 0: every (size, producers) point, RF=1 then RF=3 (a fresh topic each, deleted after
   its point so a 64 GiB disk holds the whole run);
-- the consume A/B (one pair: sendfile on, then off);
+- the consume A/B (--consume-rounds pairs: sendfile on then off, then off then on...);
 - with --before TREE (an earlier commit's yak/), --before-points once on a second cluster
   whose brokers run that tree (this tree's `yak bench` as the client), RF=1 then RF=3;
 - further rounds with RF=3 first, then RF=1 (ABBA against drift), while the budget lasts.
@@ -203,6 +203,8 @@ def main() -> int:
     ap.add_argument("--points", default="1024:6,100:4,100:8", help="SIZE:PRODUCERS,...")
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--consume-messages", type=int, default=1_000_000)
+    ap.add_argument("--consume-rounds", type=int, default=1,
+                    help="sendfile on/off pairs (alternated: on, off, off, on, ...)")
     ap.add_argument("--before", type=Path,
                     help="a tree of an earlier commit (yak/ and COMMIT only): its brokers run "
                     "--before-points once, RF=1 then RF=3, after the consume A/B")
@@ -295,9 +297,9 @@ def main() -> int:
                 for b in idle1}
             log(f"idle cores by broker {res.data['idle_broker_cores']}")
             run_round(cluster, 0)
-            if fits(75.0):
-                log("consume A/B: sendfile on, then off")
-                rows = rrf.consume_ab(cb, base, a.consume_messages, 1)
+            if fits(40.0 + 35.0 * a.consume_rounds):
+                log(f"consume A/B: {a.consume_rounds} pair(s), sendfile on/off alternated")
+                rows = rrf.consume_ab(cb, base, a.consume_messages, a.consume_rounds)
                 res.data["consume"] = rows
                 on = [r["broker_cpu_us_per_msg"] for r in rows if r["sendfile"]]
                 off = [r["broker_cpu_us_per_msg"] for r in rows if not r["sendfile"]]
