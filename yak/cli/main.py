@@ -11,27 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from yak.cli import acl as _acl
-from yak.cli import bench as _bench
-from yak.cli import chaos as _chaos
-from yak.cli import cluster as _cluster
-from yak.cli import config as _config
-from yak.cli import consume as _consume
-from yak.cli import decommission as _decommission
-from yak.cli import gateway as _gateway
-from yak.cli import group as _group
-from yak.cli import partitions as _partitions
-from yak.cli import produce as _produce
-from yak.cli import profile as _profile
-from yak.cli import quota as _quota
-from yak.cli import rebalance as _rebalance
-from yak.cli import schema as _schema
 from yak.cli import serve as _serve
-from yak.cli import share_group as _share_group
-from yak.cli import topic as _topic
-from yak.cli import txn as _txn
-from yak.cli import user as _user
-from yak.cli.common import CliError
 
 
 class YakApp(typer.Typer):
@@ -41,9 +21,6 @@ class YakApp(typer.Typer):
         command = typer.main.get_command(self)
         try:
             rv = command.main(*args, prog_name="yak", standalone_mode=False, **kwargs)
-        except CliError as e:
-            print(f"yak: error: {e.message}", file=sys.stderr, flush=True)
-            sys.exit(e.exit_code)
         except typer.TyperException as e:  # usage errors (exit 2) and other click errors
             ctx = getattr(e, "ctx", None)
             code = int(getattr(e, "exit_code", 1))
@@ -53,6 +30,14 @@ class YakApp(typer.Typer):
             sys.exit(code)
         except (typer.Abort, KeyboardInterrupt):
             sys.exit(130)
+        except Exception as e:
+            # CliError, by way of the module that raised it: yak.cli.common loads
+            # confluent-kafka, which `yak serve` is not made to import (issue 27).
+            common = sys.modules.get("yak.cli.common")
+            if common is None or not isinstance(e, common.CliError):
+                raise
+            print(f"yak: error: {e.message}", file=sys.stderr, flush=True)
+            sys.exit(e.exit_code)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -82,26 +67,60 @@ def _root(
     pass
 
 
+def _add_tool_commands() -> None:
+    """Every command but `serve`: Kafka client tools, the gateway, bench, chaos...
+
+    Imported here, not at the top: a process started as `yak serve` skips them (issue 27).
+    They pull in 130-odd modules (the Kafka clients, the CLI's own client, typer's extras),
+    about a quarter of the imports of a broker's start, which a restarted broker paid
+    before it could recover a log."""
+    from yak.cli import acl as _acl
+    from yak.cli import bench as _bench
+    from yak.cli import chaos as _chaos
+    from yak.cli import cluster as _cluster
+    from yak.cli import config as _config
+    from yak.cli import consume as _consume
+    from yak.cli import decommission as _decommission
+    from yak.cli import gateway as _gateway
+    from yak.cli import group as _group
+    from yak.cli import partitions as _partitions
+    from yak.cli import produce as _produce
+    from yak.cli import profile as _profile
+    from yak.cli import quota as _quota
+    from yak.cli import rebalance as _rebalance
+    from yak.cli import schema as _schema
+    from yak.cli import share_group as _share_group
+    from yak.cli import topic as _topic
+    from yak.cli import txn as _txn
+    from yak.cli import user as _user
+
+    app.add_typer(_topic.app, name="topic")
+    app.add_typer(_partitions.app, name="partitions")
+    app.command("produce")(_produce.produce)
+    app.command("consume")(_consume.consume)
+    app.command("gateway")(_gateway.gateway)
+    app.add_typer(_bench.app, name="bench")
+    app.add_typer(_group.app, name="group")
+    app.add_typer(_share_group.app, name="share-group")
+    app.add_typer(_schema.app, name="schema")
+    app.add_typer(_acl.app, name="acl")
+    app.add_typer(_user.app, name="user")
+    app.add_typer(_quota.app, name="quota")
+    _cluster.app.command("decommission")(_decommission.decommission)
+    _cluster.app.command("rebalance")(_rebalance.rebalance)
+    app.add_typer(_cluster.app, name="cluster")
+    app.add_typer(_config.app, name="config")
+    app.add_typer(_chaos.app, name="chaos")
+    app.add_typer(_txn.app, name="txn")
+    app.add_typer(_profile.app, name="profile")
+
+
 app.command("serve")(_serve.serve)
-app.add_typer(_topic.app, name="topic")
-app.add_typer(_partitions.app, name="partitions")
-app.command("produce")(_produce.produce)
-app.command("consume")(_consume.consume)
-app.command("gateway")(_gateway.gateway)
-app.add_typer(_bench.app, name="bench")
-app.add_typer(_group.app, name="group")
-app.add_typer(_share_group.app, name="share-group")
-app.add_typer(_schema.app, name="schema")
-app.add_typer(_acl.app, name="acl")
-app.add_typer(_user.app, name="user")
-app.add_typer(_quota.app, name="quota")
-_cluster.app.command("decommission")(_decommission.decommission)
-_cluster.app.command("rebalance")(_rebalance.rebalance)
-app.add_typer(_cluster.app, name="cluster")
-app.add_typer(_config.app, name="config")
-app.add_typer(_chaos.app, name="chaos")
-app.add_typer(_txn.app, name="txn")
-app.add_typer(_profile.app, name="profile")
+# A process whose command line is `yak serve ...` (the console script, `python -m
+# yak.cli.main serve`, `-c "...app()" serve`) runs nothing else; everyone else, an
+# import included, gets every command.
+if sys.argv[1:2] != ["serve"]:
+    _add_tool_commands()
 
 if __name__ == "__main__":  # python -m yak.cli.main
     app()

@@ -8,7 +8,7 @@ client, plus the broker's metrics object, handed over here for `/metrics`.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -88,7 +88,6 @@ def serve(
 ) -> None:
     """Run a Yak broker until SIGTERM/SIGINT."""
     from yak.broker.server import serve as run
-    from yak.cli.common import fail
     from yak.gateway.settings import parse_hostport
 
     http_listen = None if http.lower() in ("", "none", "off") else http
@@ -134,7 +133,6 @@ def _check_data_dir(data_dir: str | None, listen: str | None, advertised: str | 
     """A data directory (log.dirs) that is, or lies under, a file: one line, exit 2.
 
     Settings that do not load are left to the broker, which names the bad key."""
-    from yak.cli.common import fail
     from yak.config import BrokerConfig
 
     try:
@@ -149,6 +147,14 @@ def _check_data_dir(data_dir: str | None, listen: str | None, advertised: str | 
                 where = "" if p == path else f" (in data directory {str(path)!r})"
                 fail(f"data directory (log.dirs): {str(p)!r} is not a directory{where}", 2)
             return
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    """The CLI's one-line failure (`yak.cli.common.fail`), imported only when it happens:
+    yak.cli.common loads confluent-kafka, which a broker's start never needs (issue 27)."""
+    from yak.cli.common import fail as cli_fail
+
+    cli_fail(message, exit_code)
 
 
 def _gateway(listen: str | None, grpc: str | None = None, grpc_tls: bool = False,
