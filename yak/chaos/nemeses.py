@@ -24,9 +24,10 @@ do not count as "in force" for the crash watcher (they kill nothing), so a broke
 dies during a move is still caught as a crash.
 
 Each operation is a nemesis start/stop pair in the history, like a fault, with the stop
-carrying its `outcome` ("completed", "moved back", "cancelled after 60 s", "drained",
-"refused: ..."), and `during`: the faults that were in force at some point of it. The
-report's per-fault table shows both. The replica comparison after healing reads the
+carrying its `outcome` ("completed", "moved back", "cancelled after 60 s", "drained in
+7 s; recommissioned", "exit 2: ..." for a command that failed, "refused: ..." for a
+refused move), and `during`: the faults in force at some moment of it. The report's
+per-fault table shows both. The replica comparison after healing reads the
 final replica sets from Metadata, not the initial ones (runner.py).
 
 The choices are pure functions (`replica_set_choices`, `choose_move`,
@@ -341,7 +342,7 @@ class ElasticNemesis:
             # A refusal may be partial (the cordon set, some moves accepted: e.g. a target
             # naming a broker that is down): recommission, so nothing is left half done.
             self._end("decommission", key, start, during,
-                      f"refused: {_short(line)}" + self._recommission(b))
+                      f"exit {rc}: {_short(line)}" + self._recommission(b))
             return
         with self._lock:
             self._cordoned.add(b)
@@ -371,7 +372,7 @@ class ElasticNemesis:
         key, start, during = self._begin("rebalance", "cluster")
         rc, line, lines = self._cli("rebalance")
         if rc != 0:
-            self._end("rebalance", key, start, during, f"refused: {_short(line)}")
+            self._end("rebalance", key, start, during, f"exit {rc}: {_short(line)}")
             return
         plan = planned_moves(lines)
         started = set(plan)
