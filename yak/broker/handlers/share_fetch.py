@@ -5,8 +5,12 @@ Translation only: the share session's epoch rules (yak/share/session.py), the
 acknowledgements and acquisitions (yak/share/manager.py, partition.py) are policy there.
 Topics are named by id; one topic repeated in a request (librdkafka may do so) is merged
 by id. The acknowledgements are applied before the first await, so they take effect in
-the connection's order, then made durable (the share coordinator) before the fetch. Records go back as whole batches; AcquiredRecords says which
-offsets the member holds and with which delivery count.
+the connection's order, then made durable (the share coordinator) before the fetch.
+Records go back as whole batches; AcquiredRecords says which offsets the member holds
+and with which delivery count. The response is encoded by hand
+(yak/protocol/share_fetch_codec.py, a RawResponse): the read's batch views go to the
+transport as they are, no kio dataclass per partition or acquired range, no join. Error
+responses before any partition is looked at (`_top`) stay kio's.
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from yak.broker.context import RequestContext
-from yak.broker.handlers._group import require_group, response, response_module
+from yak.broker.context import RawResponse, RequestContext
+from yak.broker.handlers._group import require_group, response
 from yak.broker.handlers._share import manager, node_endpoints, topic_name
-from yak.protocol.kio_compat import ErrorCode, build, ms_to_timedelta, timedelta_to_ms
+from yak.protocol.kio_compat import ErrorCode, ms_to_timedelta, timedelta_to_ms
+from yak.protocol.share_fetch_codec import (
+    SharePartitionData,
+    ShareTopicData,
+    encode_share_fetch_response,
+)
 from yak.security.acl import AclOperation, ResourceType
 from yak.share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 
@@ -107,8 +116,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ack_errors = await share.persist(group_id, acked)
     for tp, code in ack_errors.items():
         ack_codes[acked[tp]] = code
-    mod = response_module(ctx, "share_fetch")
-    by_topic: dict[uuid.UUID, list[Any]] = {}
+    by_topic: dict[uuid.UUID, ShareTopicData] = {}
     leaders: set[int] = set()
     fetched = dict(zip(wanted_keys, results, strict=True))
     for key in dict.fromkeys([*acks, *errors, *wanted_keys]):
@@ -119,24 +127,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue  # nothing to say about this partition
         leader = r.leader if r is not None else (-1, -1)
         leaders.add(leader[0])
-        by_topic.setdefault(key[0], []).append(build(
-            mod.PartitionData, partition_index=key[1], error_code=err,
-            error_message=None if err is ErrorCode.none else err.name,
-            acknowledge_error_code=int(ack),
-            acknowledge_error_message=None if ack is ErrorCode.none else ack.name,
-            current_leader=build(mod.LeaderIdAndEpoch, leader_id=leader[0],
-                                 leader_epoch=leader[1]),
-            records=b"".join(r.records) if r is not None and r.records else b"",
-            acquired_records=tuple(
-                build(mod.AcquiredRecords, first_offset=a.first_offset,
-                      last_offset=a.last_offset, delivery_count=a.delivery_count)
-                for a in (r.acquired if r is not None else ()))))
-    return response(
-        ctx, error_code=ErrorCode.none,
-        acquisition_lock_timeout=ms_to_timedelta(share.lock_duration_ms(group_id)),
-        responses=tuple(build(mod.ShareFetchableTopicResponse, topic_id=t, partitions=tuple(ps))
-                        for t, ps in by_topic.items()),
+        part = SharePartitionData(
+            key[1], int(err), None if err is ErrorCode.none else err.name, int(ack),
+            None if ack is ErrorCode.none else ack.name, leader[0], leader[1])
+        if r is not None:
+            part.records = r.records  # the read's batch views, never joined
+            part.records_size = sum(len(b) for b in r.records)
+            part.acquired = r.acquired
+        topic = by_topic.get(key[0])
+        if topic is None:
+            topic = by_topic[key[0]] = ShareTopicData(key[0])
+        topic.partitions.append(part)
+    out, size = encode_share_fetch_response(
+        ctx.api_version, list(by_topic.values()),
+        acquisition_lock_timeout_ms=share.lock_duration_ms(group_id),
+        throttle_ms=ctx.throttle_time_ms,
         node_endpoints=node_endpoints(ctx, "share_fetch", leaders))
+    return RawResponse(out, size, flexible_header=True)
 
 
 def _top(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
