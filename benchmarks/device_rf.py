@@ -263,9 +263,11 @@ def main() -> int:
         cbb = load(tree, "cluster_bench")  # a second copy whose brokers run `before`
         cbb.REPO = before
         rows = res.data.setdefault("before", [])
+        old = cbb.Cluster(base / "before")
         try:
-            old = cbb.Cluster(base / "before").start()
+            old.start()
         except Exception as e:  # noqa: BLE001 - the earlier tree failing keeps the rest
+            old.stop()  # what did start (etcd, the brokers before the failed one)
             res.data["before_error"] = repr(e)
             res.save()
             log(f"before tree did not start: {e!r}")
@@ -286,9 +288,10 @@ def main() -> int:
             old.stop()
 
     try:
-        cluster = cb.Cluster(base / "rf").start()
-        log(f"3 brokers up at {cluster.bootstrap}")
-        try:
+        cluster = cb.Cluster(base / "rf")
+        try:  # stop() also when start() fails part-way: etcd and the brokers that started
+            cluster.start()
+            log(f"3 brokers up at {cluster.bootstrap}")
             idle0, t_idle = cluster.cpu_by_broker(), time.monotonic()
             time.sleep(3)  # settle, and the brokers' idle cost (counted in every CPU figure)
             idle1 = cluster.cpu_by_broker()
