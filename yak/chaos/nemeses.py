@@ -260,9 +260,11 @@ class ElasticNemesis:
                               "outcome": outcome, "during": sorted(during)})
 
     def _wait_moves(self, tps: set[TopicPartition], targets: Mapping[TopicPartition,
-                    Sequence[int]] | None, bound_s: float) -> set[TopicPartition]:
+                    Sequence[int]] | None, bound_s: float, stoppable: bool = True
+                    ) -> set[TopicPartition]:
         """Until none of `tps` is moving any more (and, given targets, each has its target
-        as its replicas): the ones still moving at the bound (or at stop)."""
+        as its replicas): the ones still moving at the bound (or at stop, if `stoppable`:
+        a cancellation is waited for even at the run's end)."""
         deadline = time.monotonic() + bound_s
         left = set(tps)
         while left:
@@ -272,8 +274,13 @@ class ElasticNemesis:
                 left = {tp for tp in left if tp in busy or (
                     targets is not None and tp in view.partitions
                     and tuple(view.partitions[tp].replicas) != tuple(targets[tp]))}
-            if not left or time.monotonic() >= deadline or self.stop_event.wait(POLL_S):
+            if not left or time.monotonic() >= deadline:
                 break
+            if stoppable:
+                if self.stop_event.wait(POLL_S):
+                    break
+            else:
+                time.sleep(POLL_S)
         return left
 
     def _cancel(self, tps: set[TopicPartition]) -> str:
@@ -282,7 +289,7 @@ class ElasticNemesis:
             return ""
         res = self._call(lambda c: c.alter(dict.fromkeys(tps)))
         bad = {tp: e for tp, e in res.items() if e[0] and e[0] != 85}  # 85: none in progress
-        left = self._wait_moves(tps, None, MOVE_BOUND_S)
+        left = self._wait_moves(tps, None, MOVE_BOUND_S, stoppable=False)
         with self._lock:
             self._submitted -= tps - left
         if bad or left:
