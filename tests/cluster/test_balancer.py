@@ -145,3 +145,13 @@ def test_plan_properties(cluster, max_moves) -> None:
         if not racks and not fixed and all(r in brokers for reps in assignments.values()
                                            for r in reps):
             assert spread(counts(after, members), members) <= 1
+
+
+def test_rebalance_command_bad_input_is_one_line() -> None:
+    from tests.cli.test_cli import one_line_error, yak
+
+    r = yak("cluster", "rebalance", "--max-moves", "0")
+    one_line_error(r, "--max-moves")
+    assert r.returncode == 2
+    r = yak("cluster", "rebalance", "--bootstrap", "127.0.0.1:1", "--timeout", "2")
+    one_line_error(r, "cannot rebalance", "127.0.0.1:1")
