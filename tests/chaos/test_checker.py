@@ -135,6 +135,31 @@ def test_duplicate() -> None:
     assert set(result.counts) == {"duplicate"}
 
 
+def test_duplicate_after_a_client_timeout_is_named_apart() -> None:
+    """Run D (2026-11-27): librdkafka timed out in-flight sends after 120 s, bumped its
+    producer epoch and resent what it still queued, so values already written were
+    written again. Such a duplicate is the client's (documented), but only inside the
+    window: its producer's timeout reported after the value was handed over and no later
+    than the value's own fate."""
+    def history(timeout_at: float, producer: str = "p") -> list[dict[str, Any]]:
+        return [
+            {**send("p", "a", "v1", 0), "sent": 1.0, "time": 2.0},
+            {**send(producer, "a", "gone", None, status="info"), "error": "_MSG_TIMED_OUT",
+             "sent": 0.5, "time": timeout_at},
+            {**send("p", "a", "v2", 5), "sent": 3.0, "time": 9.0},  # also written at 1
+            poll("c", [("a", 0, "v1"), ("a", 1, "v2"), ("a", 5, "v2")]),
+        ]
+
+    inside = check(history(6.0))
+    assert set(inside.counts) == {"duplicate_after_client_timeout"}
+    (a,) = inside.anomalies
+    assert a.values == ("v2",) and a.offsets == (1, 5) and "6.0 s" in a.detail
+    assert inside.failures(allowed={"duplicate_after_client_timeout"}) == []
+    # a timeout before the value was handed over, after its fate, or another producer's
+    for h in (history(2.5), history(9.5), history(6.0, producer="q")):
+        assert set(check(h).counts) == {"duplicate"}
+
+
 def test_inconsistent_offsets() -> None:
     h = clean_history()
     h.append(poll("c3", [("a", 1, 3)]))  # value 3 where value 2 is (and 3 was refused)

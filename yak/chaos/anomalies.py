@@ -18,6 +18,7 @@ __all__ = ["ANOMALY_KINDS", "Anomaly", "CheckResult", "HistoryError", "Report"]
 ANOMALY_KINDS = (
     "lost_write",
     "duplicate",
+    "duplicate_after_client_timeout",
     "inconsistent_offsets",
     "aborted_read",
     "never_sent",

@@ -49,6 +49,12 @@ JSON scalars (lists are read as tuples). Anomalies (`Anomaly.kind`):
     lost_write          acknowledged (and committed), never read, though a reader read
                         past its offset (or, with final_reads=True, at all)
     duplicate           one value read at two or more positions
+    duplicate_after_client_timeout
+                        a duplicate the client made: its producer reported an in-flight
+                        send timed out (librdkafka's _MSG_TIMED_OUT) after this value was
+                        handed over and before its own fate, so the producer bumped its
+                        epoch and resent it (librdkafka documents this); counted and shown,
+                        allowed by `yak chaos run`, never by the checker itself
     inconsistent_offsets two values at one position (reads or acks), or a value read
                         somewhere other than where it was acknowledged
     aborted_read        G1a: a read_committed poll returned a value of an aborted

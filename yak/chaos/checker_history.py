@@ -32,6 +32,9 @@ class Send:
     txn: Hashable | None
     source: Hashable | None = None  # the input value a pipeline derived this one from
     source_at: Hashable | None = None  # (partition, offset) of that input, if known
+    sent: float | None = None  # when the workload handed it to the client, if recorded
+    reported: float | None = None  # when the client reported its fate (the op's time)
+    error: str | None = None  # the client's error for a failed or unknown send
 
 
 @dataclass(slots=True)
@@ -70,6 +73,11 @@ def _need(op: Mapping[str, Any], name: str, i: int) -> Any:
     if name not in op:
         raise HistoryError(f"operation {i} ({op.get('op')!r}) has no {name!r}")
     return op[name]
+
+
+def _time(v: Any) -> float | None:
+    """An optional time in seconds; anything else (absent, malformed) is None."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _offset(x: Any, i: int) -> int:
@@ -180,6 +188,9 @@ class History:
             _key(op.get("txn")),
             _key(op.get("source")),
             _key(op.get("source_at")),
+            _time(op.get("sent")),
+            _time(op.get("time")),
+            op.get("error") if isinstance(op.get("error"), str) else None,
         )
         self.sends[value] = s
         self.send_order.append(s)

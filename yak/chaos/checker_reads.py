@@ -26,6 +26,46 @@ from yak.chaos.checker_history import (
 __all__ = ["check_consumer_order", "check_lost", "check_positions", "check_producer_order",
            "check_reads_against_sends"]
 
+CLIENT_TIMEOUT_ERRORS = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT"})
+"""librdkafka's delivery errors for a message whose time (message.timeout.ms) ran out."""
+
+
+def _client_timeouts(h: History) -> dict[Hashable, list[float]]:
+    """Per producer process, the sorted times at which the client reported a timed-out
+    send."""
+    out: dict[Hashable, list[float]] = defaultdict(list)
+    for s in h.send_order:
+        if s.error in CLIENT_TIMEOUT_ERRORS and s.reported is not None:
+            out[s.process].append(s.reported)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def _resent_after_client_timeout(s: Send | None,
+                                 timeouts: dict[Hashable, list[float]]) -> float | None:
+    """The time of a client timeout that explains `s` being in the log twice, or None.
+
+    librdkafka documents it (INTRODUCTION.md, "Message timeout considerations"; the
+    maintainers in confluentinc/librdkafka#4953): when a message times out in flight, the
+    idempotent producer drains, bumps its epoch and resends every message still queued
+    with new sequence numbers, on every partition. A queued message that had already
+    been written, its answer lost with the closed connection, is then written again, and
+    no broker can tell (a new epoch restarts the sequences). So a duplicate is the
+    client's, not the broker's, exactly when its producer had a timeout reported after
+    the value was handed over and no later than the value's own fate was reported. A
+    duplicate outside such a window stays a `duplicate`."""
+    if s is None or s.sent is None or s.reported is None:
+        return None
+    times = timeouts.get(s.process)
+    if not times:
+        return None
+    i = bisect.bisect_left(times, s.sent)
+    if i < len(times) and times[i] <= s.reported:
+        return times[i]
+    return None
+
+
 
 def check_reads_against_sends(h: History, rep: Report) -> None:
     for r in h.reads:
@@ -90,14 +130,18 @@ def check_positions(h: History, rep: Report) -> None:
                     (offset,),
                 )
             )
+    timeouts = _client_timeouts(h)
     for value, positions in where.items():
         if len(positions) > 1:
             ps = sorted(positions, key=repr)
+            after_timeout = _resent_after_client_timeout(h.sends.get(value), timeouts)
             rep.add(
                 Anomaly(
-                    "duplicate",
+                    "duplicate_after_client_timeout" if after_timeout else "duplicate",
                     f"{value!r} read at {len(ps)} positions: "
-                    + ", ".join(f"{p}@{o}" for p, o in ps),
+                    + ", ".join(f"{p}@{o}" for p, o in ps)
+                    + (f" (its producer's in-flight send timed out at {after_timeout:.1f} s,"
+                       " while this value was still queued)" if after_timeout else ""),
                     (value,),
                     ps[0][0],
                     tuple(o for _, o in ps),
