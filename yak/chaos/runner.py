@@ -106,6 +106,23 @@ class _Progress:
             self.out(f"[{time.monotonic() - self.t0:7.1f}s] {msg}")
 
 
+def _precompile(say: Callable[[str], None]) -> None:
+    """Compile Yak's modules to bytecode once, before the brokers start.
+
+    A run restarts brokers dozens of times; where PYTHONDONTWRITEBYTECODE is set (as on
+    the development machine) each start compiled ~230 modules again, about a third of a
+    restart's import CPU (docs/benchmarks/recovery.md, "Restart to ready"). Readable
+    bytecode is used even with that variable set. A package directory that cannot be
+    written (an installed, read-only Yak) keeps today's behaviour, and says so."""
+    import compileall
+
+    import yak
+
+    if not compileall.compile_dir(Path(yak.__file__).parent, quiet=1):
+        say("could not write bytecode for every module of yak (read-only install?);"
+            " brokers compile at each start")
+
+
 def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one chaos test; returns the summary (also written to cfg.report_dir)."""
     say = _Progress(progress)
@@ -119,6 +136,7 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load = os.getloadavg()[0]
     cluster = ChaosCluster(spec)
+    _precompile(say)
     say(f"starting {cfg.brokers} broker(s)"
         + (f" and {cfg.etcd_members} etcd member(s)" if cfg.brokers > 1 else "")
         + f" in {spec.directory} ({cfg.network})")
