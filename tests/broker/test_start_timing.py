@@ -34,8 +34,10 @@ def test_the_ready_line_names_the_parts_and_adds_up(broker_factory) -> None:
     assert before > 0.05, parts
     # Then `yak serve` imports the handlers and starts the loop before the first part.
     assert list(parts)[0] == "built to start (handler imports)", parts
-    for name in ("metadata store", "storage", "listeners and registration"):
-        assert name in parts, parts
+    # A part under 5 ms is summed into "other parts" (a fresh broker's metadata store
+    # and storage were, on a quiet machine in the full suite).
+    for name in ("metadata store", "storage"):
+        assert name in parts or "other parts" in parts, parts
     assert list(parts)[-1] == "listeners and registration"
     # The items are the whole start, each rounded to 10 ms.
     assert abs(before + sum(parts.values()) - total) <= 0.01 * (len(parts) + 2), (total, parts)
