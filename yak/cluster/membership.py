@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from yak.cluster.etcd import Compare, EtcdError, Op
-from yak.cluster.etcd_values import EtcdUnavailable
+from yak.cluster.etcd_values import EtcdUnavailable, LeaseNotFoundError
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.lease import LeaseKeeper
@@ -125,7 +125,10 @@ class BrokerRegistration:
             try:
                 await asyncio.wait_for(self._register(), max(left, 1.0) + 1)
                 break
-            except EtcdUnavailable as e:
+            except (EtcdUnavailable, LeaseNotFoundError) as e:
+                # LeaseNotFoundError: the lease just granted lapsed before the registration
+                # was written (run E: a restart at load ~15 next to an etcd member's
+                # restart); the next attempt grants a fresh one.
                 if deadline - time.monotonic() <= backoff:
                     raise
                 log.warning("broker %d: registering failed (%s); retrying until %.0f s have"
