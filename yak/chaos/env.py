@@ -70,11 +70,32 @@ def _port_free(port: int) -> bool:
         return True
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default if unread)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def pick_base_port(rng: random.Random | None = None) -> int:
-    """A base port whose whole PortPlan span is free right now."""
+    """A base port whose whole PortPlan span is free right now, outside the ephemeral range.
+
+    Why outside: a member restarted after a kill must bind its old ports again, and any
+    outgoing connection on the machine (a broker's to etcd, a client's) may have been given
+    one of them as its local port meanwhile. Run E's `etcd-kill` restart failed so
+    ("bind: address already in use" on a peer port at 40902)."""
     rng = rng or random.Random()
+    low, high = _ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((10000, low - PORT_SPAN), (high + 1, 65535 - PORT_SPAN))
+             if hi > lo]
+    if not spans:
+        raise ClusterStateError(f"the ephemeral port range {low}-{high} leaves no room for"
+                                " the chaos cluster's ports")
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - PORT_SPAN)
+        lo, hi = rng.choice(spans)
+        base = rng.randrange(lo, hi)
         if all(_port_free(base + i) for i in range(PORT_SPAN)):
             return base
     raise ClusterStateError("no free range of 20 ports found for the chaos cluster")
