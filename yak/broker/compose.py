@@ -53,6 +53,7 @@ from uuid import UUID
 from yak.broker.broker import Broker, Part, StartupError, one_line
 from yak.broker.dynamic_tls import ListenerKeystores
 from yak.broker.metrics import BrokerMetrics
+from yak.broker.reassignment_metrics import ReassignmentTraffic
 from yak.clock import MonotonicClock
 from yak.cluster.alter_partition import StoreAlterPartitionManager
 from yak.cluster.autobalancer import AutoBalancer
@@ -296,6 +297,11 @@ def build_broker(config: BrokerConfig) -> Broker:
     metrics.bind_transactions(txn_coordinator)  # yak_transactions_* read at scrape time
     metrics.bind_replication(replica_manager)  # ISR, delayed produces, replica lag
     metrics.bind_cluster(node)  # controller, elections, offline partitions, leaders
+    # Reassignment bytes and throttles (issue 23), Kafka's names: the Fetch handler and the
+    # replica fetchers count the bytes of adding replicas.
+    traffic = ReassignmentTraffic(config.node_id, node.store)
+    metrics.bind_reassignment(traffic, replica_manager.leader_throttle, throttle)
+    fetchers.copied = traffic.copied
     load = LoadPublisher.of(node, config.broker_load_report_interval_ms, metrics.totals)
 
     # security: listeners (TLS contexts, SASL configs), credentials, ACLs, quotas

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from yak.broker.reassignment_metrics import ReassignmentCollector, ReassignmentTraffic
 from yak.protocol import kio_compat
 from yak.protocol.records import HEADER_SIZE, LOG_OVERHEAD, read_header
 
@@ -89,6 +90,9 @@ class BrokerMetrics:
         self.connections = Gauge(
             "yak_broker_connections", "Open Kafka client connections.", registry=r
         )
+        # Reassignment bytes (issue 23): counted by the Fetch handler and the replica
+        # fetchers when the composition binds it (`bind_reassignment`).
+        self.reassignment: ReassignmentTraffic | None = None
         self._req_children: dict[int, tuple[Any, Any]] = {}
         self._in_children: dict[str, tuple[Any, Any]] = {}
         self._out_children: dict[str, tuple[Any, Any]] = {}
@@ -167,6 +171,13 @@ class BrokerMetrics:
         leader elections, registered brokers, leaders and partitions here, offline
         partitions; read at scrape time from `source.cluster_stats()`."""
         self.registry.register(_ClusterCollector(source))
+
+    def bind_reassignment(self, traffic: ReassignmentTraffic, leader: Any, follower: Any
+                          ) -> None:
+        """Export reassignment state and bytes and both replication throttles (issue 23;
+        `reassignment_metrics.py`): `leader`/`follower` are the throttles (None: none)."""
+        self.reassignment = traffic
+        self.registry.register(ReassignmentCollector(traffic, leader, follower))
 
     def bind_connections(self, count: Callable[[], int]) -> None:
         """Let the gauge read the live connection count at scrape time (no per-connect hook)."""

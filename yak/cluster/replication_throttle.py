@@ -28,6 +28,7 @@ __all__ = ["ReplicationThrottle", "RateQuota", "names_replica"]
 
 UNTHROTTLED = (1 << 63) - 1  # Kafka's default rate: Long.MAX_VALUE
 BURST_S = 0.1  # the bucket holds a tenth of a second of the rate: no burst after idling
+RATE_WINDOW_S = 5.0  # the observed rate (a metric) spans the last one to two such windows
 
 
 def names_replica(value: str | None, partition: int, broker: int) -> bool:
@@ -54,6 +55,10 @@ class RateQuota:
         self._clock = clock
         self._tokens = 0.0
         self._last = clock()
+        # What was counted, for the broker's metrics (yak/broker/reassignment_metrics.py):
+        # every byte, and two windows of them for the rate (Kafka's byte-rate).
+        self.recorded = 0
+        self._windows = [self._last, 0, self._last, 0]  # previous start, bytes; current
 
     def _refill(self) -> float:
         rate = max(1, self._rate())
@@ -76,6 +81,23 @@ class RateQuota:
     def record(self, nbytes: int) -> None:
         self._refill()
         self._tokens -= nbytes
+        self.recorded += nbytes
+        w = self._windows
+        idle = self._last - w[2]
+        if idle >= RATE_WINDOW_S:  # a new window; the current one is the previous, if recent
+            w[0], w[1] = (w[2], w[3]) if idle < 2 * RATE_WINDOW_S else (
+                self._last - RATE_WINDOW_S, 0)
+            w[2], w[3] = self._last, 0
+        w[3] += nbytes
+
+    def observed_rate(self) -> float:
+        """Bytes/s recorded over the previous and current windows (0 once both are more
+        than two windows old: nothing recorded lately)."""
+        prev_start, prev_bytes, start, nbytes = self._windows
+        now = self._clock()
+        if now - start >= 2 * RATE_WINDOW_S:
+            return 0.0
+        return (prev_bytes + nbytes) / max(now - prev_start, RATE_WINDOW_S)
 
 
 class ReplicationThrottle:

@@ -136,6 +136,10 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
 
     metrics = broker.metrics
     count_out = replica_id < 0
+    # A follower's fetch of a moving partition it is being added to: reassignment bytes.
+    traffic = None if count_out else metrics.reassignment
+    if traffic is not None and not traffic.moving():
+        traffic = None  # nothing moves: nothing to count
     topics: list[FetchTopicResult] = []
     for topic, slots in plan:
         parts = topic.partitions
@@ -169,6 +173,8 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
             if r.size and count_out:
                 buffers.extend(r.buffers)
                 size += r.size
+            elif r.size and traffic is not None:
+                traffic.sent(replica_id, topic.name, index, r.size)
         if size:
             metrics.record_fetched(topic.name, buffers, size)
         topics.append(topic)
