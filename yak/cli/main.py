@@ -81,6 +81,7 @@ def _add_tool_commands() -> None:
     from yak.cli import config as _config
     from yak.cli import consume as _consume
     from yak.cli import decommission as _decommission
+    from yak.cli import elect_leaders as _elect_leaders
     from yak.cli import gateway as _gateway
     from yak.cli import group as _group
     from yak.cli import partitions as _partitions
@@ -107,6 +108,7 @@ def _add_tool_commands() -> None:
     app.add_typer(_user.app, name="user")
     app.add_typer(_quota.app, name="quota")
     _cluster.app.command("decommission")(_decommission.decommission)
+    _cluster.app.command("elect-leaders")(_elect_leaders.elect_leaders)
     _cluster.app.command("rebalance")(_rebalance.rebalance)
     app.add_typer(_cluster.app, name="cluster")
     app.add_typer(_config.app, name="config")

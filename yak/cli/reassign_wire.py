@@ -1,5 +1,6 @@
-"""AlterPartitionReassignments, ListPartitionReassignments and Metadata for `yak partitions`
-and `yak cluster decommission` (issue 23), over `yak.client`'s blocking connection.
+"""AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders and Metadata for
+`yak partitions`, `yak cluster decommission` and `yak cluster elect-leaders` (issue 23), over
+`yak.client`'s blocking connection.
 
 Why not confluent-kafka's AdminClient, as `yak topic` uses: librdkafka has no partition
 reassignment API. The connection, TLS/SASL and version negotiation are `config_wire.py`'s
@@ -20,7 +21,9 @@ from yak.security.client import ClientSecurity
 
 # Preferred versions, newest first (api key, versions).
 _APIS = {"metadata": (3, (12, 9, 5, 1)), "alter_partition_reassignments": (45, (1, 0)),
-         "list_partition_reassignments": (46, (0,))}
+         "list_partition_reassignments": (46, (0,)), "elect_leaders": (43, (2, 1, 0))}
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 TopicPartition = tuple[str, int]
 
@@ -58,7 +61,7 @@ class ClusterView:
 
 
 class ReassignClient:
-    """The three requests, each one exchange on the bootstrap connection."""
+    """The four requests, each one exchange on the bootstrap connection."""
 
     def __init__(self, bootstrap: str, timeout_s: float,
                  security: ClientSecurity | None) -> None:
@@ -101,6 +104,32 @@ class ReassignClient:
                        tuple(map(int, p.adding_replicas)), tuple(map(int, p.removing_replicas)))
                for t in resp.topics for p in t.partitions]
         return sorted(got, key=lambda o: (o.topic, o.partition))
+
+    def elect(self, election_type: int, partitions: Sequence[TopicPartition] | None
+              ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """ElectLeaders: each partition's (error code, message). None: every partition
+        (the broker then answers only the elections that happened or failed). v0 knows
+        only preferred elections; an unclean one to such a broker is a ValueError."""
+        link = self._client.bootstrap_link()
+        version = link.versions["elect_leaders"]
+        if version == 0 and election_type != PREFERRED:
+            raise ValueError("the broker supports only preferred leader elections"
+                             " (ElectLeaders v0)")
+        m = schema_module("elect_leaders", max(version, 0), "request")
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions or ():
+            by_topic.setdefault(topic, []).append(p)
+        wanted = None if partitions is None else tuple(
+            build(m.TopicPartitions, topic=t, partitions=tuple(ps))
+            for t, ps in by_topic.items())
+        fields: dict[str, object] = {"topic_partitions": wanted, "timeout": self._timeout}
+        if version >= 1:
+            fields["election_type"] = election_type
+        resp = link.send("elect_leaders", "ElectLeaders", **fields)
+        if getattr(resp, "error_code", 0):
+            raise ConfigWireError(int(resp.error_code), None)
+        return {(r.topic, int(p.partition_id)): (int(p.error_code), p.error_message)
+                for r in resp.replica_election_results for p in r.partition_result}
 
     def cluster(self) -> ClusterView:
         """Metadata for every topic: the registered brokers and each partition's replicas."""
