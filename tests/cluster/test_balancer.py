@@ -116,16 +116,18 @@ def clusters(draw):
     cordoned = set(draw(st.lists(st.sampled_from(ids), max_size=2)))
     fixed = set(draw(st.lists(st.integers(0, max(0, n_parts - 1)), max_size=3)))
     loads = {b: draw(st.floats(0, 1)) for b in ids if draw(st.booleans())}
-    return assignments, brokers, cordoned, fixed, loads
+    sizes = {p: draw(st.integers(0, 1000)) for p in assignments if draw(st.booleans())}
+    return assignments, brokers, cordoned, fixed, loads, sizes
 
 
-@settings(max_examples=200, deadline=None)
-@given(clusters(), st.one_of(st.none(), st.integers(1, 5)))
-def test_plan_properties(cluster, max_moves) -> None:
-    assignments, brokers, cordoned, fixed, loads = cluster
+@settings(max_examples=300, deadline=None)
+@given(clusters(), st.one_of(st.none(), st.integers(1, 5)),
+       st.one_of(st.none(), st.integers(0, 500)))
+def test_plan_properties(cluster, max_moves, byte_gap) -> None:
+    assignments, brokers, cordoned, fixed, loads, sizes = cluster
     racks = all(r is not None for r in brokers.values()) and bool(brokers)
     plan = plan_moves(assignments, brokers, cordoned=cordoned, fixed=fixed, loads=loads,
-                      max_moves=max_moves)
+                      max_moves=max_moves, sizes=sizes, byte_gap=byte_gap)
     if max_moves is not None:
         assert plan.replica_moves + plan.reorders <= max_moves
     for k, new in plan.moves.items():
@@ -139,12 +141,79 @@ def test_plan_properties(cluster, max_moves) -> None:
             assert len({brokers[r] for r in new}) >= len({brokers[r] for r in old})
     after = applied(assignments, plan.moves)
     if max_moves is None:
-        again = plan_moves(after, brokers, cordoned=cordoned, fixed=fixed, loads=loads)
+        again = plan_moves(after, brokers, cordoned=cordoned, fixed=fixed, loads=loads,
+                           sizes=sizes, byte_gap=byte_gap)
         assert not again, again.moves
         members = [b for b in brokers if b not in cordoned]
+        if racks:  # Kafka's rule: no two replicas in one rack while racks allow
+            member_racks = {brokers[b] for b in members}
+            for k, reps in after.items():
+                if k not in fixed and all(r in brokers for r in reps):
+                    assert len({brokers[r] for r in reps}) >= min(len(reps),
+                                                                  len(member_racks))
         if not racks and not fixed and all(r in brokers for reps in assignments.values()
                                            for r in reps):
             assert spread(counts(after, members), members) <= 1
+
+
+def broker_bytes(assignments: dict, sizes: dict, brokers) -> Counter:
+    c: Counter = Counter({b: 0 for b in brokers})
+    for k, reps in assignments.items():
+        c.update({r: sizes.get(k, 0) for r in reps if r in c})
+    return c
+
+
+def test_bytes_are_evened_by_swaps_that_keep_the_counts() -> None:
+    # RF 1, two partitions per broker: counts are even, but broker 1 holds the two big ones.
+    before = {"big0": [1], "big1": [1], "a": [2], "b": [2], "c": [3], "d": [3]}
+    sizes = {"big0": 100, "big1": 100, "a": 1, "b": 1, "c": 1, "d": 1}
+    brokers = {1: None, 2: None, 3: None}
+    assert not plan_moves(before, brokers, sizes=sizes)  # counts alone: balanced
+    plan = plan_moves(before, brokers, sizes=sizes, byte_gap=10)
+    after = applied(before, plan.moves)
+    assert counts(after, brokers) == {1: 2, 2: 2, 3: 2}
+    assert plan.replica_moves == 2  # one swap
+    held = broker_bytes(after, sizes, brokers)
+    assert sorted(held.values()) == [2, 101, 101]  # the best whole partitions allow
+    assert not plan_moves(after, brokers, sizes=sizes, byte_gap=10)
+
+
+def test_a_single_move_evens_bytes_where_the_counts_allow() -> None:
+    # Broker 1 holds 3 replicas (40 bytes), broker 2 holds 2 (empty): moving the big
+    # one (20 of the 40) is a single step that keeps the counts within 1.
+    before = {"big": [1], "a": [1], "b": [1], "c": [2], "d": [2]}
+    sizes = {"big": 20, "a": 10, "b": 10}
+    plan = plan_moves(before, {1: None, 2: None}, sizes=sizes, byte_gap=5)
+    assert plan.moves == {"big": [2]} and plan.replica_moves == 1
+    # A partition as big as the gap is never moved: the gap would only change sides.
+    assert not plan_moves({"big": [1], "a": [1], "c": [2]}, {1: None, 2: None},
+                          sizes={"big": 50}, byte_gap=5)
+
+
+def test_bytes_within_the_gap_are_left_alone() -> None:
+    before = {"x": [1], "y": [2]}
+    assert not plan_moves(before, {1: None, 2: None}, sizes={"x": 100, "y": 60},
+                          byte_gap=50)
+
+
+def test_bytes_keep_the_rack_rule() -> None:
+    # RF 2 over racks a (1, 2) and b (3, 4): a swap between brokers of different racks
+    # would put two replicas in one rack, so bytes move only within a rack.
+    brokers = {1: "a", 2: "a", 3: "b", 4: "b"}
+    before = {"big": [1, 3], "s1": [2, 4], "s2": [1, 4], "s3": [2, 3]}
+    sizes = {"big": 1000, "s1": 1, "s2": 1, "s3": 1}
+    plan = plan_moves(before, brokers, sizes=sizes, byte_gap=0)
+    after = applied(before, plan.moves)
+    assert all(len({brokers[r] for r in reps}) == 2 for reps in after.values())
+
+
+def test_two_replicas_in_one_rack_are_spread() -> None:
+    # Placed before racks were set: both replicas in rack a while rack b has brokers.
+    brokers = {1: "a", 2: "a", 3: "b", 4: "b"}
+    before = {0: [1, 2], 1: [3, 4], 2: [1, 3], 3: [2, 4]}
+    after = applied(before, plan_moves(before, brokers).moves)
+    assert all(len({brokers[r] for r in reps}) == 2 for reps in after.values())
+    assert 1 in after[0] and 3 in after[1]  # the followers moved, not the leaders
 
 
 def test_rebalance_command_bad_input_is_one_line() -> None:

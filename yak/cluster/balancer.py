@@ -8,9 +8,15 @@ tested by properties; `yak cluster rebalance` (`yak/cli/rebalance.py`) and the
 controller's autobalancer (`autobalancer.py`) feed it the image and submit its moves as
 ordinary KIP-455 reassignments.
 
-What a plan is: new replica lists for some partitions, computed in two phases, each a
-greedy walk that stops when no step is left:
+What a plan is: new replica lists for some partitions. Phases 0-2 are one greedy walk:
+each step is taken from the first phase that has one, until none has (so a plan,
+applied, plans nothing more); phase 3 then reorders:
 
+0. Racks (when every broker has one). A partition with two replicas in one rack while
+   some usable broker's rack is unused by it has one of the doubled replicas (the last
+   in its list, so a follower where it can) moved to the broker of an unused rack that
+   holds the fewest replicas: Kafka's rule, no two replicas in one rack while racks
+   allow, restored for partitions placed before the racks were set.
 1. Replicas. While some broker holds at least two replicas more than another, one
    replica of the fullest broker (most replicas; ties: the higher load score, then the
    higher id) is replaced *in place* by the emptiest broker (fewest; ties: the lower
@@ -22,7 +28,19 @@ greedy walk that stops when no step is left:
    (`sizes`, bytes to copy), then by key. Every step lowers the sum of squared counts, so
    the walk ends, and it moves only the replicas that evening needs: without racks the
    spread (max - min) ends at most 1.
-2. Preferred leaders (first replicas). While some broker is the first replica of at
+2. Bytes (only with `byte_gap`, the largest difference in bytes between two brokers
+   that is left alone). While the broker holding the most bytes (the sum of `sizes` over
+   its replicas) holds more than `byte_gap` more than the one holding the fewest, one
+   step narrows their gap without widening the replica counts: either a *swap* (a
+   replica of partition p moves from the fuller to the emptier broker and one of a
+   smaller partition q the other way, counts unchanged), or, when the fuller broker
+   holds more replicas, a single move of p (the counts' spread does not widen). The pair (p, q) whose difference in size
+   comes nearest to half the gap is taken; the same rack rule holds for both
+   partitions, and a swap or move must shrink the gap (the size difference is strictly
+   between 0 and the gap), so every step lowers the sum of squared bytes without
+   raising that of the counts, and the walk ends (phase 0 lowers the partitions' missing
+   racks, which no phase raises; phase 1 the squared counts). Pairs of brokers are tried fullest against emptiest first.
+3. Preferred leaders (first replicas). While some broker is the first replica of at
    least two partitions more than another, a partition of the first whose replicas
    include the second has the two swapped in its list: a reorder, which copies no data
    (the move completes when written, and the preferred-leader election hands leadership
@@ -38,6 +56,7 @@ again continues where it stopped; an unbounded plan, applied, plans nothing more
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
@@ -76,7 +95,7 @@ def _racks(brokers: Mapping[int, str | None]) -> Mapping[int, str | None] | None
 def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str | None], *,
                cordoned: Collection[int] = (), loads: Mapping[int, float] | None = None,
                sizes: Mapping[K, int] | None = None, fixed: Collection[K] = (),
-               max_moves: int | None = None) -> Plan[K]:
+               max_moves: int | None = None, byte_gap: int | None = None) -> Plan[K]:
     """The plan for `assignments` (key -> replica list, a moving partition's target) over
     `brokers` (node id -> rack, the usable ones); see the module docstring."""
     loads = loads or {}
@@ -97,9 +116,20 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
         return len({racks[r] for r in reps})
 
     # ---- phase 1: replica counts
-    counts: Counter[int] = Counter({b: 0 for b in members})
-    for reps in current.values():
+    counts: Counter[int] = Counter({b: 0 for b in members})  # replicas per broker
+    held: Counter[int] = Counter({b: 0 for b in members})  # bytes per broker
+    for k, reps in current.items():
         counts.update(r for r in reps if r in counts)
+        held.update({r: sizes.get(k, 0) for r in reps if r in held})
+
+    def move(k: K, src: int, dst: int) -> None:
+        """`src`'s replica of `k` replaced in place by `dst`, the tallies kept."""
+        current[k] = [dst if r == src else r for r in current[k]]
+        for b, sign in ((src, -1), (dst, 1)):
+            if b in counts:
+                counts[b] += sign
+                held[b] += sign * sizes.get(k, 0)
+        changed.add(k)
 
     def step_replicas() -> bool:
         by_full = sorted(members, key=lambda b: (-counts[b], -loads.get(b, 0.0), -b))
@@ -121,18 +151,94 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                         best = (rank, k)
                 if best is not None:
                     k = best[1]
-                    current[k] = [dst if r == src else r for r in current[k]]
-                    counts[src] -= 1
-                    counts[dst] += 1
-                    changed.add(k)
+                    move(k, src, dst)
                     return True
         return False
 
-    while budget != 0 and step_replicas():
-        replica_moves += 1
-        budget -= 1
+    def step_racks() -> bool:
+        """Phase 0: a partition with two replicas in one rack while a member's rack it
+        does not use is left gets one of them moved there (a follower first)."""
+        assert racks is not None
+        member_racks = {racks[b] for b in members}
+        for k in movable:
+            reps = current[k]
+            used = [racks[r] for r in reps]
+            if len(set(used)) >= min(len(reps), len(member_racks)):
+                continue
+            free = [b for b in members if racks[b] not in used]
+            if not free:
+                continue
+            dst = min(free, key=lambda b: (counts[b], loads.get(b, 0.0), b))
+            src = next(r for i, r in reversed(list(enumerate(reps)))
+                       if used.count(used[i]) > 1)
+            move(k, src, dst)
+            return True
+        return False
 
-    # ---- phase 2: preferred leaders (first replicas), by reorders
+    # ---- phase 2: bytes, by swaps (or a single move where the counts allow one)
+    def fits(k: K, src: int, dst: int) -> bool:
+        reps = current[k]
+        if src not in reps or dst in reps:
+            return False
+        new = [dst if r == src else r for r in reps]
+        return racks is None or n_racks(new) >= n_racks(reps)
+
+    def step_bytes(swaps: bool) -> int:
+        assert byte_gap is not None
+        by_full = sorted(members, key=lambda b: (-held[b], b))
+        for src in by_full:
+            for dst in reversed(by_full):
+                gap = held[src] - held[dst]
+                if gap <= byte_gap:
+                    break
+                outs = [k for k in movable if fits(k, src, dst)]
+                if not outs:
+                    continue
+                half = gap / 2
+                best: tuple[tuple[float, int, str, str], K, K | None] | None = None
+                if counts[src] > counts[dst]:  # a single move keeps the counts' spread
+                    for p in outs:
+                        d = sizes.get(p, 0)
+                        if 0 < d < gap:
+                            rank = (abs(d - half), 0, repr(p), "")
+                            if best is None or rank < best[0]:
+                                best = (rank, p, None)
+                ins = sorted(((sizes.get(k, 0), repr(k), k) for k in movable
+                              if swaps and fits(k, dst, src)), key=lambda t: t[:2])
+                in_sizes = [t[0] for t in ins]
+                for p in outs:
+                    # the q nearest half the gap below p's size: its neighbours by size
+                    at = bisect_left(in_sizes, sizes.get(p, 0) - half)
+                    for size_q, name_q, q in ins[max(0, at - 1):at + 1]:
+                        d = sizes.get(p, 0) - size_q
+                        if 0 < d < gap:
+                            rank = (abs(d - half), 1, repr(p), name_q)
+                            if best is None or rank < best[0]:
+                                best = (rank, p, q)
+                if best is None:
+                    continue
+                _rank, p, q = best
+                move(p, src, dst)
+                if q is None:
+                    return 1
+                move(q, dst, src)
+                return 2
+        return 0
+
+
+    # ---- phases 0-1, then 2: each step goes back to the first phase that has one
+    while budget != 0:
+        if (racks is not None and step_racks()) or step_replicas():
+            replica_moves += 1
+            budget -= 1
+            continue
+        n = step_bytes(swaps=budget != 1) if byte_gap is not None else 0
+        if not n:  # a swap is two steps of the budget
+            break
+        replica_moves += n
+        budget -= n if budget > 0 else 0
+
+    # ---- phase 3: preferred leaders (first replicas), by reorders
     leaders: Counter[int] = Counter({b: 0 for b in members})
     leaders.update(reps[0] for reps in current.values() if reps and reps[0] in leaders)
 
