@@ -23,6 +23,14 @@ partition it copies:
   `truncateOnFetchResponse`) and fetches again; OFFSET_OUT_OF_RANGE means the leader's log
   starts after ours ends (restart there: a wiped data dir rejoins this way, as an empty
   follower) or ends before ours (truncate to it, learnt with ListOffsets);
+- on a tiered topic (issue 25), a follower below the leader's local log start (answered
+  OFFSET_MOVED_TO_TIERED_STORAGE, or OFFSET_OUT_OF_RANGE with a log ending below the
+  leader's start) does not copy the remote part: as Kafka's tier state machine does, it
+  asks the leader's local start (ListOffsets EARLIEST_LOCAL_TIMESTAMP, -4) and restarts its
+  log after the remote segment before it, with that segment's producer snapshot and leader
+  epoch (`ReplicaManager.build_remote_log_aux_state`), then fetches from there. The remote
+  reads run in a task of their own while the partition waits, so the other partitions
+  fetched from the same leader go on;
 - errors back the partition off for `replica.fetch.backoff.ms`; a broken or silent
   connection (`replica.socket.timeout.ms`) is closed and opened again, re-resolving the
   leader's address. The publisher's next `follow` with a newer epoch clears a back-off.
@@ -75,9 +83,13 @@ Resolve = Callable[[int], "tuple[str, int] | None"]
 MAX_RESPONSE_BYTES = 256 << 20  # a frame announcing more is a broken peer
 FETCH_VERSION = 15
 LIST_OFFSETS_VERSION = 7
+EARLIEST_LOCAL_VERSION = 8  # ListOffsets v8+: EARLIEST_LOCAL_TIMESTAMP (KIP-405)
+LATEST_TIMESTAMP = -1
+EARLIEST_LOCAL_TIMESTAMP = -4
 _EMPTY = memoryview(b"")
 _NONE = int(ErrorCode.none)
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+_MOVED_TO_TIERED = int(ErrorCode.offset_moved_to_tiered_storage)
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,7 @@ class _PartitionFetch:
     """One followed partition: the leadership it follows and whether it is backing off."""
 
     __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error",
-                 "in_sync")
+                 "in_sync", "rebuild")
 
     def __init__(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.topic = topic
@@ -127,9 +139,19 @@ class _PartitionFetch:
         self.lag = 0
         self.last_error = _NONE
         self.in_sync = False  # caught up with the leader's high watermark at the last fetch
+        # Rebuilding from the remote log (issue 25): the partition waits until it is done.
+        self.rebuild: asyncio.Task[None] | None = None
+
+    def stop_rebuild(self) -> None:
+        if self.rebuild is not None:
+            self.rebuild.cancel()
+            self.rebuild = None
 
 
 class ReplicaFetcherManager:
+    # Set by the composition: told the record bytes each fetch copied (reassignment metrics).
+    copied: Callable[[str, int, int], None] | None = None
+
     def __init__(self, replica_manager: ReplicaManager, resolve: Resolve,
                  config: FetcherConfig, dialer: Dialer | None = None,
                  throttle: ReplicationThrottle | None = None) -> None:
@@ -254,13 +276,16 @@ class _SourceFetcher:
             self.partitions[tp] = _PartitionFetch(topic, partition, leader_epoch)
         elif leader_epoch != pf.leader_epoch:
             pf.leader_epoch = leader_epoch
+            pf.stop_rebuild()  # it was for the old leadership
             pf.delayed_until = 0.0  # a new leadership: try at once
         else:
             return
         self._changed.set()
 
     def remove(self, tp: tuple[str, int]) -> None:
-        if self.partitions.pop(tp, None) is not None:
+        pf = self.partitions.pop(tp, None)
+        if pf is not None:
+            pf.stop_rebuild()
             self._changed.set()
 
     def shutdown(self) -> None:
@@ -272,6 +297,8 @@ class _SourceFetcher:
         self._shut = True
         self._changed.set()
         self._task.cancel()
+        for pf in self.partitions.values():
+            pf.stop_rebuild()
         self._close()
 
     async def wait_closed(self, timeout_s: float = 5.0) -> None:
@@ -287,8 +314,8 @@ class _SourceFetcher:
                 now = time.monotonic()
                 ready = [pf for pf in self.partitions.values() if pf.delayed_until <= now]
                 if not ready:
-                    wake = min((pf.delayed_until for pf in self.partitions.values()),
-                               default=None)
+                    wake = min((pf.delayed_until for pf in self.partitions.values()
+                                if pf.rebuild is None), default=None)
                     await self._wait_changed(None if wake is None else wake - now)
                     continue
                 if (self._conn is None or not self._conn.is_open) \
@@ -422,6 +449,8 @@ class _SourceFetcher:
                     continue  # followed differently since the request left: drop it
                 if throttle is not None and (pf.topic, pf.partition) in throttled:
                     throttle.quota.record(r.records_size)
+                if r.records_size and self.manager.copied is not None:  # metrics, issue 23
+                    self.manager.copied(pf.topic, pf.partition, r.records_size)
                 await self._partition_result(pf, epoch, r)
 
     async def _partition_result(self, pf: _PartitionFetch, epoch: int,
@@ -447,6 +476,9 @@ class _SourceFetcher:
                 return
             if code == _OUT_OF_RANGE:
                 await self._out_of_range(pf, epoch, r)
+                return
+            if code == _MOVED_TO_TIERED:
+                self._start_rebuild(pf, epoch)
                 return
         except KafkaError as e:
             code = int(e.code)
@@ -482,9 +514,13 @@ class _SourceFetcher:
         p = self.rm.follower_partition(pf.topic, pf.partition, epoch)
         leader_start = r.log_start_offset
         if leader_start >= 0 and p.log_end_offset < leader_start:
+            if self.rm.tiered_follower(pf.topic, pf.partition):
+                self._start_rebuild(pf, epoch)  # below the leader's local start: issue 25
+                return
             self.rm.truncate_fully_and_start_at(pf.topic, pf.partition, epoch, leader_start)
             return
-        leader_end = await self._leader_log_end(pf, epoch)
+        found = await self._leader_offset(pf, epoch, LATEST_TIMESTAMP)
+        leader_end = None if found is None else found[0]
         if leader_end is None:
             self._delay([pf], self.cfg.fetch_backoff_ms / 1000)
             return
@@ -497,15 +533,49 @@ class _SourceFetcher:
                         pf.topic, pf.partition, self.leader_id, leader_start)
             self.rm.truncate_fully_and_start_at(pf.topic, pf.partition, epoch, leader_start)
 
-    async def _leader_log_end(self, pf: _PartitionFetch, epoch: int) -> int | None:
-        """ListOffsets(latest) as a replica: the leader's log end offset."""
-        v = LIST_OFFSETS_VERSION
+    def _start_rebuild(self, pf: _PartitionFetch, epoch: int) -> None:
+        """Rebuild a tiered partition's log from the remote log (see the module's
+        docstring) in a task of its own; the partition is not fetched meanwhile."""
+        if pf.rebuild is not None and not pf.rebuild.done():
+            return
+        pf.delayed_until = float("inf")
+        pf.rebuild = asyncio.get_running_loop().create_task(
+            self._rebuild(pf, epoch), name=f"replica-rebuild-{pf.topic}-{pf.partition}")
+
+    async def _rebuild(self, pf: _PartitionFetch, epoch: int) -> None:
+        ok = False
+        try:
+            found = await self._leader_offset(pf, epoch, EARLIEST_LOCAL_TIMESTAMP)
+            if found is not None:
+                await self.rm.build_remote_log_aux_state(pf.topic, pf.partition, epoch, *found)
+                ok = True
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as e:
+            log.warning("%s-%d: rebuilding from the remote log to follow broker %d failed:"
+                        " %s; retrying in %d ms", pf.topic, pf.partition, self.leader_id, e,
+                        self.cfg.fetch_backoff_ms)
+        except Exception:
+            log.exception("%s-%d: rebuilding from the remote log failed", pf.topic,
+                          pf.partition)
+        if self.partitions.get((pf.topic, pf.partition)) is pf and pf.leader_epoch == epoch:
+            pf.rebuild = None
+            pf.delayed_until = 0.0 if ok else time.monotonic() + self.cfg.fetch_backoff_ms / 1000
+            self._changed.set()
+
+    async def _leader_offset(self, pf: _PartitionFetch, epoch: int, timestamp: int
+                             ) -> tuple[int, int] | None:
+        """ListOffsets as a replica: (offset, its leader epoch) for LATEST_TIMESTAMP (the
+        leader's log end) or EARLIEST_LOCAL_TIMESTAMP (its local log start); None if the
+        leader refused."""
+        v = EARLIEST_LOCAL_VERSION if timestamp == EARLIEST_LOCAL_TIMESTAMP \
+            else LIST_OFFSETS_VERSION
         mod = kio_compat.schema_module("list_offsets", v, "request")
         req = kio_compat.build(
             kio_compat.request_class(2, v), replica_id=self.cfg.node_id, isolation_level=0,
             topics=(mod.ListOffsetsTopic(name=pf.topic, partitions=(
                 kio_compat.build(mod.ListOffsetsPartition, partition_index=pf.partition,
-                                 current_leader_epoch=epoch, timestamp=-1,
+                                 current_leader_epoch=epoch, timestamp=timestamp,
                                  max_num_offsets=1),)),))
         conn = self._conn
         if conn is None:
@@ -514,7 +584,7 @@ class _SourceFetcher:
         for t in resp.topics:
             for part in t.partitions:
                 if part.error_code == ErrorCode.none and part.offset >= 0:
-                    return int(part.offset)
+                    return int(part.offset), int(part.leader_epoch)
                 log.info("%s-%d: ListOffsets on broker %d answered %s", pf.topic,
                          pf.partition, self.leader_id, part.error_code.name)
         return None

@@ -8,7 +8,8 @@ replication: its epochs are checked (a `diverging_epoch` tells it where to trunc
 fetch offset becomes its known log end offset (which moves the high watermark and may
 add it to the ISR), and it reads up to the log end, under the leader's replication
 throttle (KIP-73) when the composition hands one in (`leader_throttle`). Tiered partitions (issue 25) read
-below the local log start from the remote log, after the local reads.
+below the local log start from the remote log, after the local reads; a follower fetching
+there is answered OFFSET_MOVED_TO_TIERED_STORAGE and rebuilds from the remote log itself.
 
 Fetch from follower (KIP-392, issue 23): a consumer's Fetch v11+ (`FetchParams.client_rack`
 not None) may read a partition this broker follows, up to the follower's own high
@@ -53,6 +54,7 @@ _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
 _NOT_LEADER = int(ErrorCode.not_leader_or_follower)
 _FENCED_EPOCH = int(ErrorCode.fenced_leader_epoch)
+_MOVED_TO_TIERED = int(ErrorCode.offset_moved_to_tiered_storage)
 
 
 class LeaderThrottle(Protocol):
@@ -340,6 +342,17 @@ class FetchPath:
                     remote.append(len(out))  # tiered: read by _read_remote
                     out.append(PartitionReadResult(_NONE))
                     continue
+                if (params.replica_id >= 0 and rl is not None
+                        and p.log.config.remote_storage_enable
+                        and w.fetch_offset < p.log_start_offset):
+                    # A follower below our local start, in the remote log: it rebuilds
+                    # its state from there (KIP-405; yak/cluster/replica_fetcher.py).
+                    start = rl.log_start_offset(w.topic, w.partition)
+                    if start is not None and start <= w.fetch_offset:
+                        out.append(PartitionReadResult(_MOVED_TO_TIERED, p.high_watermark,
+                                                       p.last_stable_offset, start))
+                        errors = True
+                        continue
                 out.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
                                                p.last_stable_offset, p.log_start_offset))
                 errors = True

@@ -1,7 +1,9 @@
 """The follower side of the ReplicaManager: what the replica fetchers
 (yak/cluster/replica_fetcher.py) do to the partitions this broker follows (Kafka's
 ReplicaManager calls from `ReplicaFetcherThread`: `appendRecordsToFollowerOrFutureReplica`,
-`truncate`, `truncateFullyAndStartAt`).
+`truncate`, `truncateFullyAndStartAt`, and for tiered topics the tier state machine's
+`buildRemoteLogAuxState`: a follower below its leader's local log start restarts after the
+remote part with the remote segment's producer snapshot and leader epoch, issue 25).
 
 Every call names the leader epoch the fetcher works under: a fetch answered under an older
 leadership is dropped (NOT_LEADER_OR_FOLLOWER), so a late response never writes into a
@@ -16,14 +18,18 @@ fetchers keep calling the ReplicaManager, and it reads the ReplicaManager's part
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from typing import TYPE_CHECKING
 
 from yak.errors import CorruptRecordError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from yak.storage.checkpoint import write_atomic
+from yak.storage.producer_state import SNAPSHOT_SUFFIX
 
 if TYPE_CHECKING:
     from yak.partition.partition import LogAppendInfo, Partition
     from yak.partition.purgatory import FetchPurgatory
+    from yak.tiered import RemoteLogManager
 
 __all__ = ["FollowerPath"]
 
@@ -38,6 +44,7 @@ class FollowerPath:
     # The ReplicaManager's, read here.
     _partitions: dict[tuple[str, int], Partition]
     fetch_purgatory: FetchPurgatory
+    remote_log: RemoteLogManager | None
 
     def follower_partition(self, topic: str, partition: int, leader_epoch: int) -> Partition:
         """The partition a replica fetcher works on, if this broker still follows it at
@@ -88,6 +95,73 @@ class FollowerPath:
                  topic, partition, offset, p.log_start_offset, p.log_end_offset)
         p.truncate_fully_and_start_at(offset)
         self.fetch_purgatory.notify(topic, partition)
+
+    # ------------------------------------------------------------------ tiered (issue 25)
+
+    def tiered_follower(self, topic: str, partition: int) -> bool:
+        """Whether a follower below its leader's local log start rebuilds from the remote
+        log (a tiered topic on a broker with tiered storage) rather than starting empty."""
+        p = self._partitions.get((topic, partition))
+        return (p is not None and self.remote_log is not None
+                and p.log.config.remote_storage_enable)
+
+    async def build_remote_log_aux_state(
+        self, topic: str, partition: int, leader_epoch: int, leader_local_start: int,
+        leader_local_start_epoch: int,
+    ) -> int:
+        """Kafka's `buildRemoteLogAuxState`: restart a follower that fell below its
+        leader's local log start (`leader_local_start`, ListOffsets -4, whose record has
+        `leader_local_start_epoch`) right after the remote segment holding the offset
+        before it, with that segment's producer snapshot and the leader epoch of its last
+        record, without copying the remote records. Returns the offset the log now
+        starts (and ends) at, from which it fetches.
+
+        The remote objects are read first (awaits: nothing of the log changes meanwhile);
+        then, if this broker still follows at `leader_epoch`, the log is truncated and
+        restored on the event loop with no await in between, so no append or leadership
+        change interleaves (rare, like a truncation). Without tiered storage here, or
+        with no remote segment before the leader's local start, the log simply restarts
+        empty there. KafkaError: the store failed (retriable), or not followed any more.
+        """
+        p = self.follower_partition(topic, partition, leader_epoch)
+        rl = self.remote_log
+        state = None
+        if rl is not None and p.log.config.remote_storage_enable:
+            state = await rl.follower_aux_state(topic, str(p.topic_id), partition,
+                                                leader_local_start)
+            p = self.follower_partition(topic, partition, leader_epoch)  # after the await
+        if state is None:
+            self.truncate_fully_and_start_at(topic, partition, leader_epoch,
+                                             leader_local_start)
+            return leader_local_start
+        start = state.next_offset
+        log_ = p.log
+        log.info("%s-%d: restarting the log at %d (was %d..%d) after remote segment %s"
+                 " (%d..%d), with its producer snapshot and leader epochs; the leader's"
+                 " local log starts at %d", topic, partition, start, log_.log_start_offset,
+                 log_.log_end_offset, state.segment.segment_id, state.segment.base_offset,
+                 state.segment.end_offset, leader_local_start)
+        p.truncate_fully_and_start_at(start)
+        epoch = state.epoch_before()
+        # Storage keeps epochs from the log start on (as local retention leaves them), so
+        # the epoch of the record before the start is kept as starting there. Not when it
+        # is older than every epoch the leader still has (an epoch began exactly at the
+        # leader's local start): the leader could not match it and would refuse the
+        # follower's fetches; with no epoch the first fetch is checked by offset alone.
+        restore_epoch = epoch >= 0 and (start > leader_local_start
+                                        or leader_local_start_epoch <= epoch)
+        with log_.lock:  # the maintenance thread's retention and snapshots take it too
+            if restore_epoch:
+                log_.leader_epoch_cache.assign(epoch, start)
+            if state.producer_snapshot is not None:
+                ps = log_.producer_state
+                write_atomic(os.path.join(log_.directory, f"{start:020d}{SNAPSHOT_SUFFIX}"),
+                             state.producer_snapshot, sync=False)
+                if ps.load_snapshot(start) != start:
+                    log.warning("%s-%d: the remote producer snapshot at %d did not load;"
+                                " producer state starts empty", topic, partition, start)
+        self.fetch_purgatory.notify(topic, partition)
+        return start
 
 
 def _whole_batches(records: memoryview) -> int:

@@ -16,6 +16,9 @@ topic with `remote.storage.enable=true`, one task per `remote.log.manager.task.i
   duplicate uploads); entries left STARTED by a leader that died between upload and commit
   are swept (their objects deleted) before anything else;
 - on a follower, the manifest is re-read so its local retention honours what was uploaded;
+  a follower below its leader's local log start restarts its log after the remote part
+  with the producer snapshot and leader epochs of the remote segment before it
+  (`follower_aux_state`, `yak.tiered.aux_state`);
 - a deleted topic (`delete_topic`, KIP-405's stopPartitions with deleteRemoteLog): its
   rounds stop and every object under its key prefix (segments, indexes, manifests, orphans)
   is deleted, retried with backoff until the store answers and a listing comes back empty.
@@ -42,6 +45,7 @@ from typing import Any, NamedTuple
 
 from yak.errors import KafkaStorageError, OffsetOutOfRangeError
 from yak.storage import PartitionLog
+from yak.tiered.aux_state import RemoteAuxState, remote_aux_state
 from yak.tiered.config import TieredConfig
 from yak.tiered.metadata import (
     Manifest,
@@ -481,6 +485,21 @@ class RemoteLogManager:
             if found is not None and (start is None or found[0] >= start):
                 return found
         return None
+
+    async def follower_aux_state(self, topic: str, topic_id: str, partition: int,
+                                 leader_local_start: int) -> RemoteAuxState | None:
+        """A follower below its leader's local log start (OFFSET_MOVED_TO_TIERED_STORAGE):
+        where to restart its log and the producer snapshot and leader epochs to restart
+        it with (`yak.tiered.aux_state`); None if no remote segment holds the offset before
+        the leader's local start. KafkaStorageError (retriable) if the store fails or an
+        object does not match the manifest."""
+        try:
+            return await remote_aux_state(self.manifests, self.reader, topic, topic_id,
+                                          partition, leader_local_start)
+        except RemoteStorageError as e:
+            self.fetch_errors += 1
+            raise KafkaStorageError(
+                f"remote state of {topic}-{partition} for a follower: {e}") from e
 
     def tiered(self, log_: PartitionLog) -> bool:
         return log_.config.remote_storage_enable

@@ -140,6 +140,13 @@ class RemoteSegmentReader:
             return data
         return await self.cache.get((key, -1), load)
 
+    async def small_object(self, seg: RemoteLogSegmentMetadata, part_dir: str,
+                           kind: str) -> bytes:
+        """A segment's small uploaded file (producer snapshot, leader-epoch checkpoint),
+        checked against the manifest's size and CRC32C (a follower rebuilding its state,
+        `yak.tiered.aux_state`)."""
+        return await self._whole(seg, part_dir, kind)
+
     async def _range(self, key: str, obj_size: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of a `.log` object, through the chunk cache."""
         end = min(end, obj_size)
