@@ -254,6 +254,8 @@ class BrokerConfig:
     cordoned_log_dirs: list[str] = field(default_factory=lambda: _d("cordoned.log.dirs"))
     partition_autobalancing_mode: str = _d("partition.autobalancing.mode")
     partition_autobalancing_tick_interval_ms: int = _d("partition.autobalancing.tick.interval.ms")
+    partition_autobalancing_disk_imbalance_threshold_percent: int = _d(
+        "partition.autobalancing.disk.imbalance.threshold.percent")
     transaction_state_log_num_partitions: int = _d("transaction.state.log.num.partitions")
     transaction_state_log_min_isr: int = _d("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes: int = _d("transaction.state.log.segment.bytes")

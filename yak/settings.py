@@ -568,6 +568,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
            "partition_autobalancing_tick_interval_ms", lo=100, dynamic=True,
            doc="Yak's, after Redpanda's partition_autobalancing_tick_interval_ms: how often"
            " continuous balancing plans"),
+        _b("partition.autobalancing.disk.imbalance.threshold.percent", "int", "20",
+           "cluster", "partition_autobalancing_disk_imbalance_threshold_percent", lo=0,
+           hi=100, dynamic=True,
+           doc="Yak's, after Redpanda's partition_autobalancing_max_disk_usage_percent:"
+           " balancing also evens bytes when the brokers' partition logs differ by more"
+           " than this percent of the fullest (100: never)"),
         _b("broker.liveness.probe.enable", "boolean", "true", "cluster",
            "broker_liveness_probe_enable",
            doc="Yak's (issue 27): the controller fences a broker at once when its"

@@ -381,7 +381,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     # Partition balancing (issue 23): the controller runs it during its terms.
     node.controller.autobalancer = AutoBalancer(
         node.store, topics, lambda: config.partition_autobalancing_mode,
-        lambda: config.partition_autobalancing_tick_interval_ms, node.controller)
+        lambda: config.partition_autobalancing_tick_interval_ms, node.controller,
+        disk_threshold=lambda: config.partition_autobalancing_disk_imbalance_threshold_percent,
+        request=inter_broker.request)
 
     # The image first: storage needs the topic configs, and a data dir of another
     # cluster must be refused before storage opens it. The publisher hosts what the image

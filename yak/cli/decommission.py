@@ -45,7 +45,7 @@ from yak.cli.common import (
     client_security,
     secured,
 )
-from yak.cli.config_wire import BROKER, DELETE, SET, config_client
+from yak.cli.config_wire import BROKER, DELETE, SET, ConfigWireError, config_client
 from yak.cli.partitions import call, fail_line, report
 from yak.cli.reassign_wire import (
     ClusterView,
@@ -55,11 +55,29 @@ from yak.cli.reassign_wire import (
     reassign_client,
 )
 from yak.cluster.placement import drain_plan
-from yak.errors import InvalidReplicationFactorError
+from yak.errors import InvalidReplicationFactorError, KafkaError
 
 out = Console(highlight=False, soft_wrap=True)
 
 CORDON = "cordoned.log.dirs"  # KIP-1066; yak/cluster/cluster_topics.py reads it
+
+
+def cordoned_brokers(brokers: dict[int, str | None], bootstrap: str, timeout: float
+                     ) -> set[int]:
+    """The registered brokers whose own dynamic configs set `cordoned.log.dirs` (one that
+    cannot be asked is named and treated as cordoned: nothing is placed on it)."""
+    found: set[int] = set()
+    with config_client(bootstrap, timeout, client_security()) as cc:
+        for b in sorted(brokers):
+            try:
+                entries = cc.describe(BROKER, str(b), [CORDON])
+            except (ConfigWireError, KafkaError, OSError) as e:
+                out.print(f"broker {b}: cordon unknown ({e}); it is treated as cordoned")
+                found.add(b)
+                continue
+            if any(e.name == CORDON and e.value for e in entries):
+                found.add(b)
+    return found
 
 
 def targets(view: ClusterView, moving: list[Ongoing]) -> dict[TopicPartition, list[int]]:

@@ -16,6 +16,14 @@ throttle already set (`*.replication.throttled.rate` on brokers and the topics'
 `*.replication.throttled.replicas`) applies to them as to any move. Load scores are not
 read here (the controller's autobalancer uses them to break ties).
 
+Bytes: each partition's size is the largest of its replicas' sizes in DescribeLogDirs
+(sent to every registered broker, as `yak cluster logdirs` does; a broker that does not
+answer is named and its partitions count with what the others report). The plan evens
+bytes too while the fullest broker holds more than `--disk-threshold` percent of its
+bytes more than the emptiest (the same rule as the controller's
+`partition.autobalancing.disk.imbalance.threshold.percent`; 100 leaves bytes alone), and
+the plan prints each broker's bytes before -> after.
+
 Bad input or a refused move: one line, exit 2. Exit 0 with "balanced" when no move is
 needed.
 """
@@ -35,37 +43,64 @@ from yak.cli.common import (
     client_security,
     secured,
 )
-from yak.cli.config_wire import BROKER, ConfigWireError, config_client
-from yak.cli.decommission import CORDON, targets
+from yak.cli.decommission import cordoned_brokers, targets
 from yak.cli.partitions import call, report
 from yak.cli.reassign_wire import ClusterView, TopicPartition, reassign_client
 from yak.cluster.balancer import Plan, plan_moves
-from yak.errors import KafkaError
 
 out = Console(highlight=False, soft_wrap=True)
 
 
-def cordoned_brokers(brokers: dict[int, str | None], bootstrap: str, timeout: float
-                     ) -> set[int]:
-    """The registered brokers whose own dynamic configs set `cordoned.log.dirs`."""
-    found: set[int] = set()
-    with config_client(bootstrap, timeout, client_security()) as cc:
-        for b in sorted(brokers):
-            try:
-                entries = cc.describe(BROKER, str(b), [CORDON])
-            except (ConfigWireError, KafkaError, OSError) as e:
-                out.print(f"broker {b}: cordon unknown ({e}); it is treated as cordoned")
-                found.add(b)
-                continue
-            if any(e.name == CORDON and e.value for e in entries):
-                found.add(b)
-    return found
+def partition_sizes(bootstrap: str, timeout: float) -> dict[TopicPartition, int]:
+    """Each partition's bytes: the largest of its replicas' sizes in DescribeLogDirs,
+    asked of every registered broker."""
+    from yak.cli.cluster import _describe_log_dirs  # `yak cluster logdirs`' request
+    from yak.cli.common import connect_admin
+
+    _admin, md = connect_admin(bootstrap, timeout)
+    sizes: dict[TopicPartition, int] = {}
+    for bid in sorted(md.brokers):
+        b = md.brokers[bid]
+        try:
+            dirs = _describe_log_dirs(b.host, b.port, timeout)
+        except Exception as e:  # noqa: BLE001 - one broker's answer must not stop the plan
+            out.print(f"broker {bid}: sizes unknown ({str(e) or type(e).__name__}); its"
+                      " partitions count with the other replicas' sizes")
+            continue
+        for d in dirs:
+            for part in d["partitions"]:
+                tp = (part["topic"], part["partition"])
+                sizes[tp] = max(sizes.get(tp, 0), part["size"])
+    return sizes
+
+
+def byte_gap(current: dict[TopicPartition, list[int]], sizes: dict[TopicPartition, int],
+             members: list[int], percent: int) -> int | None:
+    """The byte gap left alone: `percent` of the fullest member's bytes (None at 100)."""
+    if percent >= 100 or not members:
+        return None
+    held = {b: 0 for b in members}
+    for tp, reps in current.items():
+        for r in reps:
+            if r in held:
+                held[r] += sizes.get(tp, 0)
+    return max(held.values()) * percent // 100
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
 
 
 def print_plan(view: ClusterView, plan: Plan[TopicPartition], current:
-               dict[TopicPartition, list[int]], members: list[int]) -> None:
-    """Each move (from -> to), then replicas and preferred leaders per broker before and
-    after."""
+               dict[TopicPartition, list[int]], members: list[int],
+               sizes: dict[TopicPartition, int]) -> None:
+    """Each move (from -> to), then replicas, preferred leaders and bytes per broker
+    before and after."""
     for (t, p), new in plan.moves.items():
         old = current[(t, p)]
         out.print(f"{t}/{p}: {','.join(map(str, old))} -> {','.join(map(str, new))}")
@@ -74,11 +109,15 @@ def print_plan(view: ClusterView, plan: Plan[TopicPartition], current:
     def n(a: dict[TopicPartition, list[int]], b: int, first: bool = False) -> int:
         return sum(1 for reps in a.values() if b in (reps[:1] if first else reps))
 
+    def held(a: dict[TopicPartition, list[int]], b: int) -> str:
+        return _size(sum(sizes.get(tp, 0) for tp, reps in a.items() if b in reps))
+
     for b in members:
         rack = view.brokers.get(b)
         out.print(f"broker {b}{f' (rack {rack})' if rack else ''}: replicas"
                   f" {n(current, b)} -> {n(after, b)}, preferred leaders"
-                  f" {n(current, b, True)} -> {n(after, b, True)}")
+                  f" {n(current, b, True)} -> {n(after, b, True)}, bytes"
+                  f" {held(current, b)} -> {held(after, b)}")
 
 
 @secured
@@ -88,13 +127,18 @@ def rebalance(
     max_moves: Annotated[int | None, typer.Option(
         "--max-moves", min=1, help="At most this many steps (replica moves and"
         " leader reorders); run again to go on.")] = None,
+    disk_threshold: Annotated[int, typer.Option(
+        "--disk-threshold", min=0, max=100, help="Even bytes while the fullest broker"
+        " holds more than this percent of its bytes more than the emptiest (100: replica"
+        " counts only).")] = 20,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Even replicas and preferred leaders across brokers (partition reassignments).
+    """Even replicas, bytes and preferred leaders across brokers and racks (partition
+    reassignments).
 
-    Prints the plan (each partition's replicas before -> after, then the counts per
-    broker), then submits it unless --dry-run. Returns once the moves are submitted;
+    Prints the plan (each partition's replicas before -> after, then the replicas,
+    preferred leaders and bytes per broker), then submits it unless --dry-run. Returns once the moves are submitted;
     `yak partitions move-status` follows them.
     """
     with reassign_client(bootstrap, timeout, client_security()) as c:
@@ -103,10 +147,12 @@ def rebalance(
         current = targets(view, moving)
         cordoned = call("cannot rebalance",
                         lambda: cordoned_brokers(view.brokers, bootstrap, timeout))
+        members = sorted(b for b in view.brokers if b not in cordoned)
+        sizes = partition_sizes(bootstrap, timeout) if disk_threshold < 100 else {}
         plan = plan_moves(current, view.brokers, cordoned=cordoned,
                           fixed={(o.topic, o.partition) for o in moving},
-                          max_moves=max_moves)
-        members = sorted(b for b in view.brokers if b not in cordoned)
+                          max_moves=max_moves, sizes=sizes,
+                          byte_gap=byte_gap(current, sizes, members, disk_threshold))
         if not plan:
             out.print(f"balanced: no move needed over brokers {members}"
                       + (f" ({len(moving)} partition(s) still moving)" if moving else ""))
@@ -114,7 +160,7 @@ def rebalance(
         out.print(f"plan: {plan.replica_moves} replica move(s), {plan.reorders} leader"
                   f" reorder(s) in {len(plan.moves)} partition(s)"
                   + (f"; cordoned: {sorted(cordoned)}" if cordoned else ""))
-        print_plan(view, plan, current, members)
+        print_plan(view, plan, current, members, sizes)
         if dry_run:
             out.print("dry run: nothing submitted")
             return

@@ -17,6 +17,16 @@ controller's own value counts), read at every step:
   while others hold some starts the same, so a failover resumes it.
 - `continuous`: also every `partition.autobalancing.tick.interval.ms`.
 
+Bytes (`partition.autobalancing.disk.imbalance.threshold.percent`, after Redpanda's
+`partition_autobalancing_max_disk_usage_percent`): a step also evens bytes when the
+brokers' partition logs differ by more than that percent of the fullest one's, read from
+their load reports (`log_bytes`, no I/O; the logs' bytes rather than the file system's
+use, since brokers sharing one file system would all report the same use), and the
+fullest holds at least `DISK_MIN_BYTES`. Then each usable broker is asked for its
+partitions' sizes (DescribeLogDirs over the inter-broker client, so the plan uses fresh
+sizes, never a report from before the last moves) and the plan's bytes phase narrows the
+gap to within that percent (`balancer.py`). In continuous mode every tick checks it.
+
 Each balancing that finds nothing (more) to move ends with the controller's
 preferred-leader pass (when `auto.leader.rebalance.enable`), so reordered
 partitions get their new preferred leader at once, and in continuous mode leadership
@@ -38,25 +48,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from yak.cluster.balancer import plan_moves
 from yak.cluster.controller import NotControllerError
 from yak.cluster.etcd import EtcdError
 from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta
 from yak.cluster.reassignment import PartitionReassignments, reassigning, target_replicas
+from yak.errors import KafkaError
+from yak.protocol import kio_compat
 
 if TYPE_CHECKING:
     from yak.cluster.cluster_topics import ClusterTopicManager
     from yak.cluster.quorum_controller import QuorumController
 
-__all__ = ["BATCH_MOVES", "AutoBalancer"]
+__all__ = ["BATCH_MOVES", "DISK_MIN_BYTES", "AutoBalancer", "disk_imbalance"]
 
 log = logging.getLogger(__name__)
 
 BATCH_MOVES = 16  # steps (replica moves and reorders) submitted at a time
 POLL_S = 1.0  # while balancing: how often to look whether the last batch finished
+# Logs smaller than this are never evened by bytes: moving a few KiB is all cost.
+DISK_MIN_BYTES = 1 << 20
+
+Request = Callable[[int, Any], Awaitable[Any]]  # InterBrokerClient.request
+
+
+def disk_imbalance(log_bytes: Mapping[int, int]) -> float:
+    """How much the brokers' log bytes differ: (max - min) as a percent of max (0 when
+    the fullest holds less than DISK_MIN_BYTES)."""
+    if not log_bytes:
+        return 0.0
+    top = max(log_bytes.values())
+    if top < DISK_MIN_BYTES:
+        return 0.0
+    return 100.0 * (top - min(log_bytes.values())) / top
 
 
 class AutoBalancer:
@@ -64,8 +91,12 @@ class AutoBalancer:
 
     def __init__(self, store: EtcdMetadataStore, topics: ClusterTopicManager,
                  mode: Callable[[], str], tick_ms: Callable[[], int],
-                 controller: QuorumController | None = None) -> None:
+                 controller: QuorumController | None = None, *,
+                 disk_threshold: Callable[[], int] = lambda: 100,
+                 request: Request | None = None) -> None:
         self.store = store
+        self.disk_threshold = disk_threshold  # percent; 100: bytes are never evened
+        self.request = request  # DescribeLogDirs to each broker; None: bytes not evened
         self.controller = controller
         self.topics = topics
         self.mode = mode
@@ -176,9 +207,12 @@ class AutoBalancer:
         brokers = self._usable()
         if not assignments or not brokers:
             return True
-        loads = {b: load.score for b, load in self.topics.broker_loads().items()}
-        plan = plan_moves(assignments, brokers, cordoned=self.topics.cordoned_brokers(),
-                          loads=loads, max_moves=BATCH_MOVES)
+        reports = self.topics.broker_loads()
+        loads = {b: load.score for b, load in reports.items()}
+        cordoned = self.topics.cordoned_brokers()
+        sizes, gap = await self._bytes(assignments, brokers, cordoned, reports)
+        plan = plan_moves(assignments, brokers, cordoned=cordoned, loads=loads,
+                          sizes=sizes, byte_gap=gap, max_moves=BATCH_MOVES)
         if not plan:
             await self._preferred_leaders()
             return True
@@ -194,3 +228,55 @@ class AutoBalancer:
         # All refused: the image will change (a broker went, a topic was deleted) and a
         # later trigger plans again; retrying the same plan every second would not help.
         return len(refused) == len(results)
+
+    async def _bytes(self, assignments: Mapping[tuple[str, int], tuple[int, ...]],
+                     brokers: Mapping[int, str | None], cordoned: set[int],
+                     reports: Mapping[int, Any]
+                     ) -> tuple[dict[tuple[str, int], int], int | None]:
+        """Partition sizes and the byte gap to leave, or ({}, None) when bytes are not to
+        be evened now (module docstring)."""
+        threshold = self.disk_threshold()
+        members = [b for b in brokers if b not in cordoned]
+        if self.request is None or threshold >= 100 or len(members) < 2:
+            return {}, None
+        if any(b not in reports for b in members):
+            return {}, None  # a broker without a report yet: its bytes are unknown
+        if disk_imbalance({b: reports[b].log_bytes for b in members}) <= threshold:
+            return {}, None
+        sizes = await self.partition_sizes(members)
+        held = dict.fromkeys(members, 0)
+        for key, reps in assignments.items():
+            for r in reps:
+                if r in held:
+                    held[r] += sizes.get(key, 0)
+        gap = max(held.values()) * threshold // 100
+        log.info("autobalance: brokers' log bytes differ by more than %d%% (%s); evening"
+                 " bytes to within %d", threshold, held, gap)
+        return sizes, gap
+
+    async def partition_sizes(self, brokers: list[int]) -> dict[tuple[str, int], int]:
+        """Each partition's bytes (the largest replica's), from DescribeLogDirs to each of
+        `brokers`; a broker that does not answer is left out (its partitions count with
+        the other replicas' sizes)."""
+        assert self.request is not None
+        mod = kio_compat.schema_module("describe_log_dirs", 4, "request")
+        req = kio_compat.build(mod.DescribeLogDirsRequest, topics=None)
+
+        async def ask(b: int) -> Any:
+            assert self.request is not None
+            try:
+                return await self.request(b, req)
+            except (OSError, TimeoutError, KafkaError) as e:  # InterBrokerError: OSError
+                log.info("autobalance: no log dir sizes from broker %d (%s)", b, e)
+                return None
+
+        sizes: dict[tuple[str, int], int] = {}
+        for resp in await asyncio.gather(*(ask(b) for b in brokers)):
+            if resp is None or resp.error_code:
+                continue
+            for d in resp.results:
+                for t in d.topics:
+                    for part in t.partitions:
+                        key = (str(t.name), int(part.partition_index))
+                        sizes[key] = max(sizes.get(key, 0), int(part.partition_size))
+        return sizes
