@@ -624,6 +624,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
            " goes on and fills the cache)"),
         _b("remote.log.reader.cache.bytes", "long", "134217728", "storage", lo=0,
            doc="Yak's: in-memory LRU cache of remote segment chunks"),
+        _b("remote.log.manager.orphan.grace.ms", "long", "600000", "storage", lo=0,
+           doc="Yak's: a leader deletes remote segment files no manifest names once they"
+           " are this old (an older leader's upload may still be landing)"),
         # --- the group coordinator
         _b("group.initial.rebalance.delay.ms", "int", "3000", "group",
            "group_initial_rebalance_delay_ms", lo=0),
