@@ -214,6 +214,18 @@ def test_a_release_at_the_limit_missing_from_the_dlq_even_if_refused() -> None:
     assert kinds(ops) == {"dlq_missing": 1}
 
 
+def test_a_delivery_at_the_limit_never_acknowledged_must_be_dead_lettered() -> None:
+    """The consumer went away holding d at its last delivery (an abandoned batch): its lock
+    ends with the session, and the record is archived at the limit."""
+    ops = clean()
+    i = next(k for k, op in enumerate(ops) if op["op"] == "share_ack" and op["time"] == 3.1)
+    del ops[i]
+    assert kinds(ops) == {}
+    ops[-1]["records"] = [r for r in ops[-1]["records"] if r[0] != "d"]
+    assert kinds(ops) == {"dlq_missing": 1}
+    assert "never acknowledged" in check_share(ops).anomalies[0].detail
+
+
 def test_an_accept_of_unknown_outcome_at_the_limit_may_or_may_not_be_dead_lettered() -> None:
     ops = clean()
     i = next(k for k, op in enumerate(ops) if op["op"] == "share_ack" and op["time"] == 3.1)

@@ -24,6 +24,8 @@ clock, except where said):
     {"op": "share_poll", "process": "m0", "records": [["s-0", 7, "v", 2], ...]}
         What one poll of a share consumer returned: partition, offset, value, delivery
         count (None where the client does not show it). `time`: when the poll returned.
+        A delivery no `share_ack` names was never acknowledged (the consumer went away
+        holding it: its lock ends with the session or expires).
     {"op": "share_ack", "process": "m0", "status": "ok|fail|info", "error": "...",
      "acks": [["s-0", 7, "v", 2, "accept|release|reject"], ...]}
         The broker's answer to acknowledgements of deliveries this process received: ok
@@ -55,8 +57,8 @@ Anomaly kinds (`SHARE_ANOMALY_KINDS`):
                              confirmation, and its count not higher (each acquisition is
                              exclusive, so the later one was acquired later)
     delivered_past_limit     a delivery count above `share.delivery.count.limit`
-    dlq_missing              rejected (confirmed), or released or rejected at the limit,
-                             and not in the DLQ
+    dlq_missing              rejected (confirmed), or released, rejected or never
+                             acknowledged at the limit, and not in the DLQ
     dlq_unexpected           in the DLQ with no reason: a "rejected" copy of a value nobody
                              rejected, a "delivery count limit reached" copy below the
                              limit, an unknown reason
@@ -83,7 +85,8 @@ from typing import Any
 
 from yak.chaos.anomalies import Anomaly, CheckResult, HistoryError
 
-__all__ = ["SHARE_ANOMALY_KINDS", "check_share", "is_share_op", "merge_results"]
+__all__ = ["SHARE_ANOMALY_KINDS", "check_history", "check_share", "is_share_op",
+           "merge_results"]
 
 SHARE_ANOMALY_KINDS = (
     "share_lost",
@@ -338,10 +341,9 @@ def _must_dlq(ds: list[_Delivery], limit: int) -> str | None:
         if d.ack == "reject" and d.status == "ok":
             return f"{d.process}'s REJECT at delivery {d.count} was confirmed"
     for d in ds:
-        if d.count is not None and limit and d.count >= limit and d.ack in ("release",
-                                                                            "reject"):
-            return (f"{d.process} {d.ack}d it at delivery {d.count}, the limit"
-                    f" ({d.status or 'no outcome'})")
+        if d.count is not None and limit and d.count >= limit and d.ack != "accept":
+            return (f"{d.process} {d.ack + 'd' if d.ack else 'never acknowledged'} it at"
+                    f" delivery {d.count}, the limit ({d.status or 'no outcome'})")
     return None
 
 
@@ -395,6 +397,15 @@ def _check_dlq(h: _ShareHistory, rep: _Report, by_value: dict[Hashable, list[_De
             d = ds[-1]
             rep.add("dlq_missing", f"{v!r} is not in the DLQ though {why}", v, d.partition,
                     (d.offset,), tuple(sorted({str(x.process) for x in ds})))
+
+
+def check_history(ops: list[dict[str, Any]], final_reads: bool = True) -> CheckResult:
+    """A whole chaos history: the generic checker (`checker.check`) on everything but the
+    share workload's ops, this one on those (with the share topic's sends); one result."""
+    from yak.chaos.checker import check
+
+    return merge_results(check([op for op in ops if not is_share_op(op)],
+                               final_reads=final_reads), check_share(ops))
 
 
 def merge_results(a: CheckResult, b: CheckResult) -> CheckResult:

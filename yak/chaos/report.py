@@ -321,6 +321,7 @@ def summary_markdown(s: dict[str, Any]) -> str:
         f"| polls / records read | {c.get('polls', 0)} / {c.get('records_read', 0)} |",
         f"| transactions committed / aborted / unknown | {c.get('txns_committed', 0)} /"
         f" {c.get('txns_aborted', 0)} / {c.get('txns_unknown', 0)} |",
+        *(_share_rows(c) if "share_deliveries" in c else []),
         f"| faults injected | {c['faults_injected']} ("
         + ", ".join(f"{k} {v}" for k, v in sorted(c["faults_by_kind"].items())) + ") |",
         f"| availability during faults (acks=all, partition-seconds) |"
@@ -397,6 +398,23 @@ def summary_markdown(s: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _share_rows(c: dict[str, Any]) -> list[str]:
+    """The share-group workload's counts (yak/chaos/checker_share.py) as table rows."""
+    acks = " / ".join(f"{c.get(f'share_acks_{t}_ok', 0)}"
+                      f" ({c.get(f'share_acks_{t}_fail', 0) + c.get(f'share_acks_{t}_info', 0)})"
+                      for t in ("accept", "release", "reject"))
+    return [
+        f"| share: acked writes / deliveries / redeliveries / max delivery count |"
+        f" {c.get('share_sends_acked', 0)} / {c['share_deliveries']} /"
+        f" {c.get('share_redeliveries', 0)} / {c.get('share_max_delivery_count', 0)} |",
+        f"| share: acks confirmed (refused or unknown) accept / release / reject | {acks} |",
+        f"| share: values accepted / dead-lettered (never delivered) / outcome unknown |"
+        f" {c.get('share_values_accepted', 0)} / {c.get('dlq_values', 0)}"
+        f" ({c.get('dlq_values_never_delivered', 0)}) /"
+        f" {c.get('share_values_outcome_unknown', 0)} |",
+    ]
 
 
 def _outcome(f: dict[str, Any]) -> str:

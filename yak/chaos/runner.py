@@ -7,17 +7,24 @@ Phases and their bounds (every wait has one):
    on 3 or 5 brokers);
 2. start the workloads: queue producers, consumers (assign and subscribe, both isolation
    levels), the exactly-once pipeline, the transactional workload (TxnWorkload of issue 12,
-   whose producers are processes killed with SIGKILL on their own schedule);
+   whose producers are processes killed with SIGKILL on their own schedule), and, opt-in,
+   the share group (share_workload.py: a producer, share consumers, a dead-letter topic);
 3. the nemesis injects faults from `warmup_s` until `duration_s - cooldown_s`;
 4. heal everything, wait until every partition takes writes again (`recover_timeout_s`);
 5. stop the producers (each drains what it has in flight), let the pipeline drain its
-   input, decide every transaction, stop the consumers;
+   input, decide every transaction, let the share group drain and read its dead-letter
+   topic, stop the consumers;
 6. final reads of every topic to its end (read_committed); the replicas' segment files
    compared byte for byte below the high watermark (yak/chaos/replicas.py); then the
-   checker with `final_reads=True`, then the report.
+   checker with `final_reads=True` (and checker_share.py on the share ops), the report.
 
 A broker that exits without the nemesis asking (a crash) is restarted and recorded as an
 error: a run with errors does not pass, whatever the checker says.
+
+Over 600 lines on purpose: the phases above are one function's sequence, and the waits
+they use (`_wait_writable`, `_wait_pipeline_drained`, `_compare_replicas`) are read with
+them; each workload's own logic lives in its module (queue.py, workloads.py,
+share_workload.py).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from yak.chaos.checker import check
+from yak.chaos.checker_share import check_history
 from yak.chaos.env import ChaosCluster, ClusterSpec
 from yak.chaos.faults import FaultPlan, Nemesis
 from yak.chaos.history import Recorder
@@ -49,14 +56,18 @@ from yak.chaos.queue import (
     partition_name,
 )
 from yak.chaos.report import write_report
+from yak.chaos.share_workload import ShareWorkload
 from yak.chaos.workloads import TxnWorkload, WorkloadConfig
 
-__all__ = ["ChaosConfig", "run", "WORKLOADS"]
+__all__ = ["ChaosConfig", "run", "WORKLOADS", "DEFAULT_WORKLOADS"]
 
 log = logging.getLogger(__name__)
 
-WORKLOADS = ("queue", "txn", "pipeline")
+WORKLOADS = ("queue", "txn", "pipeline", "share")
+DEFAULT_WORKLOADS = ("queue", "txn", "pipeline")  # share is opt-in
 QUEUE_TOPIC = "chaos-queue"
+SHARE_TOPIC = "chaos-share"
+SHARE_DLQ = "chaos-share-dlq"
 EOS_TOPIC = "chaos-eos-out"
 TXN_TOPIC = "chaos-txn"
 
@@ -73,13 +84,15 @@ class ChaosConfig:
     interval: tuple[float, float] = (6.0, 12.0)
     hold: tuple[float, float] = (3.0, 8.0)
     schedule: list[dict[str, Any]] | None = None
-    workloads: tuple[str, ...] = WORKLOADS
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     partitions: int = 4
     producers: int = 2
     rate: float = 50.0  # writes per second per queue producer
     txn_producers: int = 2
     txn_kill_every_s: float = 0.0  # SIGKILL a transactional producer this often (0: never)
     txn_interval_s: float = 0.05  # pause between a transactional producer's transactions
+    share_members: int = 3  # share consumers in the share group
+    share_rate: float = 20.0  # writes per second to the share topic
     warmup_s: float = 5.0
     cooldown_s: float = 5.0
     recover_timeout_s: float = 90.0
@@ -160,7 +173,7 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
             cluster.stop()
     say(f"checking {len(ops)} operations")
     t = time.monotonic()
-    result = check(ops, final_reads=True)
+    result = check_history(ops)
     check_s = time.monotonic() - t
     meta = {
         "title": cfg.title,
@@ -179,8 +192,11 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
                    + f", RF {spec.replication_factor},"
                      f" min.insync.replicas {spec.min_insync_replicas}"
                    + (f", settings {cfg.broker_settings}" if cfg.broker_settings else ""),
-        "workloads": ", ".join(cfg.workloads) + f" ({cfg.producers} queue producers at"
-                     f" {cfg.rate:g}/s, {cfg.partitions} partitions)",
+        "workloads": ", ".join(cfg.workloads) + f" ({cfg.partitions} partitions"
+                     + (f", {cfg.producers} queue producers at {cfg.rate:g}/s"
+                        if {"queue", "pipeline"} & set(cfg.workloads) else "") + ")"
+                     + (f"; share: {cfg.share_members} members, 1 producer at"
+                        f" {cfg.share_rate:g}/s" if "share" in cfg.workloads else ""),
         "check_s": round(check_s, 2),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "errors": errors,
@@ -191,7 +207,9 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         # bumps its epoch and resends what it still queued: a duplicate librdkafka
         # documents and no broker can prevent (checker_reads._resent_after_client_timeout).
         "allowed_anomalies": (["G0"] if "txn" in cfg.workloads and cfg.txn_producers > 1
-                              else []) + ["duplicate_after_client_timeout"],
+                              else []) + ["duplicate_after_client_timeout"]
+                             # the broker copies to the DLQ at least once (checker_share)
+                             + (["dlq_duplicate"] if "share" in cfg.workloads else []),
         **extra,
     }
     summary = write_report(cfg.report_dir, ops, result, meta)
@@ -230,23 +248,28 @@ def _create_topics(cluster: ChaosCluster, topics: dict[str, int]) -> None:
 
 def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
                    errors: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    started: list[TxnWorkload] = []
+    started: list[TxnWorkload | ShareWorkload] = []
     try:
         return _phases(cfg, cluster, say, errors, started)
     except BaseException:
-        for txn in started:  # its producers are processes: never leave them behind
+        for w in started:  # its producers are processes: never leave them behind
             with contextlib.suppress(Exception):
-                txn.stop_producers()
+                if isinstance(w, ShareWorkload):
+                    w.stop_members.set()  # threads, but they would spin on a stopped cluster
+                else:
+                    w.stop_producers()
         raise
 
 
 def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: list[str],
-            started: list[TxnWorkload]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            started: list[TxnWorkload | ShareWorkload]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rec = Recorder()
     bootstrap = cluster.bootstrap
     topics = {QUEUE_TOPIC: cfg.partitions}
     if "pipeline" in cfg.workloads:
         topics[EOS_TOPIC] = cfg.partitions
+    if "share" in cfg.workloads:
+        topics[SHARE_TOPIC] = topics[SHARE_DLQ] = cfg.partitions
     _create_topics(cluster, topics)
     stop_producers = threading.Event()
     stop_consumers = threading.Event()
@@ -282,10 +305,19 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
             txn_interval_s=cfg.txn_interval_s,
             replication_factor=cluster.spec.replication_factor,
             topic_config={"min.insync.replicas": str(cluster.spec.min_insync_replicas)}))
-    clients = [*producers, *consumers, *pipelines]
+    share = None
+    if "share" in cfg.workloads:
+        share = ShareWorkload(rec, stop_producers, bootstrap=bootstrap, topic=SHARE_TOPIC,
+                              dlq=SHARE_DLQ, partitions=cfg.partitions,
+                              members=cfg.share_members, rate=cfg.share_rate, seed=cfg.seed)
+        share.configure()
+        producers.append(share.producer)
+        started.append(share)
+    clients = [*producers, *consumers, *pipelines, *(share.members if share else [])]
     say(f"workloads: {len(producers)} producers, {len(consumers)} consumers,"
         f" {len(pipelines)} pipeline(s)" + (f", {cfg.txn_producers} transactional producers"
-                                            if txn else ""))
+                                            if txn else "")
+        + (f", share group: 1 producer, {cfg.share_members} members" if share else ""))
     for c in clients:
         c.start()
     txn_stop = threading.Event()
@@ -305,7 +337,8 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
         txn_thread.start()
 
     plan = FaultPlan(cfg.faults, seed=cfg.seed, interval=cfg.interval, hold=cfg.hold,
-                     schedule=cfg.schedule, topic=QUEUE_TOPIC)
+                     schedule=cfg.schedule,
+                     topic=SHARE_TOPIC if cfg.workloads == ("share",) else QUEUE_TOPIC)
     nemesis = Nemesis(cluster, rec, plan, progress=say)
     for f, why in nemesis.skipped.items():
         say(f"fault {f} skipped: {why}")
@@ -329,7 +362,7 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
             errors.append("the nemesis did not finish undoing its fault within 180 s")
         say(f"faults over ({len(nemesis.injected)} injected); waiting for recovery")
         _sleep_until(rec, cfg.duration_s)
-        recovered_at = _wait_writable(rec, producers, cfg.partitions, cfg.recover_timeout_s)
+        recovered_at = _wait_writable(rec, producers, cfg.recover_timeout_s)
         if recovered_at is None:
             errors.append(f"writes did not resume on every partition within"
                           f" {cfg.recover_timeout_s:g} s after the faults")
@@ -365,6 +398,9 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
             txn_ops = txn.finish()
         except Exception as e:
             errors.append(f"transactional workload could not finish: {e}")
+    if share is not None:
+        say("draining the share group")
+        share.finish(errors)
     stop_consumers.set()
     for c in consumers:
         c.join(30)
@@ -372,6 +408,8 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
     read_topics = {QUEUE_TOPIC: cfg.partitions}
     if pipelines:
         read_topics[EOS_TOPIC] = cfg.partitions
+    if share is not None:
+        read_topics[SHARE_TOPIC] = cfg.partitions
     try:
         rec.extend(final_reads(bootstrap, read_topics, rec.now, process="final-q"))
     except Exception as e:
@@ -386,6 +424,8 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
         compare = dict(read_topics)
         if txn is not None:
             compare[TXN_TOPIC] = cfg.partitions
+        if share is not None:
+            compare[SHARE_DLQ] = cfg.partitions
         say("comparing replicas")
         replicas = _compare_replicas(cluster, compare, errors)
     for c in clients:
@@ -403,6 +443,7 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
         "pipeline": {"commits": sum(p.commits for p in pipelines),
                      "aborts": sum(p.aborts for p in pipelines)} if pipelines else None,
         "txn_producer_kills": txn.kills if txn else 0,
+        "share": share.stats() if share else None,
         "replicas": replicas,
     }
     errors.extend(nemesis.errors)  # a fault that could not be injected or undone
@@ -515,11 +556,13 @@ def _sleep_until(rec: Recorder, t: float) -> None:
         time.sleep(min(left, 1.0))
 
 
-def _wait_writable(rec: Recorder, producers: list[QueueProducer], partitions: int,
+def _wait_writable(rec: Recorder, producers: list[QueueProducer],
                    timeout_s: float) -> float | None:
-    """Until every queue partition has acked a write made after now (None on timeout)."""
+    """Until every partition the producers write has acked a write made after now (None
+    on timeout)."""
     if not producers:
         return rec.now()
+    want = {partition_name(p.topic, i) for p in producers for i in range(p.partitions)}
     t0 = rec.now()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -531,7 +574,7 @@ def _wait_writable(rec: Recorder, producers: list[QueueProducer], partitions: in
             if op.get("op") == "send" and op.get("status") == "ok" and "sent" in op \
                     and op["sent"] >= t0:
                 seen.add(op["partition"])
-        if len(seen) >= partitions:
+        if seen >= want:
             return rec.now()
         time.sleep(0.5)
     return None

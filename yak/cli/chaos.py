@@ -5,7 +5,8 @@ and writes a report directory (yak/chaos/runner.py has the phases, yak/chaos/rep
 files). Exit 0: no anomaly and no error; 1: the run found anomalies or errors (the report
 says which); 2: a usage mistake, in one line, before anything starts.
 
-`check HISTORY` re-checks a saved history.json (e.g. after changing the checker).
+`check HISTORY` re-checks a saved history.json (e.g. after changing the checker), the
+share group's part included.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def run_cmd(
         "--schedule", help="JSON file: a list of {\"at\": s, \"fault\": name, \"hold\": s}"
         " instead of random faults.")] = None,
     workloads: Annotated[str, typer.Option(
-        "--workloads", help="queue, txn, pipeline (comma-separated).")
+        "--workloads", help="queue, txn, pipeline, share (comma-separated; share, the"
+        " share group with its dead-letter topic, is opt-in).")
     ] = "queue,txn,pipeline",
     partitions: Annotated[int, typer.Option("--partitions", help="Partitions per topic.",
                                             min=1)] = 4,
@@ -185,12 +187,13 @@ def check_cmd(
                                        " (comma-separated), e.g. G0.")] = "",
 ) -> None:
     """Check a saved history; print the verdict as JSON (exit 1 on anomalies)."""
-    from yak.chaos.checker import HistoryError, check
+    from yak.chaos.checker import HistoryError
+    from yak.chaos.checker_share import check_history
     from yak.chaos.history import load_history
 
     try:
         ops = load_history(Path(history))
-        result = check(ops, final_reads=final_reads)
+        result = check_history(ops, final_reads=final_reads)
     except HistoryError as e:
         fail(f"{history}: malformed history: {e}", 2)
     except (OSError, ValueError) as e:
