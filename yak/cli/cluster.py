@@ -1,5 +1,6 @@
-"""`yak cluster up|status|stop|purge|start-broker`: a local Yak cluster in the background, in
-one directory; `yak cluster info|health|logdirs`: any Kafka-compatible cluster, over the wire.
+"""`yak cluster up|status|stop|purge|start-broker|add-broker`: a local Yak cluster in the
+background, in one directory; `yak cluster info|health|logdirs`: any Kafka-compatible
+cluster, over the wire.
 
 Modelled on Redpanda's `rpk container start|status|stop|purge`: `up` starts an etcd (one
 member, or three) and N brokers (`yak serve --metadata etcd://...`, node ids 1..N) as
@@ -7,12 +8,19 @@ background processes whose state lives in `--dir` (data, logs, `cluster.json` wi
 pid), and returns once every broker has registered and sees the others, printing the
 bootstrap servers and the console URL (`--racks a,b,c`: broker i gets `broker.rack` =
 RACKS[i mod len], the way several brokers share one host safely). Every port it opens is
-within `--base-port` .. +19 (`yak/cluster/local.py`'s PortPlan): brokers' Kafka listeners from the base port,
-their HTTP (REST, console, /metrics) ports from +5, etcd from +10. `status` lists each
-process, each broker's address and the controller; `stop` ends every process `up`
-started (brokers first, with a controlled shutdown); `purge` also deletes the directory;
-`start-broker N` starts one stopped broker again (its data, ports and command as `up`
-recorded them in `cluster.json`) while the rest of the cluster runs.
+within `--base-port` .. +19 (`yak/devcluster/local.py`'s PortPlan): brokers' Kafka
+listeners from the base port, their HTTP (REST, console, /metrics) ports from +5, etcd from
++10. `--tiered` also starts an S3 store (SeaweedFS, yak/devcluster/objectstore.py) on +20 ..
++30 and gives every broker tiered storage on it (`remote.log.storage.system.enable`,
+`remote.storage.uri`); topics then opt in with `remote.storage.enable=true`. `status` lists
+each process, each broker's address and the controller, and the store's address; `stop` ends
+every process `up` started (brokers first, with a controlled shutdown, then the store and
+etcd); `purge` also deletes the directory, the store's data with it; `start-broker N` starts
+one stopped broker again (its data, ports and command as `up` recorded them in
+`cluster.json`) while the rest of the cluster runs; `add-broker` starts one more broker
+(the next node id, up to 5) with the settings `up` was given, as an operator adds a machine:
+the controller places new partitions on it, and `partition.autobalancing.mode=node_add`
+moves existing ones there.
 
 `info`, `health` and `logdirs` reach any cluster through `--bootstrap` (as rpk's `cluster
 info`, `cluster health` and `cluster logdirs describe` do): brokers, controller and cluster
@@ -24,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -72,6 +79,10 @@ def up(
         "--racks", help="Comma-separated racks: broker i gets broker.rack=RACKS[i % len],"
         " so replicas spread over them (and consumers with client.rack read nearby).")]
         = None,
+    tiered: Annotated[bool, typer.Option(
+        "--tiered", help="Also run an S3 store (SeaweedFS, ports +20..+30) and give every"
+        " broker tiered storage on it; topics opt in with remote.storage.enable=true.")]
+        = False,
 ) -> None:
     """Start etcd and N brokers in the background; print the bootstrap servers."""
     from yak.devcluster.local import (
@@ -81,13 +92,25 @@ def up(
         ManagedProcess,
         PortPlan,
     )
+    from yak.devcluster.objectstore import (
+        STORE_ACCESS_KEY,
+        STORE_SECRET_KEY,
+        WeedNotInstalledError,
+        find_weed,
+    )
 
     try:
-        plan = PortPlan(base_port, brokers, etcd_members)
+        plan = PortPlan(base_port, brokers, etcd_members, tiered)
     except ClusterStateError as e:
         fail(str(e), 2)
     rack_names = _parse_racks(racks) if racks is not None else []
+    if tiered:
+        try:
+            find_weed()  # before anything starts: a missing binary is a usage error
+        except WeedNotInstalledError as e:
+            fail(str(e), 2)
     cluster = LocalCluster(Path(directory), plan)
+    cluster.racks = rack_names
     try:
         etcd = cluster.start_etcd()
     except EtcdNotInstalledError as e:
@@ -102,20 +125,18 @@ def up(
     procs: list[ManagedProcess] = []
     deadline = time.monotonic() + UP_TIMEOUT_S
     try:
+        if tiered:
+            cluster.start_store(max(1.0, deadline - time.monotonic()))
+            # SeaweedFS runs without -s3.config: any key signs; the user's --set come after
+            # these, so they win.
+            cluster.broker_settings += [
+                "remote.log.storage.system.enable=true",
+                f"remote.storage.uri={cluster.store_uri}",
+                f"remote.storage.access.key.id={STORE_ACCESS_KEY}",
+                f"remote.storage.secret.access.key={STORE_SECRET_KEY}"]
+        cluster.broker_settings += list(set_ or ())
         for i in range(brokers):
-            node_id = i + 1
-            argv = [sys.executable, "-m", "yak.cli.main", "serve",
-                    "--data-dir", str(cluster.dir / f"broker-{node_id}"),
-                    "--listen", f"127.0.0.1:{plan.kafka[i]}",
-                    "--http", f"127.0.0.1:{plan.http[i]}",
-                    "--metadata", url, "--set", f"node.id={node_id}"]
-            if rack_names:
-                argv += ["--set", f"broker.rack={rack_names[i % len(rack_names)]}"]
-            for s in set_ or ():
-                argv += ["--set", s]
-            procs.append(cluster.add_process(ManagedProcess(
-                f"broker-{node_id}", argv, cluster.dir / "logs" / f"broker-{node_id}.log",
-                env={"PYTHONUNBUFFERED": "1"}, ports=[plan.kafka[i], plan.http[i]])))
+            procs.append(cluster.add_process(cluster.broker_process(i + 1)))
         for p in procs:
             p.wait_ready(lambda p=p: READY in p.log_tail(200),
                          max(1.0, deadline - time.monotonic()))
@@ -129,6 +150,10 @@ def up(
     print(f"Bootstrap servers: {bootstrap}")
     print(f"Console: http://127.0.0.1:{plan.http[0]}/")
     print(f"Metadata: {url}")
+    if cluster.store_uri is not None:
+        print(f"Object store: {cluster.store_uri}")
+        print(f"Object store credentials: AWS_ACCESS_KEY_ID={STORE_ACCESS_KEY}"
+              f" AWS_SECRET_ACCESS_KEY={STORE_SECRET_KEY}")
     print(f"Stop with: yak cluster stop --dir {directory}")
 
 
@@ -199,6 +224,9 @@ def status(directory: Dir = "./yak-cluster") -> None:
                 alive_brokers.append(addr)
                 report = loads.get(int(name.removeprefix("broker-")))
                 print(f"{'':<10} load: {report.summary() if report is not None else 'no report yet'}")
+        elif name == "s3":
+            print(f"{name:<10} {'127.0.0.1:' + str(ports[0]):<22} {state}"
+                  f"  object store {cluster.store_uri}")
         else:
             print(f"{name:<10} {'127.0.0.1:' + str(ports[0]):<22} {state}")
     print(f"controller: {_controller(alive_brokers)}")
@@ -261,7 +289,7 @@ def start_broker(
     directory: Dir = "./yak-cluster",
 ) -> None:
     """Start one stopped broker of the local cluster again, on its data and ports."""
-    from yak.devcluster.local import ClusterStateError, _port_free
+    from yak.devcluster.local import _port_free
 
     cluster = _load(directory)
     name = f"broker-{node_id}"
@@ -277,10 +305,28 @@ def start_broker(
     if not etcd or not all(m.is_alive() for m in etcd):
         fail(f"etcd of the cluster in {directory} is not running: start the whole cluster"
              f" with `yak cluster up --dir {directory}`", 1)
+    _check_store(cluster, directory)
     busy = [p for p in proc.ports if not _port_free(p)]
     if busy:
         fail(f"cannot start {name}: ports {', '.join(map(str, busy))} are in use", 1)
     proc.env = {"PYTHONUNBUFFERED": "1"}
+    _start_and_wait(cluster, proc)
+    print(f"started {name} on 127.0.0.1:{proc.ports[0]} (pid {proc.pid})")
+
+
+def _check_store(cluster: LocalCluster, directory: str) -> None:
+    """A tiered cluster's brokers stop at start-up (exit 2) without their object store."""
+    store = cluster.store
+    if store is not None and not store.is_alive():
+        fail(f"the object store of the cluster in {directory} is not running: start the"
+             f" whole cluster with `yak cluster up --tiered --dir {directory}`", 1)
+
+
+def _start_and_wait(cluster: LocalCluster, proc: Any) -> None:
+    """Start a broker process (recording it), then wait for its ready line, until it sees
+    every running broker, and for its console; a failure is one line and exit 1."""
+    from yak.devcluster.local import ClusterStateError
+
     try:
         seen = proc.log_path.stat().st_size
     except OSError:
@@ -301,8 +347,48 @@ def start_broker(
         if len(proc.ports) > 1:
             _wait_http(proc.ports[1], deadline)
     except (ClusterStateError, TimeoutError) as e:
-        fail(f"{name} did not start: {e} (log in {proc.log_path})", 1)
-    print(f"started {name} on 127.0.0.1:{proc.ports[0]} (pid {proc.pid})")
+        fail(f"{proc.name} did not start: {e} (log in {proc.log_path})", 1)
+
+
+@app.command("add-broker")
+def add_broker(
+    directory: Dir = "./yak-cluster",
+    rack: Annotated[str | None, typer.Option(
+        "--rack", help="Its broker.rack (default: the next of `up --racks`, if any).")]
+        = None,
+) -> None:
+    """Start one more broker in the local cluster: the next node id, the settings `up` was
+    given. New partitions are placed on it; with partition.autobalancing.mode=node_add the
+    controller moves existing ones there."""
+    from dataclasses import replace
+
+    from yak.devcluster.local import MAX_BROKERS, ClusterStateError, _port_free
+
+    cluster = _load(directory)
+    ids = cluster.broker_ids()
+    node_id = max(ids, default=0) + 1
+    if node_id > MAX_BROKERS:
+        fail(f"the cluster in {directory} has brokers {', '.join(map(str, ids))}: a local"
+             f" cluster has at most {MAX_BROKERS} (node ids 1..{MAX_BROKERS}, one port each"
+             f" within --base-port .. +9)", 2)
+    if rack is not None and (not rack.strip() or not rack.isprintable()):
+        fail(f"invalid --rack {rack!r}: a rack is a non-empty, printable name", 2)
+    etcd = cluster.etcd.members if cluster.etcd is not None else []
+    if not etcd or not all(m.is_alive() for m in etcd):
+        fail(f"etcd of the cluster in {directory} is not running: start the cluster with"
+             f" `yak cluster up --dir {directory}` first", 1)
+    _check_store(cluster, directory)
+    try:
+        proc = cluster.broker_process(node_id, rack)
+    except ClusterStateError as e:
+        fail(str(e), 2)
+    busy = [p for p in proc.ports if not _port_free(p)]
+    if busy:
+        fail(f"cannot add broker {node_id}: ports {', '.join(map(str, busy))} are in use", 1)
+    cluster.plan = replace(cluster.plan, brokers=len(ids) + 1)
+    _start_and_wait(cluster, proc)
+    print(f"added broker {node_id} on 127.0.0.1:{proc.ports[0]} (pid {proc.pid}),"
+          f" console http://127.0.0.1:{proc.ports[1]}/")
 
 
 def _wait_sees(port: int, brokers: set[int], deadline: float) -> None:

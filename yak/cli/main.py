@@ -91,6 +91,7 @@ def _add_tool_commands() -> None:
     from yak.cli import rebalance as _rebalance
     from yak.cli import schema as _schema
     from yak.cli import share_group as _share_group
+    from yak.cli import tiered as _tiered
     from yak.cli import topic as _topic
     from yak.cli import txn as _txn
     from yak.cli import user as _user
@@ -114,6 +115,7 @@ def _add_tool_commands() -> None:
     app.add_typer(_config.app, name="config")
     app.add_typer(_chaos.app, name="chaos")
     app.add_typer(_txn.app, name="txn")
+    app.add_typer(_tiered.app, name="tiered")
     app.add_typer(_profile.app, name="profile")
 
 

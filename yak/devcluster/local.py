@@ -2,17 +2,24 @@
 
 Used by the tests (tests/cluster/conftest.py) and by `yak cluster up|status|stop|purge`,
 modelled on Redpanda's `rpk container`: everything lives under one directory (`--dir`), every
-port is within `--base-port .. +19` (PortPlan), processes run in their own sessions so they
-outlive the command that started them, and `cluster.json` in the directory records each
+port is within `--base-port .. +19` (+30 with `tiered`: PortPlan), processes run in their
+own sessions so they outlive the command that started them, and `cluster.json` in the directory records each
 process (pid, command, ports) so a later `status` or `stop` finds them.
 
 Fault hooks for the reliability scenarios: any process by name can be killed (SIGKILL),
-terminated (SIGTERM, waited for), paused (SIGSTOP) and resumed (SIGCONT). Links between
-processes are cut with yak/devcluster/netproxy.py.
+terminated (SIGTERM, waited for), paused (SIGSTOP) and resumed (SIGCONT): ManagedProcess,
+in yak/devcluster/process.py. Links between processes are cut with
+yak/devcluster/netproxy.py.
 
-Adding brokers (the integration phase): a broker is one more ManagedProcess, started with
-`yak serve --metadata <LocalEtcd.url()> --listen 127.0.0.1:<PortPlan.kafka[i]> ...` and made
-ready by its "Yak broker ready on" line; LocalCluster.add_process() records it.
+A broker is one more ManagedProcess, `yak serve --metadata <LocalEtcd.url()> --listen
+127.0.0.1:<PortPlan.kafka_port(node id)> ...` (LocalCluster.broker_process), made ready by its
+"Yak broker ready on" line; LocalCluster.add_process() records it. The brokers' settings
+(`--set`, racks) are recorded too, so a broker added later (`yak cluster add-broker`) runs
+with the same ones.
+
+With `tiered` (`yak cluster up --tiered`) the cluster also runs an S3 store (SeaweedFS,
+yak/devcluster/objectstore.py) on eleven more ports (+20 .. +30), started before the brokers
+and stopped after them, its data under `<dir>/s3`.
 """
 
 from __future__ import annotations
@@ -21,16 +28,25 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from yak.devcluster.objectstore import (
+    STOP_GRACE_S,
+    STORE_PORT_NAMES,
+    find_weed,
+    s3_ready,
+    store_uri,
+    weed_argv,
+)
+from yak.devcluster.process import ClusterStateError, ManagedProcess
 
 __all__ = [
     "ETCD_PACKAGE",
@@ -47,16 +63,15 @@ __all__ = [
 ETCD_PACKAGE = "etcd-server"
 STATE_FILE = "cluster.json"
 PORT_SPAN = 20
+STORE_PORT_SPAN = len(STORE_PORT_NAMES)  # +20 .. +30 with --tiered: the object store's
 MAX_BROKERS = 5
 ETCD_READY_TIMEOUT_S = 30.0
+STORE_READY_TIMEOUT_S = 60.0
+STORE = "s3"  # the object store's process name
 
 
 class EtcdNotInstalledError(Exception):
     """etcd is missing; str(e) is the one line that says which package to install."""
-
-
-class ClusterStateError(Exception):
-    """The cluster directory or request is unusable; str(e) is one line."""
 
 
 def find_etcd() -> str:
@@ -96,12 +111,15 @@ class PortPlan:
     """Every port of a local cluster, within base_port .. base_port + 19:
 
     +0..+4 brokers' Kafka listeners, +5..+9 their HTTP (gateway/console) ports, +10..+12 etcd
-    client ports, +13..+15 etcd peer ports, +16..+19 spare (e.g. fault-injection proxies).
+    client ports, +13..+15 etcd peer ports, +16..+19 spare (e.g. fault-injection proxies);
+    with `tiered`, +20..+30 the object store's (the S3 port first). Broker N (node id N)
+    always has base+N-1 and base+5+N-1, so a broker added later has its ports already.
     """
 
     base_port: int
     brokers: int = 1
     etcd_members: int = 1
+    tiered: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= MAX_BROKERS:
@@ -109,9 +127,33 @@ class PortPlan:
                                     f" {self.brokers}")
         if self.etcd_members not in (1, 3):
             raise ClusterStateError(f"etcd members must be 1 or 3, not {self.etcd_members}")
-        if not 1024 <= self.base_port <= 65535 - PORT_SPAN:
+        if not 1024 <= self.base_port <= 65535 - self.span:
             raise ClusterStateError(f"--base-port {self.base_port} must be within 1024 .."
-                                    f" {65535 - PORT_SPAN}")
+                                    f" {65535 - self.span}")
+
+    @property
+    def span(self) -> int:
+        return PORT_SPAN + (STORE_PORT_SPAN if self.tiered else 0)
+
+    def kafka_port(self, node_id: int) -> int:
+        return self.base_port + self._slot(node_id)
+
+    def http_port(self, node_id: int) -> int:
+        return self.base_port + 5 + self._slot(node_id)
+
+    @staticmethod
+    def _slot(node_id: int) -> int:
+        if not 1 <= node_id <= MAX_BROKERS:
+            raise ClusterStateError(f"a local cluster has brokers 1 to {MAX_BROKERS}, not"
+                                    f" {node_id}")
+        return node_id - 1
+
+    @property
+    def store(self) -> list[int]:
+        """The object store's ports (STORE_PORT_NAMES' order); none without `tiered`."""
+        if not self.tiered:
+            return []
+        return [self.base_port + PORT_SPAN + i for i in range(len(STORE_PORT_NAMES))]
 
     @property
     def kafka(self) -> list[int]:
@@ -134,161 +176,7 @@ class PortPlan:
         return [self.base_port + 16 + i for i in range(4)]
 
     def all_ports(self) -> list[int]:
-        return self.kafka + self.http + self.etcd_client + self.etcd_peer
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (an exited child not yet reaped) counts as gone, but only once every thread
-    # has exited: a multi-threaded process (etcd is Go) shows its main thread as a zombie
-    # while the others are still exiting, and its parent cannot reap it yet.
-    with contextlib.suppress(OSError, IndexError):
-        if (Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-                and len(os.listdir(f"/proc/{pid}/task")) <= 1):
-            return False
-    return True
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-@dataclass
-class ManagedProcess:
-    """One background process of the cluster, with fault hooks. Works both on a child this
-    Python process started and on a pid read back from cluster.json (another invocation)."""
-
-    name: str
-    argv: list[str]
-    log_path: Path
-    env: dict[str, str] | None = None
-    ports: list[int] = field(default_factory=list)
-    pid: int = 0
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> ManagedProcess:
-        if self.is_alive():
-            raise ClusterStateError(f"{self.name} is already running (pid {self.pid})")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **(self.env or {}))
-        with open(self.log_path, "ab") as out:
-            self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True)
-        self.pid = self._proc.pid
-        return self
-
-    def owns_pid(self) -> bool:
-        """The recorded pid still runs *this* command (guards against pid reuse)."""
-        if self._proc is not None:
-            return self._proc.poll() is None  # also reaps it once it has exited
-        if not self.pid or not _pid_alive(self.pid):
-            return False
-        return _cmdline(self.pid) == self.argv
-
-    def _gone(self) -> bool:
-        """Exited for good (a zombie counts as gone). Unlike owns_pid() this does not look at
-        the command line, which the kernel empties while a process is still exiting."""
-        if self._proc is not None:
-            return self._proc.poll() is not None
-        return not self.pid or not _pid_alive(self.pid)
-
-    def is_alive(self) -> bool:
-        if self._proc is not None:
-            return self._proc.poll() is None
-        return self.owns_pid()
-
-    def returncode(self) -> int | None:
-        return self._proc.poll() if self._proc is not None else None
-
-    def signal(self, sig: int) -> None:
-        if not self.owns_pid():
-            raise ClusterStateError(f"{self.name} is not running")
-        os.kill(self.pid, sig)
-
-    def kill(self) -> None:
-        """SIGKILL (kill -9): no shutdown of any kind. Waits (bounded) until it is gone."""
-        if self.owns_pid():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGCONT)  # a stopped process dies as well
-                os.kill(self.pid, signal.SIGKILL)
-        self.wait(10.0)
-
-    def terminate(self, timeout: float = 30.0) -> bool:
-        """SIGTERM and wait up to `timeout`; SIGKILL after that. True if it exited by itself."""
-        if not self.owns_pid():
-            return True
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGCONT)
-            os.kill(self.pid, signal.SIGTERM)
-        if self.wait(timeout):
-            return True
-        self.kill()
-        return False
-
-    def pause(self) -> None:
-        """SIGSTOP: the process freezes (sockets stay open, nothing is answered)."""
-        self.signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.signal(signal.SIGCONT)
-
-    def wait(self, timeout: float) -> bool:
-        """Until the process has exited; False after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None:
-                try:
-                    self._proc.wait(max(0.0, min(0.1, deadline - time.monotonic())))
-                    return True
-                except subprocess.TimeoutExpired:
-                    continue
-            if self._gone():
-                return True
-            time.sleep(0.05)
-        return self._gone()
-
-    def wait_ready(self, ready: Callable[[], bool], timeout: float) -> None:
-        """Poll `ready()` until it holds; raise ClusterStateError (with the log's tail) if
-        the process exits or `timeout` passes first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if ready():
-                    return
-            if not self.is_alive():
-                raise ClusterStateError(
-                    f"{self.name} exited (rc={self.returncode()}) before it was ready:"
-                    f" {self.log_tail(1)}")
-            time.sleep(0.05)
-        raise ClusterStateError(f"{self.name} not ready within {timeout:g} s:"
-                                f" {self.log_tail(1)}")
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
-
-    def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "argv": self.argv, "log": str(self.log_path),
-                "ports": self.ports, "pid": self.pid}
-
-    @classmethod
-    def from_json(cls, d: dict[str, object]) -> ManagedProcess:
-        return cls(name=str(d["name"]), argv=[str(a) for a in d["argv"]],  # type: ignore[attr-defined]
-                   log_path=Path(str(d["log"])), ports=[int(p) for p in d["ports"]],  # type: ignore[attr-defined]
-                   pid=int(d["pid"]))  # type: ignore[call-overload]
+        return self.kafka + self.http + self.etcd_client + self.etcd_peer + self.store
 
 
 class LocalEtcd:
@@ -408,6 +296,10 @@ class LocalCluster:
         self.etcd: LocalEtcd | None = None
         self.processes: dict[str, ManagedProcess] = {}
         self.namespace = "default"
+        # Every broker's `--set KEY=VALUE`s (the tiered ones included) and the racks they
+        # cycle through: what a broker added later is started with.
+        self.broker_settings: list[str] = []
+        self.racks: list[str] = []
 
     # -- persistence
 
@@ -420,8 +312,11 @@ class LocalCluster:
             "base_port": self.plan.base_port,
             "brokers": self.plan.brokers,
             "etcd_members": self.plan.etcd_members,
+            "tiered": self.plan.tiered,
             "namespace": self.namespace,
             "etcd": [m.name for m in (self.etcd.members if self.etcd else [])],
+            "broker_settings": self.broker_settings,
+            "racks": self.racks,
             "processes": [p.to_json() for p in self.processes.values()],
         }
         tmp = self.state_path.with_suffix(".tmp")
@@ -439,8 +334,11 @@ class LocalCluster:
         except ValueError as e:
             raise ClusterStateError(f"{path} is unreadable: {e}") from None
         self = cls(Path(directory), PortPlan(state["base_port"], state["brokers"],
-                                             state["etcd_members"]))
+                                             state["etcd_members"],
+                                             bool(state.get("tiered", False))))
         self.namespace = state.get("namespace", "default")
+        self.broker_settings = [str(s) for s in state.get("broker_settings", [])]
+        self.racks = [str(r) for r in state.get("racks", [])]
         for p in state["processes"]:
             proc = ManagedProcess.from_json(p)
             self.processes[proc.name] = proc
@@ -473,6 +371,59 @@ class LocalCluster:
         self.save()
         return self.etcd
 
+    @property
+    def store(self) -> ManagedProcess | None:
+        """The object store's process (`--tiered`), None without one."""
+        return self.processes.get(STORE)
+
+    @property
+    def store_uri(self) -> str | None:
+        """The brokers' `remote.storage.uri` (`--tiered`), None without a store."""
+        return store_uri(self.plan.store[0]) if self.plan.tiered else None
+
+    def start_store(self, timeout: float = STORE_READY_TIMEOUT_S) -> ManagedProcess:
+        """Start the S3 store (on its existing data when restarting) and wait until its
+        bucket takes writes. WeedNotInstalledError when `weed` is missing."""
+        weed = find_weed()
+        data = self.dir / "s3"
+        data.mkdir(parents=True, exist_ok=True)  # weed refuses a -dir that does not exist
+        proc = ManagedProcess(STORE, weed_argv(weed, data, self.plan.store),
+                              self.dir / "logs" / f"{STORE}.log", ports=self.plan.store,
+                              cwd=data)
+        self.add_process(proc)
+        try:
+            proc.wait_ready(lambda: s3_ready(self.plan.store[0]), timeout)
+        except ClusterStateError:
+            proc.terminate(STOP_GRACE_S)
+            raise
+        return proc
+
+    def broker_process(self, node_id: int, rack: str | None = None) -> ManagedProcess:
+        """Broker `node_id` as `up` runs it: its own data directory and ports, the cluster's
+        etcd, `broker_settings`, and `rack` (default: the racks' turn for this node id)."""
+        if self.etcd is None:
+            raise ClusterStateError(f"the cluster in {self.dir} has no etcd")
+        argv = [sys.executable, "-m", "yak.cli.main", "serve",
+                "--data-dir", str(self.dir / f"broker-{node_id}"),
+                "--listen", f"127.0.0.1:{self.plan.kafka_port(node_id)}",
+                "--http", f"127.0.0.1:{self.plan.http_port(node_id)}",
+                "--metadata", self.etcd.url(self.namespace), "--set", f"node.id={node_id}"]
+        if rack is None and self.racks:
+            rack = self.racks[(node_id - 1) % len(self.racks)]
+        if rack is not None:
+            argv += ["--set", f"broker.rack={rack}"]
+        for setting in self.broker_settings:
+            argv += ["--set", setting]
+        return ManagedProcess(
+            f"broker-{node_id}", argv, self.dir / "logs" / f"broker-{node_id}.log",
+            env={"PYTHONUNBUFFERED": "1"},
+            ports=[self.plan.kafka_port(node_id), self.plan.http_port(node_id)])
+
+    def broker_ids(self) -> list[int]:
+        """Node ids of the cluster's brokers, running or not."""
+        return sorted(int(n.removeprefix("broker-")) for n in self.processes
+                      if n.startswith("broker-"))
+
     def add_process(self, proc: ManagedProcess) -> ManagedProcess:
         """Record (and start) one more process, e.g. a broker (the integration phase)."""
         self.processes[proc.name] = proc
@@ -491,12 +442,15 @@ class LocalCluster:
         return [(p.name, p.pid, p.is_alive(), p.ports) for p in self.processes.values()]
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM every process (brokers before etcd, so they can deregister), waiting for
-        each; SIGKILL what does not exit within `timeout`."""
+        """SIGTERM every process (brokers before the object store and etcd, so they can
+        finish uploads and deregister), waiting for each; SIGKILL what does not exit within
+        `timeout` (the object store: STOP_GRACE_S, it may ignore SIGTERM)."""
         etcd_names = {m.name for m in self.etcd.members} if self.etcd else set()
         for p in self.processes.values():
-            if p.name not in etcd_names:
+            if p.name not in etcd_names and p.name != STORE:
                 p.terminate(timeout)
+        if self.store is not None:
+            self.store.terminate(min(timeout, STOP_GRACE_S))
         if self.etcd is not None:
             self.etcd.stop(timeout)
 

