@@ -162,3 +162,90 @@ def test_continuous_mode_hands_leaders_back_after_a_full_restart(cluster_factory
     wait_until(lambda: _leaders(c[1].bootstrap, "lead") == {1: 4, 2: 4, 3: 4}, 30,
                "leadership back on the preferred replicas")
     print(f"leaders even {time.monotonic() - switched:.1f} s after continuous was set")
+
+
+MiB = 1 << 20
+
+
+def _fill(bootstrap: str, topic: str, partition: int, nbytes: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                  "compression.type": "none"})
+    value = b"x" * 10_000
+    for _ in range(nbytes // len(value)):
+        p.produce(topic, value, partition=partition)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def _broker_bytes(bootstrap: str) -> dict[int, int]:
+    """Each broker's partition bytes, from `yak cluster logdirs` (DescribeLogDirs)."""
+    import json
+
+    rows = json.loads(ok("cluster", "logdirs", "--format", "json", "--bootstrap",
+                         bootstrap))["brokers"]
+    return {r["broker"]: sum(p["size"] for d in r["log_dirs"] for p in d["partitions"]
+                             if not p["topic"].startswith("__"))
+            for r in rows}
+
+
+def _heavy_topic(c, topic: str) -> None:
+    """RF 1, two partitions per broker; the two on broker 1 get 1 MiB each."""
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    admin.create_topics([NewTopic(topic, 6, replica_assignment=[
+        [1], [1], [2], [2], [3], [3]])])[topic].result(T)
+    wait_until(lambda: len(replicas_of(c[1].bootstrap, topic)) == 6, T, topic)
+    for p in (0, 1):
+        _fill(c.bootstrap, topic, p, MiB)
+    for p in (2, 3, 4, 5):
+        _fill(c.bootstrap, topic, p, 20_000)
+
+
+def test_rebalance_and_continuous_mode_even_bytes(cluster_factory) -> None:  # noqa: F811
+    """Replica counts even (2 per broker) but broker 1 holds the bytes: `yak cluster
+    rebalance` shows each broker's bytes before -> after and swaps a big partition for a
+    small one (counts unchanged); then, with a second such topic, continuous balancing
+    does the same on its own because the load reports' log bytes differ by more than
+    `partition.autobalancing.disk.imbalance.threshold.percent`."""
+    c = cluster_factory(3, partition_autobalancing_mode="off")
+    via = ["--bootstrap", c[1].bootstrap]
+    _heavy_topic(c, "heavy")
+    before = _broker_bytes(c[1].bootstrap)
+    assert before[1] >= 1.9 * MiB and before[2] < MiB // 2 and before[3] < MiB // 2, before
+
+    out = ok("cluster", "rebalance", "--dry-run", *via)
+    assert "plan: 2 replica move(s)" in out, out
+    assert "broker 1: replicas 2 -> 2" in out and "bytes 2.0 MiB -> 1.0 MiB" in out, out
+    assert ok("cluster", "rebalance", "--dry-run", "--disk-threshold", "100",
+              *via).startswith("balanced: no move needed"), "counts alone are even"
+    assert _list_raw(c[1].bootstrap) == {}
+
+    out = ok("cluster", "rebalance", *via)
+    assert "2 partition(s) submitted" in out, out
+    wait_until(lambda: _list_raw(c[1].bootstrap) == {}, 60, "the swap finished")
+    assert _per_broker(c[1].bootstrap, "heavy") == {1: 2, 2: 2, 3: 2}
+    wait_until(lambda: max(_broker_bytes(c[1].bootstrap).values()) < 1.5 * MiB, 30,
+               "the moved replicas' old copies deleted")
+    evened = _broker_bytes(c[1].bootstrap)
+    assert sorted(b >= 0.9 * MiB for b in evened.values()) == [False, True, True], evened
+
+    # Continuous balancing, by the disk trigger alone: counts stay even throughout.
+    _heavy_topic(c, "heavy2")
+    spread_before = max(_broker_bytes(c[1].bootstrap).values()) - min(
+        _broker_bytes(c[1].bootstrap).values())
+    ok("config", "set", "--default", "partition.autobalancing.mode=continuous",
+       "partition.autobalancing.tick.interval.ms=1000",
+       "partition.autobalancing.disk.imbalance.threshold.percent=20", *via)
+
+    def narrowed() -> bool:
+        got = _broker_bytes(c[1].bootstrap)
+        return (_list_raw(c[1].bootstrap) == {}
+                and max(got.values()) - min(got.values()) < spread_before - MiB // 2)
+
+    wait_until(narrowed, 60, "continuous balancing evened the bytes")
+    for topic in ("heavy", "heavy2"):
+        assert sum(_per_broker(c[1].bootstrap, topic).values()) == 6
+    total = Counter(_per_broker(c[1].bootstrap, "heavy")) + Counter(
+        _per_broker(c[1].bootstrap, "heavy2"))
+    assert all(total[b] == 4 for b in (1, 2, 3)), total
+    print("bytes per broker: before", before, "after rebalance", evened, "after continuous",
+          _broker_bytes(c[1].bootstrap))
