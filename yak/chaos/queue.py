@@ -410,6 +410,15 @@ class Pipeline(_Client):
                         p.flush(1)
                     p = None
                     self.incarnation += 1
+                    # Fence before the rewind: the new incarnation's InitProducerId makes
+                    # the coordinator abort the old one's open transaction, which settles
+                    # its pending TxnOffsetCommit. Until then OffsetFetch (require_stable)
+                    # answers UNSTABLE_OFFSET_COMMIT, and the rewind below would wait for
+                    # the coordinator's own timeout abort (run E: about 3.5 minutes).
+                    try:
+                        p = self._producer()
+                    except Exception as e:
+                        self.count_error(e)
                 if not ok:
                     self._rewind(c)
         finally:
@@ -492,6 +501,31 @@ class Pipeline(_Client):
             # unknown commit by what readers saw.
             return None
 
+    def _diagnose_committed(self, assignment: list[Any], failures: int) -> None:
+        """Record what the coordinator answers an OffsetFetch with require_stable, error
+        codes included: librdkafka's `committed()` retries UNSTABLE_OFFSET_COMMIT and
+        coordinator errors internally and reports only "Timed out", so run E could not
+        tell why the pipeline's rewind failed 27 times in a row for 14 minutes (the
+        transaction in the way had been aborted after the first 3.5 of them)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka.admin import AdminClient
+
+        detail: dict[str, Any] = {"failures": failures}
+        try:
+            admin = AdminClient(_client_conf(self.bootstrap))
+            request = ConsumerGroupTopicPartitions(self.group, list(assignment))
+            fut = admin.list_consumer_group_offsets([request], require_stable=True,
+                                                    request_timeout=10)[self.group]
+            answer = fut.result(timeout=15)
+            detail["partitions"] = {
+                f"{tp.topic}-{tp.partition}": (tp.error.name() if tp.error else tp.offset)
+                for tp in answer.topic_partitions}
+        except Exception as e:  # noqa: BLE001 - the answer is what we record
+            err = e.args[0] if e.args else e
+            detail["error"] = err.name() if hasattr(err, "name") else f"{type(e).__name__}: {e}"
+        self.rec.add({"op": "nemesis", "process": self.client_name, "fault": "client",
+                      "phase": "info", "detail": f"rewind blocked: {detail}"})
+
     def _rewind(self, c: Any) -> None:
         """After an abort, or a producer given up, the consumed offsets were not
         committed: go back to the group's committed positions (Kafka's EOS loop does the
@@ -505,6 +539,7 @@ class Pipeline(_Client):
         group's."""
         from confluent_kafka import OFFSET_INVALID, TopicPartition
 
+        failures = 0
         while True:
             assignment = c.assignment()
             if not assignment:
@@ -523,6 +558,9 @@ class Pipeline(_Client):
                 if self.stop_event.is_set():
                     return  # stopping: nothing more is consumed from the stale position
                 time.sleep(REWIND_RETRY_S)
+                failures += 1
+                if failures % REWIND_DIAGNOSE_EVERY == 0:
+                    self._diagnose_committed(assignment, failures)
         self.rec.add({"op": "reset", "process": self.client_name,
                       "partitions": [partition_name(tp.topic, tp.partition)
                                      for tp in committed]})
@@ -530,6 +568,8 @@ class Pipeline(_Client):
 
 # Pause between attempts to read the group's committed offsets for a rewind.
 REWIND_RETRY_S = 1.0
+# After this many failed attempts in a row, ask the group's coordinator directly why.
+REWIND_DIAGNOSE_EVERY = 3
 
 
 def final_reads(bootstrap: str, topics: dict[str, int], clock: Callable[[], float], *,
