@@ -28,6 +28,7 @@ class TieredConfig:
     retry_backoff_max_ms: int = 30_000
     fetch_max_wait_ms: int = 500
     cache_bytes: int = 128 << 20
+    orphan_grace_ms: int = 600_000
 
     @classmethod
     def from_settings(cls, raw: Mapping[str, str]) -> TieredConfig:
@@ -49,6 +50,7 @@ class TieredConfig:
             retry_backoff_max_ms=get("remote.log.manager.task.retry.backoff.max.ms"),
             fetch_max_wait_ms=get("remote.fetch.max.wait.ms"),
             cache_bytes=get("remote.log.reader.cache.bytes"),
+            orphan_grace_ms=get("remote.log.manager.orphan.grace.ms"),
         )
         if cfg.enabled and not cfg.uri:
             raise ConfigError("remote.log.storage.system.enable=true needs remote.storage.uri"

@@ -14,7 +14,8 @@ topic with `remote.storage.enable=true`, one task per `remote.log.manager.task.i
   past them, their objects deleted, then dropped from the manifest;
 - a new leader reads the newest manifest and carries on after its last copied offset (no
   duplicate uploads); entries left STARTED by a leader that died between upload and commit
-  are swept (their objects deleted) before anything else;
+  are swept (their objects deleted) before anything else, and segment files no manifest
+  names (orphans) once older than `remote.log.manager.orphan.grace.ms` (`yak.tiered.orphans`);
 - on a follower, the manifest is re-read so its local retention honours what was uploaded;
   a follower below its leader's local log start restarts its log after the remote part
   with the producer snapshot and leader epochs of the remote segment before it
@@ -47,6 +48,7 @@ from yak.errors import KafkaStorageError, OffsetOutOfRangeError
 from yak.storage import PartitionLog
 from yak.tiered.aux_state import RemoteAuxState, remote_aux_state
 from yak.tiered.config import TieredConfig
+from yak.tiered.deletion import delete_remote_topic
 from yak.tiered.metadata import (
     Manifest,
     ManifestStore,
@@ -55,6 +57,7 @@ from yak.tiered.metadata import (
     partition_dir,
     topic_prefix,
 )
+from yak.tiered.orphans import find_orphans
 from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
 from yak.tiered.segments import segments_to_copy
 from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
@@ -91,6 +94,9 @@ class _State:
     # by the next round (with the segments wholly below it deleted).
     requested_start: int = 0
     task: asyncio.Task[None] | None = None
+    # When the leader next looks for orphan objects (wall ms; `yak.tiered.orphans`): at
+    # once when a leadership starts, again when unnamed objects pass the grace period.
+    orphans_due_ms: int = 0
 
 
 class RemoteLogManager:
@@ -120,6 +126,7 @@ class RemoteLogManager:
         self.fetch_errors = 0
         self.segments_copied = 0
         self.segments_deleted = 0
+        self.orphans_deleted = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -219,10 +226,15 @@ class RemoteLogManager:
             # A new leadership: carry on from the newest manifest, whoever wrote it.
             await self._load(h)
             st.epoch = h.leader_epoch
+            st.orphans_due_ms = 0
         assert st.manifest is not None
         if st.manifest.leader_epoch > h.leader_epoch:
             return  # a newer leader owns the remote log; our leadership is stale
         await self._sweep(h, st)
+        if _now_ms() >= st.orphans_due_ms:
+            await self._sweep_orphans(h, st)
+            if st.manifest.leader_epoch > h.leader_epoch:
+                return
         await self._copy(h, st)
         await self._remote_retention(h, st)
 
@@ -257,6 +269,24 @@ class RemoteLogManager:
             s for s in st.manifest.segments if s.segment_id not in ids))
         log.info("%s-%d: swept %d unfinished remote segment(s)", h.topic, h.partition,
                  len(stale))
+
+    async def _sweep_orphans(self, h: HostedPartition, st: _State) -> None:
+        """Delete the partition's segment files no manifest names, once older than the
+        grace period (`yak.tiered.orphans`): list first, then read the newest manifest."""
+        d = partition_dir(h.topic, h.topic_id, h.partition)
+        listing = await self.store.list_objects(f"{d}/")
+        await self._load(h)
+        assert st.manifest is not None
+        now = _now_ms()
+        old, due = find_orphans(listing, d, st.manifest, now, self.config.orphan_grace_ms)
+        st.orphans_due_ms = 2**62 if due is None else due
+        if not old or st.manifest.leader_epoch > h.leader_epoch:
+            return
+        await self.store.delete(old)
+        self.orphans_deleted += len(old)
+        log.info("%s-%d: deleted %d orphan remote object(s) no manifest names: %s",
+                 h.topic, h.partition, len(old), ", ".join(k.rsplit("/", 1)[-1]
+                                                           for k in old[:6]))
 
     # ------------------------------------------------------------------ copy
 
@@ -385,41 +415,13 @@ class RemoteLogManager:
             if st.task is not None:
                 st.task.cancel()
                 stopping.append(st.task)
-        task = asyncio.create_task(self._delete_topic(topic, topic_id, stopping),
-                                   name=f"yak-rlm-delete-{topic}")
+        self.cache.drop_prefix(topic_prefix(topic, topic_id))
+        task = asyncio.create_task(
+            delete_remote_topic(self.store, self.config, topic, topic_id, stopping),
+            name=f"yak-rlm-delete-{topic}")
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
         return task
-
-    async def _delete_topic(self, topic: str, topic_id: str,
-                            stopping: list[asyncio.Task[None]]) -> None:
-        for t in stopping:  # no round of the topic may upload after the listing
-            with contextlib.suppress(BaseException):
-                await t
-        prefix = topic_prefix(topic, topic_id)
-        self.cache.drop_prefix(prefix)
-        failures = deleted = 0
-        while True:
-            try:
-                keys = [k for k, _size in await self.store.list(prefix)]
-                if not keys:
-                    break
-                # Segments first, manifests last: a deletion cut short leaves a manifest
-                # naming what is gone (a reader sees data loss), never objects no manifest
-                # names. Then list again: an upload cancelled in flight may still land.
-                keys.sort(key=lambda k: "/manifest/" in k)
-                await self.store.delete(keys)
-                deleted += len(keys)
-                failures = 0
-            except RemoteStorageError as e:
-                failures += 1
-                delay = min(self.config.retry_backoff_max_ms,
-                            self.config.retry_backoff_ms * 2 ** (failures - 1)) / 1000
-                log.warning("%s: deleting the remote log of the deleted topic failed"
-                            " (attempt %d, next in %.1fs): %s", topic, failures, delay, e)
-                await asyncio.sleep(delay)
-        if deleted:
-            log.info("%s: deleted topic's remote log removed (%d object(s))", topic, deleted)
 
     # ------------------------------------------------------------------ reads
 

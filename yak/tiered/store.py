@@ -175,6 +175,20 @@ class RemoteStore:
             raise RemoteStorageError(f"listing {rel_prefix} failed: {_line(e)}") from e
         return out
 
+    async def list_objects(self, rel_prefix: str) -> list[tuple[str, int, int]]:
+        """(relative key, size, last modified in epoch ms) of every object under
+        `rel_prefix`: the orphan sweep keeps objects younger than its grace period."""
+        full = self.key(rel_prefix)
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        out: list[tuple[str, int, int]] = []
+        try:
+            async for chunk in obstore.list(self._store, full):
+                out += [(m["path"][cut:], int(m["size"]),
+                         int(m["last_modified"].timestamp() * 1000)) for m in chunk]
+        except (BaseError, OSError) as e:
+            raise RemoteStorageError(f"listing {rel_prefix} failed: {_line(e)}") from e
+        return out
+
     async def list_dirs(self, rel_prefix: str = "") -> list[str]:
         """The "directories" right under `rel_prefix` (relative keys, no trailing slash):
         how a reader without a broker (Spark's direct read) finds `<topic>-<topic id>`
