@@ -2,6 +2,7 @@
 // dependencies: every view is a function that fetches once, renders, and may poll.
 import { LiveChart, fmtShort } from "./chart.js";
 import { shareViews } from "./share.js";
+import { reassignViews } from "./reassign.js";
 
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
@@ -254,8 +255,10 @@ async function overview() {
   const URP_PAGE = 20;
   let urpOffset = 0;
   const tick = async () => {
-    const o = await api(`/overview?urp_offset=${urpOffset}&urp_limit=${URP_PAGE}`);
-    if (g !== generation) return;
+    const asked = urpOffset;
+    const o = await api(`/overview?urp_offset=${asked}&urp_limit=${URP_PAGE}`);
+    // A poll that left before a click on the pager answers for the old page: drop it.
+    if (g !== generation || asked !== urpOffset) return;
     clearError();
     if (o.under_replicated && urpOffset >= o.under_replicated) {
       urpOffset = Math.floor((o.under_replicated - 1) / URP_PAGE) * URP_PAGE; // the list shrank
@@ -275,11 +278,11 @@ async function overview() {
       `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div>${
         sub ? `<div class="sub muted">${esc(sub)}</div>` : ""}</div>`).join("");
     document.getElementById("brokers").innerHTML = `<table id="brokers-table"><thead><tr><th>ID</th><th>Status</th><th>Host</th>
-      <th>Port</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th><th>Load</th></tr></thead>
+      <th>Port</th><th>Rack</th><th>Role</th><th class="num">Leaders</th><th class="num">Replicas</th><th>Load</th></tr></thead>
       <tbody>${o.brokers.map((b) => `<tr data-broker="${b.id}" class="${b.online ? "" : "offline"}"><td><a href="#/broker/${b.id}">${b.id}</a></td>
       <td class="status">${b.online ? '<span class="ok">● online</span>'
         : '<span class="err" title="not in the cluster\'s metadata: stopped, crashed or cut off">● offline</span>'}</td>
-      <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
+      <td>${esc(b.host ?? "–")}</td><td>${b.port ?? "–"}</td><td class="rack">${esc(b.rack ?? "–")}</td><td>${b.id === o.controller_id ? "controller" : ""}</td>
       <td class="num">${b.leaders}</td><td class="num">${b.replicas}</td><td class="load">${esc(fmtLoad(b.load))}</td>
       </tr>`).join("")}</tbody></table><p class="muted">Cluster id ${esc(o.cluster_id)}</p>`;
     enhance("brokers");
@@ -988,7 +991,8 @@ async function brokerPage(id) {
     const size = b.log_dirs ? b.log_dirs.reduce((n, d) => n + d.size, 0) : null;
     document.getElementById("broker-cards").innerHTML = [
       ["Status", b.online ? "online" : "offline", b.online ? "ok" : "err"],
-      ["Address", b.host ? `${b.host}:${b.port}` : "–", "addr"], ["Role", b.controller ? "controller" : "broker"],
+      ["Address", b.host ? `${b.host}:${b.port}` : "–", "addr"], ["Rack", b.rack ?? "–"],
+      ["Role", b.controller ? "controller" : "broker"],
       ["Leaders", b.leaders], ["Replicas", b.replicas],
       ["Out of sync", [...b.led, ...b.followed].filter((r) => !r.in_sync).length],
       ["Size on disk", size === null ? "–" : fmtBytes(size)],
@@ -1111,6 +1115,8 @@ async function quotas() {
 
 const share = shareViews({ api, esc, every, guarded, enhance, clearError, view,
   generation: () => generation });
+const moves = reassignViews({ api, esc, every, guarded, enhance, clearError, view,
+  generation: () => generation, fmtBytes });
 
 // ------------------------------------------------------------------ router
 
@@ -1138,6 +1144,7 @@ function route() {
   if (page === "acls") return acls();
   if (page === "users") return users();
   if (page === "quotas") return quotas();
+  if (page === "reassignments") return moves.reassignments();
   if (page === "broker" && decoded) return brokerPage(decoded);
   return overview();
 }

@@ -21,6 +21,7 @@ from yak.gateway.console_api import (
     messages,
     overview,
     quotas,
+    reassignments,
     security,
     share_groups,
     topics,
@@ -29,5 +30,5 @@ from yak.gateway.console_api import (
 
 router = APIRouter()
 for _page in (overview, topics, messages, security, groups, share_groups, transactions, quotas,
-              brokers):
+              brokers, reassignments):
     router.include_router(_page.router)

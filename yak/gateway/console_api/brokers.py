@@ -9,7 +9,13 @@ from typing import Any
 from fastapi import Request
 
 from yak.gateway.cluster import ClusterClient
-from yak.gateway.console_api.common import ERRORS, all_brokers, cluster_of, page_router
+from yak.gateway.console_api.common import (
+    ERRORS,
+    all_brokers,
+    broker_racks,
+    cluster_of,
+    page_router,
+)
 from yak.gateway.errors import RestError
 
 router = page_router()
@@ -84,7 +90,8 @@ async def broker_detail(request: Request, broker_id: int) -> Any:
             row = {"topic": name, "partition": pid, "leader": pm.leader,
                    "replicas": pm.replicas, "isr": pm.isr, "in_sync": broker_id in pm.isr}
             (led if pm.leader == broker_id else followed).append(row)
-    known = {b["id"]: b for b in all_brokers(request, md, leaders, replicas)}
+    known = {b["id"]: b for b in all_brokers(request, md, leaders, replicas,
+                                             await broker_racks(request, md))}
     if broker_id not in known:
         raise RestError(404, 40403, f"Broker {broker_id} not found.")
     out: dict[str, Any] = {**known[broker_id], "controller": broker_id == md.controller_id,

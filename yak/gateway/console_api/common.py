@@ -8,6 +8,8 @@ prefix, tag and response class it had when the API was one module.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,6 +23,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422, 500, 503)
 }
 TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
+RACKS_MAX_AGE_S = 10.0  # racks change only when a broker restarts: asked again this often
 
 
 def page_router() -> APIRouter:
@@ -44,8 +47,37 @@ def is_internal(tm: Any) -> bool:
     return bool(tm.internal) or tm.name.startswith("_")
 
 
+async def broker_racks(request: Request, md: Any) -> dict[int, str | None]:
+    """Each broker's `broker.rack` (DescribeCluster: confluent-kafka's Metadata leaves the
+    rack out), remembered like the addresses so an offline broker keeps its rack; {} when
+    DescribeCluster fails (the pages show no rack rather than no brokers)."""
+    state = request.app.state
+    known: dict[tuple[Any, int], str | None] = getattr(state, "console_seen_racks", None) or {}
+    state.console_seen_racks = known
+    asked: dict[Any, float] = getattr(state, "console_racks_asked", None) or {}
+    state.console_racks_asked = asked
+    cid = md.cluster_id
+    now = time.monotonic()
+    if all((cid, i) in known for i in md.brokers) and now - asked.get(cid, 0.0) < RACKS_MAX_AGE_S:
+        return {i: rack for (c, i), rack in known.items() if c == cid}
+    asked[cid] = now
+    cluster = cluster_of(request)
+
+    def describe() -> Any:
+        return cluster.admin.describe_cluster(request_timeout=cluster.timeout_s).result(
+            cluster.timeout_s + 5)
+
+    try:
+        for node in (await asyncio.to_thread(describe)).nodes:
+            known[(cid, node.id)] = node.rack or None
+    except Exception:  # racks are a detail of the page
+        pass
+    return {i: rack for (c, i), rack in known.items() if c == cid}
+
+
 def all_brokers(request: Request, md: Any, leaders: dict[int, int],
-             replicas: dict[int, int]) -> list[dict[str, Any]]:
+             replicas: dict[int, int], racks: dict[int, str | None] | None = None
+             ) -> list[dict[str, Any]]:
     """Every broker of the cluster, live or not. Metadata lists only live (registered,
     unfenced) brokers; a stopped one is still named by the replica sets of its partitions
     (kept in the cluster's metadata: etcd in a cluster), and this gateway remembers the
@@ -68,6 +100,6 @@ def all_brokers(request: Request, md: Any, leaders: dict[int, int],
         host, port = md.brokers[i] if online else seen.get((md.cluster_id, i), (None, None))
         out.append({"id": i, "host": host, "port": port, "online": online,
                     "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0),
-                    "load": loads.get(i)})
+                    "load": loads.get(i), "rack": (racks or {}).get(i)})
     return out
 

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 
 from yak.gateway.cluster import ClusterError
-from yak.gateway.console_api.common import ERRORS, all_brokers, cluster_of, is_internal, page_router
+from yak.gateway.console_api.common import (
+    ERRORS,
+    all_brokers,
+    broker_racks,
+    cluster_of,
+    is_internal,
+    page_router,
+)
 from yak.gateway.errors import V2Response
 
 router = page_router()
@@ -59,7 +66,7 @@ async def overview(
     out: dict[str, Any] = {
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
-        "brokers": all_brokers(request, md, leaders, replicas),
+        "brokers": all_brokers(request, md, leaders, replicas, await broker_racks(request, md)),
         "under_replicated": len(urp),
         "offline_partitions": offline,
         "under_replicated_partitions": urp[urp_offset:urp_offset + urp_limit],
