@@ -49,7 +49,13 @@ from yak.cli.common import (
     secured,
 )
 from yak.cli.config_wire import ConfigWireError
-from yak.cli.reassign_wire import Ongoing, ReassignClient, TopicPartition, reassign_client
+from yak.cli.reassign_wire import (
+    ClusterView,
+    Ongoing,
+    ReassignClient,
+    TopicPartition,
+    reassign_client,
+)
 
 app = typer.Typer(help="Move partitions to other brokers (partition reassignment, KIP-455), "
                   "as rpk cluster partitions and kafka-reassign-partitions do.",
@@ -280,18 +286,30 @@ def _clear_throttles(bootstrap: str, timeout: float, brokers: Sequence[int],
                      topics: Sequence[str]) -> None:
     """As Kafka's `--verify` and `--cancel`: delete the rates on every broker the cluster
     lists and the throttled replicas of the plan's topics (deleting an unset key is no
-    change)."""
+    change). A broker that cannot be reached does not stop the others: they are all
+    tried, and what failed is one line at the end (exit 1; run the command again)."""
+    from yak.cli.common import CliError
     from yak.cli.config_wire import BROKER, DELETE, TOPIC, config_client
+
+    failed: list[str] = []
+
+    def attempt(what: str, fn: Callable[[], object]) -> None:
+        try:
+            call(what, fn)
+        except CliError as e:
+            failed.append(e.message)
 
     with config_client(bootstrap, timeout, client_security()) as c:
         out.print(f"Clearing broker-level throttles on brokers {_ids(brokers)}")
         for b in brokers:
-            call(f"cannot clear the throttle of broker {b}", lambda b=b: c.alter(
+            attempt(f"cannot clear the throttle of broker {b}", lambda b=b: c.alter(
                 BROKER, str(b), [(LEADER_RATE, DELETE, None), (FOLLOWER_RATE, DELETE, None)]))
         out.print(f"Clearing topic-level throttles on topics {','.join(topics) or '-'}")
         for t in topics:
-            call(f"cannot clear the throttle of topic {t}", lambda t=t: c.alter(
+            attempt(f"cannot clear the throttle of topic {t}", lambda t=t: c.alter(
                 TOPIC, t, [(LEADER_REPLICAS, DELETE, None), (FOLLOWER_REPLICAS, DELETE, None)]))
+    if failed:
+        fail_line("; ".join(failed), 1)
 
 
 def _generate(c: ReassignClient, topics: list[str], brokers: list[int],
@@ -339,6 +357,12 @@ def _execute(c: ReassignClient, plan: dict[TopicPartition, list[int]], additiona
     report("cannot reassign", results, lambda tp: f"moving to replicas {_ids(plan[tp])}")
 
 
+def _existing_topics(plan: Mapping[TopicPartition, object], view: ClusterView) -> list[str]:
+    """The plan's topics that still exist (a deleted topic has no throttle to clear)."""
+    existing = {t for t, _ in view.partitions}
+    return sorted({t for t, _ in plan if t in existing})
+
+
 def _verify(c: ReassignClient, plan: dict[TopicPartition, list[int]], preserve: bool,
             bootstrap: str, timeout: float) -> int:
     from yak.cli.reassign_json import state_of
@@ -365,7 +389,7 @@ def _verify(c: ReassignClient, plan: dict[TopicPartition, list[int]], preserve: 
     if "in progress" in states:
         return IN_PROGRESS_EXIT
     if not preserve:
-        topics = sorted({t for t, _ in plan if any(t == u for u, _ in view.partitions)})
+        topics = _existing_topics(plan, view)
         _clear_throttles(bootstrap, timeout, sorted(view.brokers), topics)
     return FAILED_EXIT if "failed" in states else 0
 
@@ -378,11 +402,13 @@ def _cancel(c: ReassignClient, plan: dict[TopicPartition, list[int]], preserve: 
     active = [tp for tp in plan if tp in moving]
     results = call("cannot cancel partition moves",
                    lambda: c.alter(dict.fromkeys(active))) if active else {}
-    if not preserve:
+    for tp in sorted(tp for tp, (code, _) in results.items() if not code):
+        out.print(f"{_pname(tp)}: move cancelled")
+    if not preserve:  # as Kafka's tool: even when some cancellation was refused
         view = call("cannot read the cluster's metadata", c.cluster)
-        topics = sorted({t for t, _ in plan if any(t == u for u, _ in view.partitions)})
+        topics = _existing_topics(plan, view)
         _clear_throttles(bootstrap, timeout, sorted(view.brokers), topics)
-    report("cannot cancel", results, lambda tp: "move cancelled")
+    report("cannot cancel", {tp: r for tp, r in results.items() if r[0]}, lambda tp: "")
 
 
 @app.command("reassign")
