@@ -6,9 +6,14 @@ Why under `yak cluster`: it acts on the cluster's shape, beside `info`, `health`
 `logdirs`, and reaches any cluster through `--bootstrap`; the partition moves it submits are
 ordinary reassignments, so `yak partitions move-status` and `move-cancel` see them too.
 
-The plan is computed here, from Metadata and ListPartitionReassignments, by
-`yak/cluster/placement.py`'s `drain_plan` (each replica on the broker replaced by the
-least-loaded broker not already a replica, racks spread where they can be). For a
+The plan is computed here, from Metadata, ListPartitionReassignments and the brokers'
+cordons (DescribeConfigs), by `yak/cluster/placement.py`'s `drain` (each replica on the
+broker replaced by the least-loaded live, uncordoned broker not already a replica, racks
+spread where they can be). With another broker down, a partition that also has a replica
+there cannot move yet (the target would still name the down broker, which the
+reassignment refuses as INVALID_REPLICA_ASSIGNMENT), nor can one with no live, uncordoned
+broker outside its replicas: those are listed with the reason, the rest are submitted,
+and `--wait S` keeps trying them every `RETRY_S` (running the command again does too). For a
 partition already moving, its target is drained, and a partition that is only leaving the
 broker is left to finish. The targets are written with AlterPartitionReassignments and
 live in etcd, so the moves go on across controller and broker restarts; running the
@@ -32,6 +37,7 @@ it gets no new replica while it is down, and the command says so.
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated
 
 import typer
@@ -54,12 +60,13 @@ from yak.cli.reassign_wire import (
     TopicPartition,
     reassign_client,
 )
-from yak.cluster.placement import drain_plan
+from yak.cluster.placement import Drain, drain
 from yak.errors import InvalidReplicationFactorError, KafkaError
 
 out = Console(highlight=False, soft_wrap=True)
 
 CORDON = "cordoned.log.dirs"  # KIP-1066; yak/cluster/cluster_topics.py reads it
+RETRY_S = 2.0  # --wait: how often the partitions that could not move are tried again
 
 
 def cordoned_brokers(brokers: dict[int, str | None], bootstrap: str, timeout: float
@@ -109,20 +116,27 @@ def decommission(
     cancel: Annotated[bool, typer.Option(
         "--cancel", help="Recommission: take the cordon off and cancel the moves still"
         " taking replicas off it.")] = False,
+    wait: Annotated[float, typer.Option(
+        "--wait", min=0, help="Seconds to keep retrying the partitions that cannot move"
+        " yet (a replica on a down broker, too few live brokers), every 2 s.")] = 0.0,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Move every replica off a broker (partition reassignments), so it can be stopped.
 
     The broker is cordoned first (cordoned.log.dirs=*: no new replica goes to it). Each
-    replica on it goes to the least-loaded broker that is not already a replica of that
-    partition. Returns once the moves are submitted; --status shows what is left (exit 0
-    either way). Refused (exit 2) when the other brokers cannot hold some partition's
-    replication factor.
+    replica on it goes to the least-loaded live, uncordoned broker that is not already a
+    replica of that partition. A partition that cannot move yet (another replica on a down
+    broker, no such broker left) is listed and retried with --wait; running the command
+    again retries it too. Returns once the moves are submitted; --status shows what is
+    left (exit 0 either way). Refused (exit 2) when the other brokers cannot hold some
+    partition's replication factor, or when the broker is down and holds a partition's
+    only in-sync copy.
     """
+    what = f"cannot decommission broker {broker}"
     with reassign_client(bootstrap, timeout, client_security()) as c:
-        view = call(f"cannot decommission broker {broker}", c.cluster)
-        moving = call(f"cannot decommission broker {broker}", c.ongoing)
+        view = call(what, c.cluster)
+        moving = call(what, c.ongoing)
         left = remaining(view, broker)
         if status:
             _show_status(broker, left, moving, as_json)
@@ -139,23 +153,52 @@ def decommission(
         if broker not in view.brokers and stranded:
             fail_line(f"cannot decommission broker {broker}: it is down and holds the only"
                       f" in-sync copy of {', '.join(stranded)}; start it again first", 2)
-        try:  # keyed "topic/partition", the way the refusal names one
-            named = drain_plan({f"{t}/{p}": r for (t, p), r in targets(view, moving).items()},
-                               broker, view.brokers)
-        except InvalidReplicationFactorError as e:
-            fail_line(f"cannot decommission broker {broker}: {e.message}", 2)
-        plan = {_tp(k): r for k, r in named.items()}
+        plan = _plan(broker, view, moving, bootstrap, timeout)
         _cordon(broker, broker in view.brokers, bootstrap, timeout, SET)
-        if not plan:
-            out.print(f"broker {broker}: no partition is to be moved"
-                      + (f" ({len(left)} still leaving it)" if left else
-                         "; it holds no replicas and can be stopped"))
-            return
-        results = call(f"cannot decommission broker {broker}", lambda: c.alter(plan))
-    report(f"cannot decommission broker {broker}", results,
-           lambda tp: f"moving to replicas {','.join(map(str, plan[tp]))}")
-    out.print(f"broker {broker}: {len(plan)} partition(s) moving off it"
-              f" (yak cluster decommission {broker} --status shows what is left)")
+        deadline = time.monotonic() + wait
+        submitted = 0
+        while True:
+            if plan.moves:
+                results = call(what, lambda moves=plan.moves: c.alter(moves))
+                report(what, results, lambda tp, moves=plan.moves:
+                       f"moving to replicas {','.join(map(str, moves[tp]))}")
+                submitted += len(plan.moves)
+            if not plan.deferred or time.monotonic() >= deadline:
+                break
+            time.sleep(RETRY_S)
+            view = call(what, c.cluster)
+            moving = call(what, c.ongoing)
+            plan = _plan(broker, view, moving, bootstrap, timeout)
+    for tp, why in plan.deferred.items():
+        out.print(f"{tp[0]}/{tp[1]}: not moved yet: {why}")
+    if not submitted and not plan.deferred:
+        out.print(f"broker {broker}: no partition is to be moved"
+                  + (f" ({len(left)} still leaving it)" if left else
+                     "; it holds no replicas and can be stopped"))
+        return
+    out.print(f"broker {broker}: {submitted} partition(s) moving off it"
+              + (f", {len(plan.deferred)} not movable yet (run this again, or with --wait,"
+                 " once the brokers named are up)" if plan.deferred else "")
+              + f" (yak cluster decommission {broker} --status shows what is left)")
+
+
+def _plan(broker: int, view: ClusterView, moving: list[Ongoing], bootstrap: str,
+          timeout: float) -> Drain[TopicPartition]:
+    """The drain over the live, uncordoned brokers; a down broker counts only for what
+    the cluster could ever hold (its rack is not known over the wire)."""
+    known: dict[int, str | None] = {r: None for st in view.partitions.values()
+                                    for r in st.replicas}
+    known.update(view.brokers)
+    others = {b: r for b, r in view.brokers.items() if b != broker}
+    cordoned = call(f"cannot decommission broker {broker}",
+                    lambda: cordoned_brokers(others, bootstrap, timeout))
+    try:  # keyed "topic/partition", the way the refusal names one
+        named = drain({f"{t}/{p}": r for (t, p), r in targets(view, moving).items()},
+                      broker, known, live=view.brokers, cordoned=cordoned)
+    except InvalidReplicationFactorError as e:
+        fail_line(f"cannot decommission broker {broker}: {e.message}", 2)
+    return Drain({_tp(k): r for k, r in named.moves.items()},
+                 {_tp(k): why for k, why in named.deferred.items()})
 
 
 def _cordon(broker: int, registered: bool, bootstrap: str, timeout: float, op: int) -> None:

@@ -20,19 +20,27 @@ Draining a broker (`drain_plan`, `yak cluster decommission`, issue 23) keeps eve
 replica where it is and gives each of the leaving broker's replicas to the least-loaded
 broker (fewest replicas, counting those the plan has already given) that is not already a
 replica, preferring one in a rack the partition's other replicas do not use, by the same
-rack rule; ties go to the lower node id, so a plan is reproducible.
+rack rule; ties go to the lower node id, so a plan is reproducible. `drain` does the same
+when some brokers cannot take a replica now (down, or cordoned: KIP-1066): only `usable`
+brokers are targets, and a partition that cannot move now is *deferred* with the reason
+rather than planned onto a broker the reassignment would refuse (INVALID_REPLICA_
+ASSIGNMENT names an unregistered broker): one with another replica on a down broker (the
+target would still name it), or one with no usable broker outside its replicas (too few
+live brokers for its replication factor). Only a partition that the cluster's brokers
+could never hold, down ones counted, is refused.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from yak.errors import InvalidReplicationFactorError
 
-__all__ = ["assign_replicas", "drain_plan"]
+__all__ = ["Drain", "assign_replicas", "drain", "drain_plan"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -157,30 +165,65 @@ def _rack_aware(n_partitions: int, rf: int, racks: Mapping[int, str], fixed_star
     return out
 
 
+@dataclass
+class Drain(Generic[K]):
+    """`drain`'s answer: the moves to submit now, and the partitions left for later, each
+    with the reason in one line."""
+
+    moves: dict[K, list[int]] = field(default_factory=dict)
+    deferred: dict[K, str] = field(default_factory=dict)
+
+
+def drain(assignments: Mapping[K, Sequence[int]], leaving: int,
+          brokers: Mapping[int, str | None], *, live: Collection[int] | None = None,
+          cordoned: Collection[int] = ()) -> Drain[K]:
+    """Moves off `leaving` over `brokers` (node id -> rack: every broker of the cluster,
+    down ones included), each replica going to a `live` (registered; default: all of
+    `brokers`) broker that is not `cordoned`; see the module docstring. `leaving` itself
+    may be down.
+
+    INVALID_REPLICATION_FACTOR when some partition has more replicas than the brokers
+    other than `leaving` could ever hold.
+    """
+    others = {b: r for b, r in brokers.items() if b != leaving}
+    up = set(others if live is None else live) - {leaving}
+    targets = up - set(cordoned)
+    load: Counter[int] = Counter(r for reps in assignments.values() for r in reps)
+    out: Drain[K] = Drain()
+    for key, replicas in sorted(assignments.items(), key=lambda kv: repr(kv[0])):
+        if leaving not in replicas:
+            continue
+        if len(replicas) > len(others):
+            raise InvalidReplicationFactorError(
+                f"{key} has {len(replicas)} replicas and only {len(others)} broker(s) other"
+                f" than {leaving} remain")
+        down = [r for r in replicas if r != leaving and r not in up]
+        if down:
+            out.deferred[key] = (f"its replica on broker {down[0]} is down (a target naming"
+                                 " it would be refused)")
+            continue
+        candidates = [b for b in sorted(targets) if b not in replicas]
+        if not candidates:
+            out.deferred[key] = ("no live, uncordoned broker outside its replicas"
+                                 f" {','.join(map(str, replicas))}")
+            continue
+        used_racks = {others.get(r) for r in replicas if r != leaving} - {None}
+        new = min(candidates, key=lambda b: (others.get(b) in used_racks, load[b], b))
+        load[new] += 1
+        load[leaving] -= 1
+        out.moves[key] = [new if r == leaving else r for r in replicas]
+    return out
+
+
 def drain_plan(assignments: Mapping[K, Sequence[int]], leaving: int,
                brokers: Mapping[int, str | None]) -> dict[K, list[int]]:
     """New replica lists for every partition in `assignments` that has `leaving` among its
-    replicas: `leaving` replaced in place (so a partition's preferred leader changes only
-    where it was `leaving`) by the least-loaded broker of `brokers` (node id -> rack) not
-    already a replica, preferring a rack the other replicas lack.
+    replicas, every broker of `brokers` (node id -> rack) live and uncordoned: `leaving`
+    replaced in place (so a partition's preferred leader changes only where it was
+    `leaving`) by the least-loaded broker not already a replica, preferring a rack the
+    other replicas lack (`drain` with nothing deferred).
 
     INVALID_REPLICATION_FACTOR when some partition has more replicas than the brokers
     other than `leaving` can hold.
     """
-    others = {b: r for b, r in brokers.items() if b != leaving}
-    load: Counter[int] = Counter(r for reps in assignments.values() for r in reps)
-    plan: dict[K, list[int]] = {}
-    for key, replicas in sorted(assignments.items(), key=lambda kv: repr(kv[0])):
-        if leaving not in replicas:
-            continue
-        candidates = [b for b in others if b not in replicas]
-        if not candidates:
-            raise InvalidReplicationFactorError(
-                f"{key} has {len(replicas)} replicas and only {len(others)} broker(s) other"
-                f" than {leaving} remain")
-        used_racks = {others.get(r) for r in replicas if r != leaving} - {None}
-        new = min(candidates, key=lambda b: (others[b] in used_racks, load[b], b))
-        load[new] += 1
-        load[leaving] -= 1
-        plan[key] = [new if r == leaving else r for r in replicas]
-    return plan
+    return drain(assignments, leaving, brokers).moves
