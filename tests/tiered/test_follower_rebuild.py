@@ -1,6 +1,6 @@
 """A follower rebuilt from the remote log (KIP-405's tier state machine, issue 25): three
 real `yak serve` processes on a real etcd, a real S3 store (SeaweedFS on 127.0.0.1),
-unmodified clients.
+unmodified clients; and the follower's side alone on real logs and a `file://` store.
 
 A follower whose data directory was wiped comes back below its leader's local log start.
 The leader answers its Fetch OFFSET_MOVED_TO_TIERED_STORAGE; the follower asks the
@@ -10,13 +10,19 @@ records. Checked here: it rejoins the ISR with a local log that starts above the
 part; once it leads, it reports the idempotent producer that only the remote part holds
 (DescribeProducers), that producer carries on without an error, and a consumer reading
 from offset 0 gets every record (the old ones from the bucket, the rest from its disk).
+The same for a follower that was only stopped meanwhile (its Fetch is answered
+OFFSET_OUT_OF_RANGE below the leader's local start, which on a tiered topic leads to the
+same rebuild).
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -33,9 +39,17 @@ from tests.tiered.test_broker_tiered import (  # noqa: F401 - `s3` is a fixture
     tiered_settings,
     wait_for,
 )
+from tests.tiered.test_remote_log import CFG, TID, lead, make_rlm
+from tests.tiered.test_remote_log import produce as produce_local
+from tests.tiered.test_remote_log import round_ as one_round
+from yak.errors import NotLeaderOrFollowerError
+from yak.partition import FetchIsolation, PartitionState, ReplicaManager
 from yak.protocol import kio_compat
+from yak.protocol.records import Record, build_batch
+from yak.storage import LogConfig, LogManager
 
 T = 60
+_HW = FetchIsolation.HIGH_WATERMARK
 
 
 def _local_start(c: YakCluster, node: int, topic: str) -> int:
@@ -73,8 +87,14 @@ def _produce_idempotent(p: Producer, topic: str, start: int, n: int) -> None:
     assert failed == []
 
 
-def test_a_wiped_follower_rebuilds_from_the_remote_log_and_leads(
-        s3: SeaweedS3, cluster_factory: Callable[..., YakCluster]) -> None:  # noqa: F811
+@pytest.mark.parametrize("wiped", [True, False], ids=["wiped", "stale"])
+def test_a_follower_below_the_leaders_local_start_rebuilds_from_the_remote_log_and_leads(
+        s3: SeaweedS3, cluster_factory: Callable[..., YakCluster],  # noqa: F811
+        wiped: bool) -> None:
+    """`wiped`: its data dir removed (its Fetch at 0 is answered
+    OFFSET_MOVED_TO_TIERED_STORAGE); else only stopped while the others went on (its last
+    epoch is older than any the leader still has: OFFSET_OUT_OF_RANGE below the leader's
+    local start, which on a tiered topic leads to the same rebuild)."""
     c = cluster_factory(3, **tiered_settings(s3, "rebuild"),
                         **{"auto.leader.rebalance.enable": "false"})
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
@@ -102,7 +122,8 @@ def test_a_wiped_follower_rebuilds_from_the_remote_log_and_leads(
     assert last_seq == 499
 
     leader_start = _local_start(c, 1, "fr")
-    shutil.rmtree(c[3].data_dir / "fr-0")
+    if wiped:
+        shutil.rmtree(c[3].data_dir / "fr-0")
     c[3].start()
     wait_for(lambda: 3 in _partition(c, 1, "fr")[1], 90, "broker 3 back in the ISR")
     # It did not copy the remote part: its local log starts at or above the leader's.
@@ -123,3 +144,78 @@ def test_a_wiped_follower_rebuilds_from_the_remote_log_and_leads(
     for node in (1, 2, 3):
         log_text = c[node].log()
         assert "Traceback" not in log_text, node
+
+
+def test_the_follower_side_restores_producers_and_the_epoch_from_the_remote_segment(
+        tmp_path: Path) -> None:
+    """ReplicaManager.build_remote_log_aux_state on real logs: broker 1 leads and uploads
+    (an idempotent producer at leader epoch 0, then plain batches at epoch 1), broker 2
+    restarts its log after the remote segment before broker 1's local start."""
+    logs1 = LogManager(str(tmp_path / "d1"), LogConfig(), start_cleaner=False)
+    logs2 = LogManager(str(tmp_path / "d2"), LogConfig(), start_cleaner=False)
+    logs1.startup()
+    logs2.startup()
+    leader, follower = ReplicaManager(1, logs1), ReplicaManager(2, logs2)
+    try:
+        lead(leader)
+
+        async def idempotent() -> None:
+            for b in range(30):  # producer 42, sequences 0..299, leader epoch 0
+                recs = [Record(b"k", b"v%08d" % (b * 10 + i) + b"x" * 100, 0)
+                        for i in range(10)]
+                batch = build_batch(recs, producer_id=42, producer_epoch=3,
+                                    base_sequence=b * 10)
+                (r,) = await leader.append_records([("t", 0, memoryview(batch))], 1, 0,
+                                                   5000)  # type: ignore[arg-type]
+                assert r.error == 0
+        asyncio.run(idempotent())
+        lead(leader, epoch=1)
+        produce_local(leader, 120, start=300)
+        plog = leader.get_partition("t", 0).log  # type: ignore[union-attr]
+        store = tmp_path / "bucket"
+
+        async def main() -> None:
+            rlm1 = make_rlm(leader, store)
+            await rlm1.start()
+            for _ in range(3):
+                await one_round(rlm1)
+            assert plog.apply_retention() > 0
+            local_start = plog.log_start_offset
+            assert local_start > 300  # the idempotent producer's batches are only remote
+            local_epoch = leader.fetch_offset_for_timestamp("t", 0, -4, _HW)[2]
+            m = rlm1._states[("t", 0)].manifest
+            assert m is not None
+            seg = m.find(local_start - 1)
+            assert seg is not None
+
+            follower.apply_partition_state("t", 0, TID, PartitionState(
+                (1, 2), (1, 2), 1, 1, 1), CFG)
+            rlm2 = make_rlm(follower, store)
+            start = await follower.build_remote_log_aux_state("t", 0, 1, local_start,
+                                                               local_epoch)
+            p2 = follower.get_partition("t", 0)
+            assert p2 is not None
+            assert start == seg.end_offset + 1 >= local_start
+            assert p2.log.log_start_offset == p2.log.log_end_offset == start
+            entry = p2.log.producer_state.producers[42]
+            assert (entry.epoch, entry.last_seq) == (3, 299)
+            assert p2.latest_epoch == 1  # the epoch of the record before its start
+
+            # An epoch that began exactly at the leader's local start: the follower's
+            # epoch would be older than every one the leader has, so none is kept.
+            start2 = await follower.build_remote_log_aux_state("t", 0, 1, start, 2)
+            assert start2 == start and p2.latest_epoch == -1
+            assert p2.log.producer_state.producers[42].last_seq == 299
+            # No longer followed at that epoch: refused, the log untouched.
+            follower.apply_partition_state("t", 0, TID, PartitionState(
+                (1, 2), (1, 2), 1, 2, 2), CFG)
+            with pytest.raises(NotLeaderOrFollowerError):
+                await follower.build_remote_log_aux_state("t", 0, 1, local_start, 1)
+            assert p2.log.log_start_offset == start
+            await rlm1.stop()
+            await rlm2.stop()
+        asyncio.run(main())
+    finally:
+        for rm_, logs in ((leader, logs1), (follower, logs2)):
+            rm_.io_pool.shutdown(wait=True)
+            logs.shutdown()
