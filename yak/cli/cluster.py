@@ -384,7 +384,9 @@ def add_broker(
         fail(str(e), 2)
     busy = [p for p in proc.ports if not _port_free(p)]
     if busy:
-        fail(f"cannot add broker {node_id}: ports {', '.join(map(str, busy))} are in use", 1)
+        fail(f"cannot add broker {node_id}: ports {', '.join(map(str, busy))} are in use"
+             " (an outgoing connection may hold one: a --base-port below the ephemeral"
+             " range, /proc/sys/net/ipv4/ip_local_port_range, avoids that)", 1)
     cluster.plan = replace(cluster.plan, brokers=len(ids) + 1)
     _start_and_wait(cluster, proc)
     print(f"added broker {node_id} on 127.0.0.1:{proc.ports[0]} (pid {proc.pid}),"
