@@ -156,7 +156,7 @@ class FollowerPath:
             if state.producer_snapshot is not None:
                 ps = log_.producer_state
                 write_atomic(os.path.join(log_.directory, f"{start:020d}{SNAPSHOT_SUFFIX}"),
-                             state.producer_snapshot, sync=False)
+                             state.producer_snapshot)  # fsynced: no local record could rebuild it
                 if ps.load_snapshot(start) != start:
                     log.warning("%s-%d: the remote producer snapshot at %d did not load;"
                                 " producer state starts empty", topic, partition, start)
