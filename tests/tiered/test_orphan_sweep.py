@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import obstore
+import pytest
 from obstore.store import S3Store
 
 from tests.conftest import YakBroker
@@ -167,3 +168,53 @@ def test_an_orphan_in_the_bucket_goes_at_the_next_leadership(
     assert consume_confluent(b, "orph", 0, 2000) == list(range(2000))
     text = b.log()
     assert "orphan remote object" in text and "Traceback" not in text
+
+
+def test_a_late_upload_of_a_swept_entry_is_deleted_after_the_grace(
+        rm: ReplicaManager, tmp_path: Path) -> None:  # noqa: F811
+    """A leader dies between its COPY_SEGMENT_STARTED commit and its uploads' end; the
+    next leader sweeps the entry at once, and an upload of the dead leader that lands
+    afterwards is an orphan, deleted once the grace period after the sweep has passed."""
+    lead(rm)
+    produce_local(rm, 60)
+    store = tmp_path / "bucket"
+    d = partition_dir("t", str(TID), 0)
+    grace_ms = 300
+
+    async def main() -> None:
+        rlm = make_rlm(rm, store, orphan_grace_ms=grace_ms)
+        await rlm.start()
+        real = rlm.manifests.commit
+        calls = 0
+
+        async def dying(new: Manifest) -> bool:
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                raise asyncio.CancelledError()  # the process is gone
+            return await real(new)
+        rlm.manifests.commit = dying  # type: ignore[method-assign]
+        with pytest.raises(asyncio.CancelledError):
+            await rlm._leader_round(rlm._tiered()[0], rlm._states[("t", 0)])
+        started = [s for s in (await rlm.manifests.load("t", str(TID), 0)).segments
+                   if s.state is SegmentState.COPY_SEGMENT_STARTED]
+        assert started
+        await rlm.stop()
+
+        lead(rm, epoch=1)
+        new = make_rlm(rm, store, orphan_grace_ms=grace_ms)
+        await new.start()
+        await one_round(new)  # sweeps the STARTED entries and their objects
+        m = new._states[("t", 0)].manifest
+        assert m is not None
+        assert not {s.segment_id for s in started} & {s.segment_id for s in m.segments}
+        late = store / started[0].object_key(d, "log")  # the dead leader's upload lands
+        late.write_bytes(b"late")
+        t = time.time() - 2 * grace_ms / 1000
+        os.utime(late, (t, t))
+        await asyncio.sleep(2 * grace_ms / 1000)
+        await one_round(new)
+        assert not late.exists()
+        assert (await fetch_all(rm)) == (expected(600), [])
+        await new.stop()
+    asyncio.run(main())

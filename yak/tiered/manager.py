@@ -230,11 +230,11 @@ class RemoteLogManager:
         assert st.manifest is not None
         if st.manifest.leader_epoch > h.leader_epoch:
             return  # a newer leader owns the remote log; our leadership is stale
-        await self._sweep(h, st)
         if _now_ms() >= st.orphans_due_ms:
             await self._sweep_orphans(h, st)
             if st.manifest.leader_epoch > h.leader_epoch:
                 return
+        await self._sweep(h, st)
         await self._copy(h, st)
         await self._remote_retention(h, st)
 
@@ -264,11 +264,16 @@ class RemoteLogManager:
             return
         d = partition_dir(h.topic, h.topic_id, h.partition)
         await self.store.delete([s.object_key(d, k) for s in stale for k in s.files])
+        self._recheck_orphans(st)  # the dead leader's uploads may still land
         ids = {s.segment_id for s in stale}
         await self._commit(h, st, segments=tuple(
             s for s in st.manifest.segments if s.segment_id not in ids))
         log.info("%s-%d: swept %d unfinished remote segment(s)", h.topic, h.partition,
                  len(stale))
+
+    def _recheck_orphans(self, st: _State) -> None:
+        """Objects of entries just dropped may still land: look again after the grace."""
+        st.orphans_due_ms = min(st.orphans_due_ms, _now_ms() + self.config.orphan_grace_ms)
 
     async def _sweep_orphans(self, h: HostedPartition, st: _State) -> None:
         """Delete the partition's segment files no manifest names, once older than the
@@ -327,6 +332,7 @@ class RemoteLogManager:
         self.segments_copied += len(keep)
         dropped = [m for m in metas if m.segment_id not in keep]
         if dropped:
+            self._recheck_orphans(st)  # an upload that failed here may still land
             with contextlib.suppress(RemoteStorageError):
                 await self.store.delete([m.object_key(d, k) for m in dropped for k in m.files])
         if failed:

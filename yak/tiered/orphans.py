@@ -13,7 +13,8 @@ manifest read now names it; but the new leader may have swept that entry, or rea
 manifest before the commit). An object older than the grace period was written after a
 commit that is at least that old, so a manifest read after the listing names it unless
 its entry was dropped: it is an orphan for sure. Younger unnamed objects are looked at
-again once they are old enough. Files whose names are not Yak's segment files, and the
+again once they are old enough, and the directory again a grace period after the leader
+itself dropped entries whose uploads may still land (`RemoteLogManager._recheck_orphans`). Files whose names are not Yak's segment files, and the
 manifests, are never touched.
 """
 
