@@ -42,11 +42,12 @@ from tests.tiered.test_broker_tiered import (  # noqa: F401 - `s3` is a fixture
 from tests.tiered.test_remote_log import CFG, TID, lead, make_rlm
 from tests.tiered.test_remote_log import produce as produce_local
 from tests.tiered.test_remote_log import round_ as one_round
-from yak.errors import NotLeaderOrFollowerError
+from yak.errors import KafkaStorageError, NotLeaderOrFollowerError
 from yak.partition import FetchIsolation, PartitionState, ReplicaManager
 from yak.protocol import kio_compat
 from yak.protocol.records import Record, build_batch
 from yak.storage import LogConfig, LogManager
+from yak.tiered.metadata import partition_dir
 
 T = 60
 _HW = FetchIsolation.HIGH_WATERMARK
@@ -191,10 +192,19 @@ def test_the_follower_side_restores_producers_and_the_epoch_from_the_remote_segm
             follower.apply_partition_state("t", 0, TID, PartitionState(
                 (1, 2), (1, 2), 1, 1, 1), CFG)
             rlm2 = make_rlm(follower, store)
-            start = await follower.build_remote_log_aux_state("t", 0, 1, local_start,
-                                                               local_epoch)
             p2 = follower.get_partition("t", 0)
             assert p2 is not None
+            # A remote snapshot that does not match its manifest entry: refused (retriable),
+            # the follower's log untouched; never a guess.
+            snap = store / seg.object_key(partition_dir("t", str(TID), 0), "snapshot")
+            good = snap.read_bytes()
+            snap.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+            with pytest.raises(KafkaStorageError):
+                await follower.build_remote_log_aux_state("t", 0, 1, local_start, local_epoch)
+            assert p2.log.log_start_offset == p2.log.log_end_offset == 0
+            snap.write_bytes(good)
+            start = await follower.build_remote_log_aux_state("t", 0, 1, local_start,
+                                                               local_epoch)
             assert start == seg.end_offset + 1 >= local_start
             assert p2.log.log_start_offset == p2.log.log_end_offset == start
             entry = p2.log.producer_state.producers[42]
