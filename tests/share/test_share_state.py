@@ -200,3 +200,24 @@ def test_pruning_deletes_below_every_keys_latest_snapshot() -> None:
         assert ctx is not None and ctx.shard.snapshot_offsets == {b: 5}
 
     asyncio.run(run())
+
+
+def test_a_read_by_a_newer_leader_fences_the_deposed_one_before_its_first_write() -> None:
+    """A leader paused past its session resumes and writes (an accept) after the new
+    leader read the state but before the new leader wrote: the write must be fenced, or
+    the new leader's window misses it and hands the record out again (found by the share
+    chaos workload, yak/chaos/share_workload.py)."""
+    async def run() -> None:
+        log = MemoryCoordinatorLog(num_partitions=3, topic=rec.SHARE_STATE_TOPIC)
+        coord = _coordinator(log)
+        key = ShareKey("g", TID, 0)
+        assert await coord.write(key, 0, 3, 0, [(0, 9, 0, 1)]) is ErrorCode.none
+        assert coord.read(key, 4)[0] is ErrorCode.none  # the new leader loads
+        assert await coord.write(key, 0, 3, 0, [(0, 0, 2, 1)]) is ErrorCode.fenced_leader_epoch
+        assert coord.read(key, 3)[0] is ErrorCode.fenced_leader_epoch
+        _, st = coord.read(key, 4)
+        assert st is not None and st.batches == [(0, 9, 0, 1)]  # no accept slipped in
+        assert await coord.write(key, 0, 4, 0, [(0, 0, 2, 1)]) is ErrorCode.none
+        assert coord.read(key, -1)[0] is ErrorCode.none  # no epoch given: not fenced
+
+    asyncio.run(run())

@@ -222,8 +222,14 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ the state RPCs
 
     def read(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
-        """ReadShareGroupState: the state (None: never initialized). A reader with a newer
-        leader epoch is recorded by its next write; an older one is fenced."""
+        """ReadShareGroupState: the state (None: never initialized). An older leader epoch
+        is fenced. A newer one fences the older leaders at once, in memory (durably with
+        its next write): a deposed leader that lives on (paused past its session, then
+        resumed) must not write between the new leader's read and its first write, or
+        what it writes (an accept) is missing from the window the new leader read, and
+        the new leader hands the record out again (the share chaos workload found that:
+        acknowledged twice). Kafka's coordinator records the epoch on read as well; here
+        a coordinator failover before the new leader's first write forgets it."""
         p = self.partition_for(key)
         err = self.runtime.shard_error(p)
         if err is not None:
@@ -231,6 +237,8 @@ class ShareCoordinator:
         st = self.runtime.schedule_read_operation(p, lambda s: s.states.get(key))
         if st is not None and 0 <= leader_epoch < st.leader_epoch:
             return ErrorCode.fenced_leader_epoch, None
+        if st is not None and leader_epoch > st.leader_epoch:
+            st.leader_epoch = leader_epoch
         return ErrorCode.none, st
 
     async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int,
