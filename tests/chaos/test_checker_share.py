@@ -97,10 +97,10 @@ def test_a_history_without_the_share_workload_is_empty_and_valid() -> None:
     assert r.valid and r.counts == {} and r.stats == {}
 
 
-def test_an_acknowledged_value_never_delivered_is_lost_after_the_drain_only() -> None:
+def test_an_acknowledged_value_never_delivered_is_found_after_the_drain_only() -> None:
     ops = clean()
     ops.insert(1, send("z", 3))
-    assert kinds(ops) == {"share_lost": 1}
+    assert kinds(ops) == {"share_undelivered": 1}
     [a] = check_share(ops).anomalies
     assert a.values == ("z",) and a.partition == "s-0" and a.offsets == (3,)
     undrained = [op for op in ops if op["op"] != "share_drained"]

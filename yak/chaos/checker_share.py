@@ -43,8 +43,9 @@ clock, except where said):
 
 Anomaly kinds (`SHARE_ANOMALY_KINDS`):
 
-    share_lost               acknowledged, never delivered and never dead-lettered, after
-                             the drain
+    share_undelivered        acknowledged, never delivered and never dead-lettered, after
+                             the drain: lost, or stuck (the generic checker's final reads
+                             say whether it is still in the log)
     share_never_sent         a delivery or DLQ copy of a value no send produced
     share_wrong_position     a delivery (or a DLQ copy's source) at another partition or
                              offset than its send was acknowledged at
@@ -89,7 +90,7 @@ __all__ = ["SHARE_ANOMALY_KINDS", "check_history", "check_share", "is_share_op",
            "merge_results"]
 
 SHARE_ANOMALY_KINDS = (
-    "share_lost",
+    "share_undelivered",
     "share_never_sent",
     "share_wrong_position",
     "acknowledged_twice",
@@ -257,7 +258,7 @@ def check_share(history: Iterable[Mapping[str, Any]]) -> CheckResult:
     if h.drained:
         for v, (p, o) in owed.items():
             if v not in by_value and v not in dlq_values:
-                rep.add("share_lost", f"{v!r} acknowledged at {p}:{o}, never delivered to a"
+                rep.add("share_undelivered", f"{v!r} acknowledged at {p}:{o}, never delivered to a"
                         " share consumer nor dead-lettered after the drain", v, p,
                         () if o is None else (o,))
     deliveries = len(h.deliveries)
