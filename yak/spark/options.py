@@ -55,8 +55,10 @@ _SOURCE = {
 }
 _SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
          "valueformat", "schema.registry.url", "exactlyoncemode", "transactionalidprefix",
-         "kafka.transaction.timeout.ms"}
+         "kafka.transaction.timeout.ms", "partitioner"}
 EXACTLY_ONCE_MODES = ("auto", "transactions", "markers")
+# Keyless rows: the sticky spread by row index, or yak.client.load_aware (issue 23).
+SINK_PARTITIONERS = ("default", "load_aware")
 # Options Spark itself may add to a data source's options.
 _SPARK_ADDED = {"path", "checkpointlocation", "queryname"}
 # `kafka.`-prefixed client settings this client understands (Java client names).
@@ -413,6 +415,7 @@ class SinkOptions:
     exactly_once_mode: str = "auto"
     transactional_id_prefix: str = "yak-spark"
     transaction_timeout_ms: int = 60_000
+    partitioner: str = "default"  # keyless rows: SINK_PARTITIONERS
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -432,6 +435,14 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     if mode not in EXACTLY_ONCE_MODES:
         raise YakOptionError(f"option exactlyOnceMode: {mode!r} is not one of "
                              + ", ".join(EXACTLY_ONCE_MODES))
+    partitioner = opts.get("partitioner", "default").strip().lower()
+    if partitioner not in SINK_PARTITIONERS:
+        raise YakOptionError(f"option partitioner: {partitioner!r} is not one of "
+                             + ", ".join(SINK_PARTITIONERS))
+    if partitioner == "load_aware" and mode == "markers":
+        raise YakOptionError("option partitioner: load_aware places rows where they are"
+                             " acknowledged soonest, which a replay with"
+                             " exactlyOnceMode=markers cannot repeat; use transactions")
     prefix = opts.get("transactionalidprefix", "yak-spark").strip()
     if not prefix:
         raise YakOptionError("option transactionalIdPrefix: empty prefix")
@@ -445,4 +456,5 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         exactly_once_mode=mode,
         transactional_id_prefix=prefix,
         transaction_timeout_ms=_int(opts, "kafka.transaction.timeout.ms", 60_000, 1000),  # type: ignore[arg-type]
+        partitioner=partitioner,
     )

@@ -67,6 +67,7 @@ from yak.spark.options import SinkOptions, YakOptionError
 from yak.spark.partitioner import partition_for
 from yak.spark.record_decoder import decode, scan_batches
 from yak.spark.record_encoder import encode_batches
+from yak.spark.sink_load_aware import LoadAwarePlacement, value_sizes
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +108,13 @@ def _placed(
     client: KafkaClient,
     seed: int,
     counts: dict[str, int] | None = None,
+    load_aware: LoadAwarePlacement | None = None,
 ) -> list[_Group]:
     """Split rows by target (topic, partition) without a Python loop over rows.
 
     `counts` caches partition counts across the Arrow batches of one task (one Metadata
-    request per topic per task, not per 10k-row batch).
+    request per topic per task, not per 10k-row batch). `load_aware`: keyless rows go
+    where their leader acknowledges soonest (`sink_load_aware.py`).
     """
     n = table.num_rows
     if opts.topic is not None:
@@ -157,6 +160,13 @@ def _placed(
                     idx = np.nonzero(sel)[0]
                     part[idx] = partition_for(key.take(pa.array(idx)), counts[t])
         need = part < 0
+    if need.any() and load_aware is not None:
+        sizes = value_sizes(table)
+        for ti, t in enumerate(names):
+            idx = np.nonzero(need & (topics == ti))[0]
+            if len(idx):
+                part[idx] = load_aware.place(client, t, sizes[idx])
+    elif need.any():
         # no key: spread by row index in chunks, as sticky partitioners do
         part[need] = (np.nonzero(need)[0] // 4096 + seed) % nparts[need]
     gid = topics * 1_000_003 + part
@@ -198,7 +208,7 @@ def _column(t: pa.Table, name: str) -> pa.Array | None:
 
 def _produce(
     client: KafkaClient, opts: SinkOptions, groups: list[_Group], pid: int = -1, epoch: int = -1,
-    transactional_id: str | None = None,
+    transactional_id: str | None = None, load_aware: LoadAwarePlacement | None = None,
 ) -> dict[str, int]:
     written: dict[str, int] = {}
     s = opts.client
@@ -222,10 +232,23 @@ def _produce(
     # one Produce per round carries the next batch of every partition (sequences in order)
     while pending:
         round_ = {tp: bs.pop(0) for tp, bs in pending.items()}
-        client.produce(round_, acks=-1 if transactional_id else s.acks,
-                       timeout_ms=s.request_timeout_ms, transactional_id=transactional_id)
+        how = {"acks": -1 if transactional_id else s.acks, "timeout_ms": s.request_timeout_ms,
+               "transactional_id": transactional_id}
+        if load_aware is not None:  # leader by leader, timed
+            load_aware.produce(client, round_, {tp for tp, bs in pending.items() if not bs},
+                               **how)
+        else:
+            client.produce(round_, **how)
         pending = {tp: bs for tp, bs in pending.items() if bs}
     return written
+
+
+def _load_aware(opts: SinkOptions) -> LoadAwarePlacement | None:
+    """A task's load-aware placement for `partitioner=load_aware` (never with markers:
+    their replay must place every row where the first attempt did)."""
+    if opts.partitioner != "load_aware":
+        return None
+    return LoadAwarePlacement(opts.client.batch_size)
 
 
 def _tables(iterator: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -248,12 +271,14 @@ class YakBatchWriter(DataSourceArrowWriter):
         counts: dict[str, int] = {}
         seed = random.randrange(1 << 16)
         encoder = None
+        placement = _load_aware(self.opts)
         with self.opts.client.client() as client:
             for i, batch in enumerate(iterator):
                 table = pa.Table.from_batches([batch])
                 table, encoder = _encode_values(table, self.opts, encoder)
-                groups = _placed(table, self.opts, client, seed + i, counts)
-                for k, v in _produce(client, self.opts, groups).items():
+                groups = _placed(table, self.opts, client, seed + i, counts, placement)
+                for k, v in _produce(client, self.opts, groups,
+                                     load_aware=placement).items():
                     parts[k] = parts.get(k, 0) + v
                 rows += batch.num_rows
         return YakCommitMessage(rows=rows, partitions=parts)
@@ -319,11 +344,13 @@ def write_transactional(
         return YakCommitMessage(rows=table.num_rows, skipped=table.num_rows)
     table, _ = _encode_values(table, opts, None)
     seed = zlib.crc32(f"{query_id}/{batch}/{task}".encode())
-    groups = _placed(table, opts, client, seed)
+    placement = _load_aware(opts)  # an aborted attempt's rows are never seen: any place
+    groups = _placed(table, opts, client, seed, load_aware=placement)
     client.add_partitions_to_txn(txn_id, pid, epoch, [(g.topic, g.partition) for g in groups])
     client.add_offsets_to_txn(txn_id, pid, epoch, group)
     try:
-        parts = _produce(client, opts, groups, pid, epoch, transactional_id=txn_id)
+        parts = _produce(client, opts, groups, pid, epoch, transactional_id=txn_id,
+                         load_aware=placement)
         meta = json.dumps({"batch": batch, "rows": table.num_rows})
         client.txn_offset_commit(txn_id, group, pid, epoch, {done_tp: (batch + 1, meta)})
         client.end_txn(txn_id, pid, epoch, True)
