@@ -92,7 +92,8 @@ class RateQuota:
 
     def observed_rate(self) -> float:
         """Bytes/s recorded over the previous and current windows (0 once both are more
-        than two windows old: nothing recorded lately)."""
+        than two windows old: nothing recorded lately). Over at least one window, so the
+        first seconds after an idle spell read low, as Kafka's Rate does, never a spike."""
         prev_start, prev_bytes, start, nbytes = self._windows
         now = self._clock()
         if now - start >= 2 * RATE_WINDOW_S:
