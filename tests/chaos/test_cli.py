@@ -31,6 +31,7 @@ def yak(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (["--network", "wifi"], "--network 'wifi'"),
         (["--set", "novalue"], "--set 'novalue'"),
         (["--disk-full-broker", "7"], "--disk-full-broker 7"),
+        (["--report", "/tmp/chaos,1"], "a path with a comma cannot hold broker data"),
     ],
 )
 def test_usage_mistakes_exit_2_with_one_line(args: list[str], says: str, tmp_path: Path

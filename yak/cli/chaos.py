@@ -153,6 +153,9 @@ def run_cmd(
     if faketime and faketime_library() is None:
         fail("--faketime: libfaketime is not installed (Debian package libfaketime)", 2)
     out = Path(report or f"chaos-report-{time.strftime('%Y%m%d-%H%M%S')}")
+    if "," in str(out.resolve()):  # the cluster's data directories live under it
+        fail(f"--report {report!r}: a path with a comma cannot hold broker data directories"
+             " (log.dirs is a comma-separated list)", 2)
     cfg = ChaosConfig(
         report_dir=out.resolve(), duration_s=duration, brokers=brokers,
         etcd_members=etcd_members, network=network, faults=fault_list, seed=seed,
