@@ -372,6 +372,8 @@ def build_broker(config: BrokerConfig) -> Broker:
         inter_broker.request, config.node_id), GroupConfigStore(node.store),
         coordinators.leader_of, inter_broker.request)
     metrics.registry.register(ShareMetricsCollector(share))  # yak_share_*, at scrape time
+    # KIP-848 groups' own consumer.* configs (GROUP resource, issue 24) from the same store
+    group_coordinator.membership.consumer.group_configs = share.group_config
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from yak.errors import ErrorCode
@@ -168,6 +168,10 @@ class ConsumerGroups:
         self.list_topics = list_topics or (lambda: ())
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # A group's own configs (the GROUP resource's `consumer.session.timeout.ms` and
+        # `consumer.heartbeat.interval.ms`, issue 24), read at every heartbeat as Kafka
+        # does; the composition hands in the cluster-wide store's lookup.
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
         # the shards' groups (`shard.ShardedGroups`); a plain dict when used alone
         self.groups: MutableMapping[str, CGroup] = {} if groups is None else groups
 
@@ -307,7 +311,8 @@ class ConsumerGroups:
             ErrorCode.none,
             m.member_id,
             m.epoch,
-            self.heartbeat_interval_ms,
+            self._group_ms(g.group_id, "consumer.heartbeat.interval.ms",
+                           self.heartbeat_interval_ms),
             _copy(m.assigned) if changed or joined else None,
         )
 
@@ -378,9 +383,16 @@ class ConsumerGroups:
         gid, mid = g.group_id, m.member_id
         self.timers.schedule(  # type: ignore[attr-defined]
             ("cg", gid, mid),
-            self.clock.now_ms() + self.session_timeout_ms,  # type: ignore[attr-defined]
+            self.clock.now_ms()  # type: ignore[attr-defined]
+            + self._group_ms(gid, "consumer.session.timeout.ms", self.session_timeout_ms),
             lambda: self._expire(gid, mid),
         )
+
+    def _group_ms(self, group_id: str, key: str, default: int) -> int:
+        """The group's own `key` if it sets one (checked within the broker's bounds when
+        it was set), else the broker's."""
+        value = self.group_configs(group_id).get(key)
+        return default if value is None else int(value)
 
     def cancel_timers(self, g: CGroup) -> None:
         """`g`'s shard is unloaded: its members' session timers go with it."""

@@ -18,7 +18,7 @@ Members live in memory only: a restart forgets them, and clients rejoin with epo
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from yak.clock import Clock
@@ -71,11 +71,15 @@ class ShareGroups:
         heartbeat_interval_ms: int = 5_000,
         max_size: int = 200,
         on_member_removed: Callable[[str, str, bool], None] | None = None,
+        configs: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.clock = clock
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # a group's own configs: its `share.session.timeout.ms` and
+        # `share.heartbeat.interval.ms` win over the broker's (issue 24)
+        self.configs = configs or (lambda _group_id: {})
         self.max_size = max_size
         self.on_member_removed = on_member_removed
         self.groups: dict[str, ShareGroup] = {}
@@ -102,8 +106,9 @@ class ShareGroups:
             return HeartbeatResult(ErrorCode.invalid_request, error_message="group id empty")
         g = self.groups.get(group_id)
         if g is not None:  # this group's silent members go first (the rest: the sweep)
-            for m in [m for m in g.members.values()
-                      if now - m.last_seen_ms > self.session_timeout_ms]:
+            session_ms = self._group_ms(group_id, "share.session.timeout.ms",
+                                        self.session_timeout_ms)
+            for m in [m for m in g.members.values() if now - m.last_seen_ms > session_ms]:
                 self._remove(g, m.member_id, expired=True)
         if member_epoch == -1:  # leave
             if g is not None and member_id in g.members:
@@ -146,8 +151,15 @@ class ShareGroups:
             m.assignment = target
             m.epoch = g.epoch
             send = target
-        return HeartbeatResult(ErrorCode.none, member_id, m.epoch, self.heartbeat_interval_ms,
-                               send)
+        interval_ms = self._group_ms(group_id, "share.heartbeat.interval.ms",
+                                     self.heartbeat_interval_ms)
+        return HeartbeatResult(ErrorCode.none, member_id, m.epoch, interval_ms, send)
+
+    def _group_ms(self, group_id: str, key: str, default: int) -> int:
+        """The group's own `key` (checked within the broker's bounds when it was set),
+        else the broker's."""
+        value = self.configs(group_id).get(key)
+        return default if value is None else int(value)
 
     def _target(self, m: ShareMember) -> dict[uuid.UUID, tuple[int, ...]]:
         out: dict[uuid.UUID, tuple[int, ...]] = {}
@@ -160,8 +172,12 @@ class ShareGroups:
     def expire_members(self, now_ms: int | None = None) -> list[tuple[str, str]]:
         """Remove members silent for longer than the session timeout."""
         now = self.clock.now_ms() if now_ms is None else now_ms
-        gone = [(g, m.member_id) for g in self.groups.values() for m in g.members.values()
-                if now - m.last_seen_ms > self.session_timeout_ms]
+        gone = []
+        for g in self.groups.values():
+            session_ms = self._group_ms(g.group_id, "share.session.timeout.ms",
+                                        self.session_timeout_ms)
+            gone += [(g, m.member_id) for m in g.members.values()
+                     if now - m.last_seen_ms > session_ms]
         for g, member_id in gone:
             self._remove(g, member_id, expired=True)
         return [(g.group_id, member_id) for g, member_id in gone]

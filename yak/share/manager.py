@@ -42,6 +42,7 @@ from yak.share.group_configs import (
     GroupConfigStore,
     InvalidGroupConfig,
     check_group_config,
+    reset_end,
 )
 from yak.share.metrics import ShareMetrics
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
@@ -52,7 +53,6 @@ from yak.share.session import ShareSessionCache
 __all__ = ["InvalidGroupConfig", "ShareConfig", "ShareManager", "SharePartitionResult"]
 
 DLQ_ACK_TIMEOUT_MS = 5000
-
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class ShareManager:
         self.node_id = node_id
         self.groups = ShareGroups(clock, topics, session_timeout_ms=config.session_timeout_ms,
                                   heartbeat_interval_ms=config.heartbeat_interval_ms,
-                                  max_size=config.max_size,
+                                  max_size=config.max_size, configs=self._cfg,
                                   on_member_removed=self._member_removed)
         self.sessions = ShareSessionCache(config.max_share_sessions)
         self.metrics = ShareMetrics()  # per-partition counters, load times (metrics.py)
@@ -411,7 +411,7 @@ class ShareManager:
             sp.log_start_moved(p.log_start_offset)
         else:
             reset = self._cfg(group_id).get("share.auto.offset.reset", "latest")
-            sp.initialize(p.log_start_offset, p.high_watermark, reset)
+            sp.initialize(p.log_start_offset, reset_end(p, reset), reset)
         code, copied = await self._dead_letters(group_id, topic, sp)  # held at the limit
         if code is not ErrorCode.none:
             return code  # not loaded: the next fetch loads (and copies) again
@@ -540,7 +540,7 @@ class ShareManager:
             else:
                 sp = self._share_partition(group_id, topic, partition)
             if not sp.initialized:
-                sp.initialize(p.log_start_offset, p.high_watermark, reset)
+                sp.initialize(p.log_start_offset, reset_end(p, reset), reset)
             sp.log_start_moved(p.log_start_offset)
             if budget <= 0 or bytes_left <= 0:
                 continue

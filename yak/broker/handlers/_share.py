@@ -1,23 +1,31 @@
 """Shared plumbing of the share-group handlers (not a handler: the registry skips `_`
 modules): the share manager, topic ids to names, the leader endpoints ShareFetch and
-ShareAcknowledge v1 carry, the GROUP config resource of IncrementalAlterConfigs, the
-results of the share-state RPCs (83-87), share groups in ListGroups / DescribeGroups and
-FindCoordinator's share key type. Policy is in yak/share/."""
+ShareAcknowledge v1 carry, the GROUP config resource (DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs), the results of the share-state RPCs (83-87), share groups in
+ListGroups / DescribeGroups and FindCoordinator's share key type. Policy is in yak/share/."""
 
 from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from yak.broker.config_view import ConfigEntry, ConfigSource, ConfigType, Synonym, broker_entries
 from yak.broker.context import RequestContext
 from yak.broker.handlers._group import response, response_module
 from yak.errors import InvalidConfigurationError, InvalidRequestError
 from yak.protocol.kio_compat import ErrorCode, build
 from yak.security.acl import AclOperation, ResourceType
 from yak.security.authorizer import authorization_error
-from yak.share.manager import InvalidGroupConfig
+from yak.share.group_configs import (
+    DYNAMIC_GROUP_CONFIG,
+    GROUP_KEYS,
+    InvalidGroupConfig,
+    validate_group_configs,
+)
 from yak.share.records import SHARE_STATE_TOPIC, ShareKey
 
 if TYPE_CHECKING:
@@ -53,36 +61,120 @@ def node_endpoints(ctx: RequestContext, api_name: str, node_ids: set[int]) -> tu
 # ConfigResource type GROUP (KIP-848/932), not the ACL resource type.
 GROUP_CONFIG_RESOURCE = 32
 _SET, _DELETE = 0, 1
+_TYPES = {"int": ConfigType.INT, "string": ConfigType.STRING}
 
 
-async def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP resource: the share group's configs, SET and
-    DELETE, every value checked against the broker's `group.share.*` bounds
-    (INVALID_CONFIG) before any is applied; stored durably and cluster-wide (the
-    metadata store's `group_configs/<group>` document, `yak/share/group_configs.py`)."""
-    group_id = resource.resource_name
-    if not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, group_id):
+def _group_resource(ctx: RequestContext, group_id: str, op: AclOperation) -> None:
+    if not group_id:
+        raise InvalidRequestError("Group name must not be empty")
+    if not ctx.authorized(op, ResourceType.GROUP, group_id):
         raise authorization_error(ResourceType.GROUP)
+
+
+def _broker_settings(ctx: RequestContext) -> dict[str, ConfigEntry]:
+    """The broker settings group configs default to and are bounded by, each with its
+    value and synonym chain as DescribeConfigs on this broker shows it."""
+    names = [n for k in GROUP_KEYS.values() for n in (k.broker_key, k.lo, k.hi)
+             if isinstance(n, str)]
+    return {e.name: e for e in broker_entries(ctx.broker.config, names)}
+
+
+def _stored(ctx: RequestContext, group_id: str) -> dict[str, str]:
+    share = manager(ctx)
+    return share.group_config(group_id) if share is not None else {}
+
+
+def group_config_entries(ctx: RequestContext, group_id: str,
+                         keys: Iterable[str] | None) -> list[ConfigEntry]:
+    """DescribeConfigs on a GROUP resource, Kafka's ConfigHelper: every group config
+    (those named in `keys`, if any), for any group id (a group that does not exist runs
+    with the defaults too); the group's own value is DYNAMIC_GROUP_CONFIG, above the
+    broker setting it defaults to (`group.<key>`, with that setting's own chain:
+    dynamic, STATIC_BROKER_CONFIG, DEFAULT_CONFIG), or Kafka's default of the group
+    config when no broker setting names it."""
+    _group_resource(ctx, group_id, AclOperation.DESCRIBE_CONFIGS)
+    stored = _stored(ctx, group_id)
+    broker = _broker_settings(ctx)
+    wanted = set(keys) if keys else None
+    out = []
+    for spec in sorted(GROUP_KEYS.values(), key=attrgetter("name")):
+        if wanted is not None and spec.name not in wanted:
+            continue
+        synonyms: list[Synonym] = []
+        if spec.name in stored:
+            synonyms.append(Synonym(spec.name, stored[spec.name], DYNAMIC_GROUP_CONFIG))
+        if spec.broker_key is not None:
+            synonyms += broker[spec.broker_key].synonyms
+        elif spec.default is not None:
+            synonyms.append(Synonym(spec.name, spec.default, ConfigSource.DEFAULT_CONFIG))
+        value, source = ((synonyms[0].value, synonyms[0].source) if synonyms
+                         else (None, ConfigSource.DEFAULT_CONFIG))
+        out.append(ConfigEntry(spec.name, value, source, read_only=False,
+                               type=_TYPES[spec.type], synonyms=tuple(synonyms),
+                               documentation=spec.doc))
+    return out
+
+
+async def _apply_group_configs(ctx: RequestContext, group_id: str, new: dict[str, str],
+                               changes: list[tuple[str, str | None]],
+                               validate_only: bool) -> None:
+    """Check the group's whole new set (`new`) against the broker's bounds
+    (INVALID_CONFIG naming the key), then store `changes` (None: a delete) in one write,
+    durable and cluster-wide (the metadata store's `group_configs/<group>` document,
+    `yak/share/group_configs.py`), unless `validate_only`."""
     share = manager(ctx)
     if share is None:
-        raise InvalidRequestError("share groups are not available on this broker")
-    names = [c.name for c in resource.configs]
-    if len(set(names)) != len(names):
-        raise InvalidRequestError("Error due to duplicate config keys")
-    changes: list[tuple[str, str | None]] = []
+        raise InvalidRequestError("group configs are not available on this broker")
+    broker = _broker_settings(ctx)
     try:
-        for c in resource.configs:
-            op = int(c.config_operation)
-            if op not in (_SET, _DELETE):
-                raise InvalidRequestError(
-                    f"{c.name}: only SET and DELETE apply to group configs")
-            value = c.value if op == _SET else None
-            share.check_group_config(c.name, value)
-            changes.append((c.name, value))
+        validate_group_configs(lambda n: broker[n].value, share.topics, new)
+        for key, value in changes:
+            share.check_group_config(key, value)
         if not validate_only:
             await share.alter_group_configs(group_id, changes)
     except InvalidGroupConfig as e:
         raise InvalidConfigurationError(str(e)) from None
+
+
+async def alter_group_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: SET and DELETE; keys not named keep
+    their values."""
+    group_id = resource.resource_name
+    _group_resource(ctx, group_id, AclOperation.ALTER_CONFIGS)
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    new = dict(_stored(ctx, group_id))
+    changes: list[tuple[str, str | None]] = []
+    for c in resource.configs:
+        op = int(c.config_operation)
+        if op not in (_SET, _DELETE):
+            raise InvalidRequestError(f"{c.name}: only SET and DELETE apply to group configs")
+        if op == _SET and c.value is None:
+            raise InvalidRequestError(f"Null value not supported for SET of config: {c.name}")
+        value = c.value if op == _SET else None
+        changes.append((c.name, value))
+        if value is None:
+            new.pop(c.name, None)
+        else:
+            new[c.name] = value
+    await _apply_group_configs(ctx, group_id, new, changes, validate_only)
+
+
+async def replace_group_configs(ctx: RequestContext, resource: Any,
+                                validate_only: bool) -> None:
+    """AlterConfigs (legacy) on a GROUP resource: the group's whole set becomes the
+    request's configs; every other group config goes back to its default (one write)."""
+    group_id = resource.resource_name
+    _group_resource(ctx, group_id, AclOperation.ALTER_CONFIGS)
+    new: dict[str, str] = {}
+    for c in resource.configs:
+        if c.value is None:
+            raise InvalidRequestError(f"Null value not supported for group config: {c.name}")
+        new[c.name] = c.value
+    gone = sorted((set(GROUP_KEYS) | set(_stored(ctx, group_id))) - set(new))
+    changes = [*new.items(), *((k, None) for k in gone)]
+    await _apply_group_configs(ctx, group_id, new, changes, validate_only)
 
 
 # ---------------------------------------------------------------- the state RPCs (83-87)

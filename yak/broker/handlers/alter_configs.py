@@ -5,7 +5,8 @@ contract and why Kafka added IncrementalAlterConfigs. Topic changes apply to the
 at once (`ClusterTopicManager.alter_configs`); BROKER resources (one broker by id, or the
 cluster-wide default, the empty name) are stored in the metadata and applied live by every
 broker (`yak.cluster.dynamic_config`, issue 23). A read-only broker setting is refused
-with INVALID_REQUEST naming it.
+with INVALID_REQUEST naming it. GROUP resources (issue 24): the group's whole set of
+group configs (`_share.replace_group_configs`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from yak.broker.handlers._admin import (
     require_cluster,
     require_topic,
 )
+from yak.broker.handlers._share import GROUP_CONFIG_RESOURCE, replace_group_configs
 from yak.broker.handlers.describe_configs import check_broker_resource
 from yak.errors import InvalidRequestError
 from yak.protocol.kio_compat import build, schema_module
@@ -79,6 +81,9 @@ async def answer(
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    if resource.resource_type == GROUP_CONFIG_RESOURCE:
+        await replace_group_configs(ctx, resource, validate_only)
+        return
     check_resource(ctx, resource)
     kind = "topic" if resource.resource_type == ResourceType.TOPIC else "broker"
     configs: dict[str, str] = {}

@@ -2,7 +2,8 @@
 
 BROKER resources: this broker (its id) with every setting, dynamic ones not read-only, or
 the cluster-wide default (the empty name) with the dynamic defaults set (issue 23);
-BROKER_LOGGER: the broker's log levels (`_loggers.py`).
+BROKER_LOGGER: the broker's log levels (`_loggers.py`); GROUP (32): a group's configs
+over the broker's defaults (`_share.group_config_entries`, issue 24).
 
 The source/synonym chain is built by `yak.broker.config_view`, shared with CreateTopics
 so both APIs agree on what a topic runs with.
@@ -16,6 +17,7 @@ from yak.broker.config_view import ConfigEntry, ResourceType, broker_entries, to
 from yak.broker.context import RequestContext
 from yak.broker.handlers._admin import NO_THROTTLE, outcome, require_cluster, require_topic
 from yak.broker.handlers._loggers import logger_entries
+from yak.broker.handlers._share import GROUP_CONFIG_RESOURCE, group_config_entries
 from yak.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from yak.protocol.kio_compat import build, schema_module
 from yak.security.acl import AclOperation
@@ -51,6 +53,8 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
         require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
         check_broker_resource(ctx, resource.resource_name, default_allowed=False)
         return logger_entries(keys)
+    if resource.resource_type == GROUP_CONFIG_RESOURCE:
+        return group_config_entries(ctx, resource.resource_name, keys)
     raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
 
 
