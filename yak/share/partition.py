@@ -4,15 +4,16 @@ topic-partition on its leader.
 A window [start_offset, end_offset) of in-flight records. Each record in it is AVAILABLE
 (may be handed out), ACQUIRED (locked to one member until its acquisition lock expires),
 or terminal: ACKNOWLEDGED (accepted) or ARCHIVED (rejected, or its delivery count reached
-the limit). Terminal records are dropped from the map at once, so `start_offset` is the
-first record that is still AVAILABLE or ACQUIRED (the window slides as soon as its first
-records are done) and never passes a record that is neither acknowledged nor archived.
+the limit). Terminal records are dropped at once, so `start_offset` is the first record
+that is still AVAILABLE or ACQUIRED (the window slides as soon as its first records are
+done) and never passes a record that is neither acknowledged nor archived.
 
-The map is keyed by offset and filled in ascending order only (new records are always
-taken at `end_offset`), so a dict's insertion order is offset order and its first key is
-the start. Kafka keeps whole batches and splits them per offset only on partial
-acknowledgement; this first layer keeps one entry per record (a known cost, see
-docs/share-groups.md), bounded by `group.share.partition.max.record.locks`.
+The records not done are kept per batch (`inflight.py`, Kafka's `InFlightBatch`): a whole
+batch acquired, accepted, released or expired is one operation on one entry; a batch is
+split only where an operation covers part of it (acknowledgement types per offset, a
+partial acquisition). New records are always taken at `end_offset`, so batches are
+appended in offset order. In-flight records are bounded by
+`group.share.partition.max.record.locks`.
 
 Time comes from an injected `Clock` (ManualClock in tests): locks expire lazily, before
 every acquire and acknowledgement, and `next_deadline_ms()` tells a waiting fetch when
@@ -29,11 +30,12 @@ available with that count, since a lock does not outlive its leader), an acknowl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from yak.clock import Clock
+from yak.share.inflight import Batch, InFlight
 from yak.share.metrics import PartitionStats
 
 __all__ = ["AckType", "AcquiredRange", "RecordState", "SharePartition"]
@@ -56,14 +58,6 @@ class AckType(IntEnum):
     RELEASE = 2
     REJECT = 3
     RENEW = 4  # v2 (KIP-1222): keep the record, restart its lock
-
-
-@dataclass(slots=True)
-class _InFlight:
-    state: RecordState
-    delivery_count: int
-    member_id: str
-    deadline_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +106,14 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         # A released or expired record is AVAILABLE again only this long after (its
-        # `deadline_ms` is then when it becomes ready; 0: at once).
+        # batch's `deadline` is then when it becomes ready; 0: at once).
         self.redelivery_delay_ms = redelivery_delay_ms
         self._next_ready: int | None = None  # earliest ready time of a delayed record
         # Archived records to copy to the group's dead-letter topic:
         # (first, last, delivery count, reason), taken by the manager.
         self.dead: list[tuple[int, int, int, str]] = []
         self.end_offset = -1  # -1: not initialized (no fetch yet)
-        self._records: dict[int, _InFlight] = {}
+        self._inflight = InFlight()
         self._next_deadline: int | None = None
         self._changes: list[tuple[int, int, int, int]] = []  # state batches to persist
         self._persisted_start = -1
@@ -136,8 +130,10 @@ class SharePartition:
         """The persisted state (start offset, state batches): records not done come back
         AVAILABLE with their delivery counts (their locks died with the old leader), except
         those that had reached the delivery limit, which are archived as their lock's
-        expiry would have; done ones stay done; the window ends after the last batch."""
-        self._records.clear()
+        expiry would have; done ones stay done; the window ends after the last batch.
+        One in-flight batch per persisted batch (they arrive sorted and disjoint)."""
+        fl = self._inflight
+        fl.clear()
         self.state_epoch = state_epoch
         end = start_offset
         limit = self.delivery_count_limit
@@ -145,13 +141,12 @@ class SharePartition:
             end = max(end, last + 1)
             if state != 0 or last < start_offset:
                 continue
+            lo = max(first, start_offset)
             if count >= limit:
-                self._changes.append((max(first, start_offset), last, 4, count))
-                self.dead.append((max(first, start_offset), last, count, DELIVERY_LIMIT))
+                self._changes.append((lo, last, 4, count))
+                self.dead.append((lo, last, count, DELIVERY_LIMIT))
                 continue
-            for offset in range(max(first, start_offset), last + 1):
-                self._records[offset] = _InFlight(RecordState.AVAILABLE, count, "", 0)
-        # batches arrive sorted and disjoint, so the dict is in offset order
+            fl.append(lo, last, RecordState.AVAILABLE, count, "", 0)
         self.end_offset = end
         self._persisted_start = start_offset
 
@@ -182,12 +177,11 @@ class SharePartition:
     def hand_back(self, member_id: str, ranges: Sequence[AcquiredRange]) -> None:
         """Acquisitions that could not be made durable: released again (their delivery
         counts stay up: a count never goes down)."""
+        acquired = RecordState.ACQUIRED
         for a in ranges:
-            for offset in range(a.first_offset, a.last_offset + 1):
-                r = self._records.get(offset)
-                if r is not None and r.state is RecordState.ACQUIRED \
-                        and r.member_id == member_id:
-                    self._release(offset, r)
+            self._each(a.first_offset, a.last_offset,
+                       lambda b: b.state is acquired and b.member == member_id,
+                       self._release_at)
 
     # ------------------------------------------------------------------ the window
 
@@ -203,34 +197,35 @@ class SharePartition:
 
     @property
     def start_offset(self) -> int:
-        for offset in self._records:
-            return offset
-        return self.end_offset
+        b = self._inflight.batches
+        return b[0].first if b else self.end_offset
 
     def in_flight(self) -> int:
-        return len(self._records)
+        return self._inflight.records
 
     def delivery_counts(self) -> tuple[int, dict[int, int]]:
         """(records acquired now, in-flight records by delivery count): a metrics scrape's
         walk of the window, never on a request's path."""
         acquired = 0
         by: dict[int, int] = {}
-        for r in self._records.values():
-            acquired += r.state is RecordState.ACQUIRED
-            by[r.delivery_count] = by.get(r.delivery_count, 0) + 1
+        for b in self._inflight:
+            n = b.last - b.first + 1
+            if b.state is RecordState.ACQUIRED:
+                acquired += n
+            by[b.count] = by.get(b.count, 0) + n
         return acquired, by
 
     def state_of(self, offset: int) -> tuple[RecordState, int, str] | None:
         """(state, delivery count, holder) of an in-flight record; None once terminal or
         outside the window."""
-        r = self._records.get(offset)
-        return None if r is None else (r.state, r.delivery_count, r.member_id)
+        b = self._inflight.find(offset)
+        return None if b is None else (RecordState(b.state), b.count, b.member)
 
     def log_start_moved(self, log_start: int) -> None:
         """Records below the log start (retention, DeleteRecords) cannot be delivered:
         archived, and the window starts at the log start."""
-        for offset in [o for o in self._records if o < log_start]:
-            del self._records[offset]
+        if self.start_offset < log_start:
+            self._inflight.drop_below(log_start)
         if self.end_offset < log_start:
             self.end_offset = log_start
 
@@ -246,9 +241,10 @@ class SharePartition:
         redelivery), else the window's end."""
         now = self.clock.now_ms()
         self.expire(now)
-        for offset, r in self._records.items():
-            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now:
-                return offset
+        available = RecordState.AVAILABLE
+        for b in self._inflight:
+            if b.state is available and b.deadline <= now:
+                return b.first
         return self.end_offset
 
     def acquire(
@@ -260,13 +256,15 @@ class SharePartition:
         `max_record_locks`. Each acquired record's delivery count goes up by one and its
         lock runs `lock_duration_ms` from now. A batch marked as a gap (a control batch,
         an aborted transaction's batch under read_committed) is never handed out: it is
-        archived as the window reaches it, so it cannot stall the window."""
+        archived as the window reaches it, so it cannot stall the window. Per in-flight
+        batch: one taken whole is one entry changed, one taken in part is split."""
         now = self.clock.now_ms()
         self.expire(now)
         deadline = now + self.lock_duration_ms
         runs: list[list[int]] = []  # [first, last, delivery count]
         taken = 0
-        records = self._records
+        fl = self._inflight
+        held = fl.batches
         acquired = RecordState.ACQUIRED
         available = RecordState.AVAILABLE
         for batch in batches:
@@ -276,29 +274,38 @@ class SharePartition:
             if len(batch) > 2 and batch[2]:
                 self._archive_gap(base, last)
                 continue
+            end = self.end_offset
             offset = max(base, self.start_offset)
-            # Inside the window: only AVAILABLE records (redeliveries), one by one.
-            stop = min(last + 1, self.end_offset)
-            while offset < stop and taken < max_records:
-                r = records.get(offset)
-                if r is not None and r.state is available and r.deadline_ms <= now:
-                    r.state = acquired
-                    r.delivery_count += 1
-                    r.member_id = member_id
-                    r.deadline_ms = deadline
-                    _extend(runs, offset, offset, r.delivery_count)
-                    taken += 1
-                offset += 1
-            if offset > last or taken >= max_records:
+            stop = min(last + 1, end)
+            if offset < stop:
+                # Inside the window: only AVAILABLE records (redeliveries), per batch.
+                i = fl.index(offset)
+                while i < len(held) and held[i].first < stop and taken < max_records:
+                    b = held[i]
+                    if b.state is available and b.deadline <= now:
+                        lo = max(b.first, offset)
+                        hi = min(b.last, stop - 1, lo + max_records - taken - 1)
+                        i = fl.isolate(i, lo, hi)
+                        b = held[i]
+                        b.state = acquired
+                        b.count += 1
+                        b.member = member_id
+                        b.deadline = deadline
+                        _extend(runs, lo, hi, b.count)
+                        taken += hi - lo + 1
+                    i += 1
+                if taken >= max_records:
+                    continue
+            if last < end:
                 continue
             # New records at the end, as one run. Offsets skipped between the old end and
             # this batch do not exist (compacted away), so the end jumps.
+            offset = max(base, end)
             n = min(last + 1 - offset, max_records - taken,
-                    self.max_record_locks - len(records))
+                    self.max_record_locks - fl.records)
             if n <= 0:
                 break  # the record-lock cap: nothing more until the window moves
-            for o in range(offset, offset + n):
-                records[o] = _InFlight(acquired, 1, member_id, deadline)
+            fl.append(offset, offset + n - 1, acquired, 1, member_id, deadline)
             _extend(runs, offset, offset + n - 1, 1)
             taken += n
             self.end_offset = offset + n
@@ -309,14 +316,13 @@ class SharePartition:
         return [AcquiredRange(a, b, c) for a, b, c in runs]
 
     def _archive_gap(self, base: int, last: int) -> None:
-        records = self._records
         lo = max(base, self.start_offset)
         if lo <= last:
             self._changes.append((lo, last, 4, 0))
-        for offset in range(max(base, self.start_offset), min(last + 1, self.end_offset)):
-            r = records.get(offset)
-            if r is not None and r.state is RecordState.AVAILABLE:
-                del records[offset]
+        hi = min(last, self.end_offset - 1)
+        if lo <= hi:
+            available = RecordState.AVAILABLE
+            self._each(lo, hi, lambda b: b.state is available, self._drop)
         if last >= self.end_offset:
             self.end_offset = last + 1
 
@@ -328,67 +334,115 @@ class SharePartition:
         """Apply one acknowledgement batch: `types` has one type for the whole range or
         one per offset. Every record must be ACQUIRED by `member_id` with its lock still
         held (a gap may also be already done); otherwise InvalidRecordState and nothing
-        of the batch changes."""
+        of the batch changes. One type for the range: per in-flight batch; types per
+        offset: per run of equal types."""
         count = last_offset - first_offset + 1
-        if count <= 0 or len(types) not in (1, count):
+        n = len(types)
+        if count <= 0 or n not in (1, count):
             raise InvalidRecordState("acknowledgement batch and types do not match")
         try:
-            kinds = [AckType(t) for t in types]
+            if n == 1 or types.count(types[0]) == n:  # one type (per offset, all equal)
+                one: AckType | None = AckType(types[0])
+                kinds: list[AckType] = []
+            else:
+                one = None
+                kinds = [AckType(t) for t in types]
         except ValueError as e:
             raise InvalidRecordState(f"unknown acknowledge type: {e}") from None
         self.expire()
-        records = self._records
-        start, end = self.start_offset, self.end_offset
-        acquired = RecordState.ACQUIRED
-        one = kinds[0] if len(kinds) == 1 else None
-        for i, offset in enumerate(range(first_offset, last_offset + 1)):
-            r = records.get(offset)
-            if r is None:
-                kind = one if one is not None else kinds[i]
-                if kind is AckType.GAP and start <= offset < end:
-                    continue
-                raise InvalidRecordState(f"offset {offset} is not acquired")
-            if r.state is not acquired or r.member_id != member_id:
-                raise InvalidRecordState(f"offset {offset} is not acquired by this member")
-        if one is not None and one not in (AckType.RELEASE, AckType.RENEW):
+        self._check(member_id, first_offset, last_offset, one, kinds)
+        if n == 1 and one not in (AckType.RELEASE, AckType.RENEW):
             # The common case: the whole range accepted (or rejected, or gaps): terminal.
-            counts = [r.delivery_count for o in range(first_offset, last_offset + 1)
-                      if (r := records.pop(o, None)) is not None] \
-                if one is AckType.REJECT else ()
+            counts: list[int] = []
+
+            def drop(i: int) -> bool:
+                counts.append(self._drop(i))
+                return True
+
+            self._each(first_offset, last_offset, _ANY, drop)
             self._changes.append((first_offset, last_offset,
                                   2 if one is AckType.ACCEPT else 4, 0))
-            if counts:
+            if counts and one is AckType.REJECT:
                 self.dead.append((first_offset, last_offset, max(counts), REJECTED))
-            else:
-                for offset in range(first_offset, last_offset + 1):
-                    records.pop(offset, None)
             self.stats.acked(one, count)
             return
+        if one is not None:  # one type, or one per offset all equal: per in-flight batch
+            self.stats.acked(one, count)
+            self._apply(first_offset, last_offset, one)
+            return
         for kind in set(kinds):  # per type, not per record
-            self.stats.acked(kind, count if one is not None else kinds.count(kind))
-        for i, offset in enumerate(range(first_offset, last_offset + 1)):
-            kind = one if one is not None else kinds[i]
-            r = records.get(offset)
-            if r is None:
+            self.stats.acked(kind, kinds.count(kind))
+        lo = first_offset
+        for k in range(1, count + 1):  # runs of equal types
+            if k == count or kinds[k] is not kinds[lo - first_offset]:
+                self._apply(lo, first_offset + k - 1, kinds[lo - first_offset])
+                lo = first_offset + k
+
+    def _check(self, member_id: str, first: int, last: int, one: AckType | None,
+               kinds: list[AckType]) -> None:
+        """InvalidRecordState unless every offset first..last is ACQUIRED by `member_id`,
+        or not in flight, inside the window and acknowledged as a GAP."""
+        fl = self._inflight
+        held = fl.batches
+        start, end = self.start_offset, self.end_offset
+        acquired = RecordState.ACQUIRED
+        gap = AckType.GAP
+        i = fl.index(first)
+        pos = first
+        while pos <= last:
+            b = held[i] if i < len(held) else None
+            if b is None or b.first > pos:  # pos..hole not in flight
+                hole = last if b is None else min(last, b.first - 1)
+                if one is not None:
+                    bad = pos if one is not gap or pos < start else (
+                        end if hole >= end else None)
+                else:
+                    bad = next((o for o in range(pos, hole + 1)
+                                if kinds[o - first] is not gap or not start <= o < end), None)
+                if bad is not None:
+                    raise InvalidRecordState(f"offset {bad} is not acquired")
+                pos = hole + 1
                 continue
-            if kind is AckType.RELEASE:
-                self._release(offset, r)
-            elif kind is AckType.RENEW:
-                r.deadline_ms = self.clock.now_ms() + self.lock_duration_ms
-            else:  # ACCEPT -> ACKNOWLEDGED, REJECT and GAP -> ARCHIVED: both terminal
-                del records[offset]
-                self._changes.append((offset, offset, 2 if kind is AckType.ACCEPT else 4, 0))
-                if kind is AckType.REJECT:
-                    self.dead.append((offset, offset, r.delivery_count, REJECTED))
+            if b.state is not acquired or b.member != member_id:
+                raise InvalidRecordState(f"offset {pos} is not acquired by this member")
+            pos = b.last + 1
+            i += 1
+
+    def _apply(self, lo: int, hi: int, kind: AckType) -> None:
+        """One acknowledge type over lo..hi (already checked)."""
+        if kind is AckType.RELEASE:
+            self._each(lo, hi, _ANY, self._release_at)
+        elif kind is AckType.RENEW:
+            deadline = self.clock.now_ms() + self.lock_duration_ms
+
+            def renew(i: int) -> bool:
+                self._inflight.batches[i].deadline = deadline
+                return False
+
+            self._each(lo, hi, _ANY, renew)
+        else:  # ACCEPT -> ACKNOWLEDGED, REJECT and GAP -> ARCHIVED: both terminal
+            state = 2 if kind is AckType.ACCEPT else 4
+            reject = kind is AckType.REJECT
+
+            def done(i: int) -> bool:
+                b = self._inflight.remove(i)
+                self._changes.append((b.first, b.last, state, 0))
+                if reject:
+                    self.dead.append((b.first, b.last, b.count, REJECTED))
+                return True
+
+            self._each(lo, hi, _ANY, done)
 
     def release_member(self, member_id: str) -> int:
         """A member left (or its share session closed): its acquired records become
         available again (or archived at the delivery limit). Returns how many."""
-        mine = [(o, r) for o, r in self._records.items()
-                if r.state is RecordState.ACQUIRED and r.member_id == member_id]
-        for offset, r in mine:
-            self._release(offset, r)
-        return len(mine)
+        first = self._inflight.first_offset()
+        if first is None:
+            return 0
+        acquired = RecordState.ACQUIRED
+        return self._each(first, self.end_offset,
+                          lambda b: b.state is acquired and b.member == member_id,
+                          self._release_at)
 
     # ------------------------------------------------------------------ locks
 
@@ -399,14 +453,19 @@ class SharePartition:
             return 0
         n = 0
         nxt: int | None = None
-        for offset, r in list(self._records.items()):
-            if r.state is not RecordState.ACQUIRED:
-                continue
-            if r.deadline_ms <= now:
-                self._release(offset, r)
-                n += 1
-            elif nxt is None or r.deadline_ms < nxt:
-                nxt = r.deadline_ms
+        held = self._inflight.batches
+        acquired = RecordState.ACQUIRED
+        i = 0
+        while i < len(held):
+            b = held[i]
+            if b.state is acquired:
+                if b.deadline <= now:
+                    n += b.last - b.first + 1
+                    if self._release_at(i):
+                        continue
+                elif nxt is None or b.deadline < nxt:
+                    nxt = b.deadline
+            i += 1
         self._next_deadline = nxt
         self.stats.lock_timeouts += n
         return n
@@ -423,30 +482,64 @@ class SharePartition:
 
     def _recompute_ready(self) -> int | None:
         now = self.clock.now_ms()
-        later = [r.deadline_ms for r in self._records.values()
-                 if r.state is RecordState.AVAILABLE and r.deadline_ms > now]
+        later = [b.deadline for b in self._inflight
+                 if b.state is RecordState.AVAILABLE and b.deadline > now]
         return min(later) if later else None
 
-    def _release(self, offset: int, r: _InFlight) -> None:
-        if r.delivery_count >= self.delivery_count_limit:
-            del self._records[offset]  # ARCHIVED: the delivery limit is reached
-            self.stats.archived_limit += 1
-            self._changes.append((offset, offset, 4, r.delivery_count))
+    # ------------------------------------------------------------------ per batch
+
+    def _each(self, lo: int, hi: int, match: Callable[[Batch], bool],
+              act: Callable[[int], bool]) -> int:
+        """For each in-flight batch overlapping lo..hi that `match`es: split off its part
+        inside lo..hi and `act` on that batch's index (True: it removed the batch).
+        Returns how many records were acted on."""
+        fl = self._inflight
+        held = fl.batches
+        i = fl.index(lo)
+        n = 0
+        while i < len(held) and held[i].first <= hi:
+            b = held[i]
+            if match(b):
+                i = fl.isolate(i, max(lo, b.first), min(hi, b.last))
+                b = held[i]
+                n += b.last - b.first + 1
+                if act(i):
+                    continue
+            i += 1
+        return n
+
+    def _drop(self, i: int) -> int:
+        """Batch `i` is done (no change noted here); its delivery count."""
+        return self._inflight.remove(i).count
+
+    def _release_at(self, i: int) -> bool:
+        """Release batch `i` (acquired): AVAILABLE again, or ARCHIVED at the delivery
+        limit (True: removed)."""
+        b = self._inflight.batches[i]
+        if b.count >= self.delivery_count_limit:
+            self._inflight.remove(i)  # ARCHIVED: the delivery limit is reached
+            self.stats.archived_limit += b.last - b.first + 1
+            self._changes.append((b.first, b.last, 4, b.count))
             dead = self.dead
-            if dead and dead[-1][1] + 1 == offset and dead[-1][2:] == (r.delivery_count,
-                                                                       DELIVERY_LIMIT):
-                dead[-1] = (dead[-1][0], offset, r.delivery_count, DELIVERY_LIMIT)
+            if dead and dead[-1][1] + 1 == b.first and dead[-1][2:] == (b.count,
+                                                                        DELIVERY_LIMIT):
+                dead[-1] = (dead[-1][0], b.last, b.count, DELIVERY_LIMIT)
             else:
-                dead.append((offset, offset, r.delivery_count, DELIVERY_LIMIT))
+                dead.append((b.first, b.last, b.count, DELIVERY_LIMIT))
+            return True
+        b.state = RecordState.AVAILABLE
+        b.member = ""
+        if self.redelivery_delay_ms > 0:
+            b.deadline = ready = self.clock.now_ms() + self.redelivery_delay_ms
+            if self._next_ready is None or ready < self._next_ready:
+                self._next_ready = ready
         else:
-            r.state = RecordState.AVAILABLE
-            r.member_id = ""
-            if self.redelivery_delay_ms > 0:
-                r.deadline_ms = ready = self.clock.now_ms() + self.redelivery_delay_ms
-                if self._next_ready is None or ready < self._next_ready:
-                    self._next_ready = ready
-            else:
-                r.deadline_ms = 0
+            b.deadline = 0
+        return False
+
+
+def _ANY(_b: Batch) -> bool:
+    return True
 
 
 def _extend(runs: list[list[int]], first: int, last: int, delivery_count: int) -> None:
