@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -118,3 +119,28 @@ def test_add_broker_without_a_cluster_is_one_line_and_exit_2(tmp_path: Path) -> 
     r = _yak("cluster", "add-broker", "--dir", str(tmp_path / "none"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "no local cluster" in r.stderr
+
+
+def test_a_cluster_recorded_before_settings_were_adds_brokers_with_its_settings(
+        tmp_path: Path) -> None:
+    """cluster.json written by an older `up` has no `broker_settings`: they are taken from
+    the first broker's command (not its node id or rack), so broker 2 gets them too."""
+    from yak.devcluster.local import LocalCluster
+
+    argv1 = [sys.executable, "-m", "yak.cli.main", "serve", "--data-dir", "d1",
+             "--set", "node.id=1", "--set", "broker.rack=a", "--set", "num.partitions=3"]
+    etcd = ["/usr/bin/etcd", "--name", "etcd1"]
+    state = {"base_port": 30000, "brokers": 1, "etcd_members": 1, "namespace": "default",
+             "etcd": ["etcd1"],
+             "processes": [
+                 {"name": "etcd1", "argv": etcd, "log": "e", "ports": [30010, 30013], "pid": 0},
+                 {"name": "broker-1", "argv": argv1, "log": "b", "ports": [30000, 30005],
+                  "pid": 0}]}
+    (tmp_path / "cluster.json").write_text(json.dumps(state))
+    cluster = LocalCluster.load(tmp_path)
+    assert cluster.broker_settings == ["num.partitions=3"]
+    b2 = cluster.broker_process(2)
+    assert b2.ports == [30001, 30006]
+    sets = [v for f, v in zip(b2.argv, b2.argv[1:], strict=False) if f == "--set"]
+    assert sets == ["node.id=2", "num.partitions=3"]
+    assert b2.argv[b2.argv.index("--metadata") + 1] == "etcd://127.0.0.1:30010/default"

@@ -346,7 +346,19 @@ class LocalCluster:
         etcd_names = state.get("etcd", [])
         if etcd_names:
             self.etcd = LocalEtcd.from_members(self.dir, [self.processes[n] for n in etcd_names])
+        if "broker_settings" not in state:  # written before settings were recorded
+            self.broker_settings = self._settings_of_first_broker()
         return self
+
+    def _settings_of_first_broker(self) -> list[str]:
+        """The `--set` values of the lowest-numbered broker's command, but its own node id
+        and rack: what `up` gave every broker."""
+        ids = self.broker_ids()
+        if not ids:
+            return []
+        argv = self.processes[f"broker-{ids[0]}"].argv
+        return [v for flag, v in zip(argv, argv[1:], strict=False) if flag == "--set"
+                and not v.startswith(("node.id=", "broker.rack="))]
 
     # -- lifecycle
 
