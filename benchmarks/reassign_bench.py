@@ -3,7 +3,7 @@ KIP-73 throttle, and what the move does to an acks=all producer's latency.
 
     .venv/bin/python benchmarks/reassign_bench.py --mb 1000 --rounds 1 --throttle-mb 20
 
-Starts `yak cluster up -n 4` (real etcd, four brokers) in a temporary directory, creates one
+Starts a real etcd and four `yak serve` brokers in a temporary directory, creates one
 partition on brokers [1,2,3] and fills it with `--mb` MB of 1 KiB incompressible values
 (acks=all). A steady producer then writes `--rate` 1 KiB values a second (acks=all,
 idempotent, linger 5 ms) to that same partition for the whole run, and each send's latency
@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -54,11 +55,13 @@ from confluent_kafka.admin import (
 )
 
 from yak.cli.reassign_wire import ReassignClient
+from yak.devcluster.local import LocalEtcd
 
 REPO = Path(__file__).resolve().parent.parent
 YAK = [sys.executable, "-m", "yak.cli.main"]
 TOPIC = "move-bench"
 VALUE = 1024
+READY = "Yak broker ready on"
 
 
 def free_block(span: int = 20) -> int:
@@ -77,6 +80,47 @@ def free_block(span: int = 20) -> int:
             for s in socks:
                 s.close()
     raise SystemExit("no block of free ports")
+
+
+class Cluster:
+    """A real etcd and four `yak serve` processes without the HTTP gateway (which needs
+    packages a bare benchmark machine may lack, and has no part in a move)."""
+
+    def __init__(self, d: Path, base: int, settings: dict[str, str]) -> None:
+        self.dir = d
+        self.etcd = LocalEtcd(d, [base + 10], [base + 11]).start()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(4))
+        for n in range(1, 5):
+            out = d / f"broker-{n}.out"
+            argv = [*YAK, "serve", "--data-dir", str(d / f"broker-{n}"), "--listen",
+                    f"127.0.0.1:{base + n - 1}", "--http", "none", "--set",
+                    f"metadata.store={self.etcd.url('bench')}", "--set", f"node.id={n}"]
+            for k, v in settings.items():
+                argv += ["--set", f"{k}={v}"]
+            with open(out, "wb") as o, open(d / f"broker-{n}.log", "wb") as e:
+                self.procs.append(subprocess.Popen(argv, stdout=o, stderr=e, cwd=REPO))
+        deadline = time.monotonic() + 120
+        for n in range(1, 5):
+            out = d / f"broker-{n}.out"
+            while READY not in out.read_text(errors="replace"):
+                if time.monotonic() > deadline or self.procs[n - 1].poll() is not None:
+                    self.close()
+                    raise SystemExit(f"broker {n} did not start: "
+                                     + (d / f"broker-{n}.log").read_text()[-2000:])
+                time.sleep(0.1)  # waiting for the ready line
+        time.sleep(3)  # every broker's registration reaches the others (a watch event)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.etcd.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def log_bytes(partition_dir: Path) -> int:
@@ -213,12 +257,8 @@ def main() -> None:
     args = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="reassign-bench-"))
     base = free_block()
-    up = subprocess.run([*YAK, "cluster", "up", "-n", "4", "--dir", str(d), "--base-port",
-                         str(base), "--set", "auto.leader.rebalance.enable=false"],
-                        capture_output=True, text=True, cwd=REPO, timeout=300)
-    if up.returncode != 0:
-        raise SystemExit(up.stderr + up.stdout)
-    bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(4))
+    cluster = Cluster(d, base, {"auto.leader.rebalance.enable": "false"})
+    bootstrap = cluster.bootstrap
     rows: list[dict] = []
     lat: Latencies | None = None
     try:
@@ -273,8 +313,7 @@ def main() -> None:
         if lat is not None:
             lat.stop.set()
             lat.join(150)
-        subprocess.run([*YAK, "cluster", "purge", "--dir", str(d)], capture_output=True,
-                       cwd=REPO, timeout=120)
+        cluster.close()
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
     for throttle in {r["throttle_mb_s"] for r in rows}:
