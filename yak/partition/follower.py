@@ -127,9 +127,12 @@ class FollowerPath:
         rl = self.remote_log
         state = None
         if rl is not None and p.log.config.remote_storage_enable:
-            state = await rl.follower_aux_state(topic, str(p.topic_id), partition,
+            topic_id = p.topic_id
+            state = await rl.follower_aux_state(topic, str(topic_id), partition,
                                                 leader_local_start)
             p = self.follower_partition(topic, partition, leader_epoch)  # after the await
+            if p.topic_id != topic_id:  # the topic was deleted and created again meanwhile
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is another topic now")
         if state is None:
             self.truncate_fully_and_start_at(topic, partition, leader_epoch,
                                              leader_local_start)
