@@ -192,6 +192,19 @@ def test_cluster_up_tiered_uploads_and_tiered_status_shows_it(tmp_path: Path) ->
         assert tt[:6] == ["tt-0", "1", "0", str(row["local_start"]), str(N),
                           str(row["uploaded_upto"])]
 
+        # A bucket that cannot be read: the wire columns are still shown, the remote ones
+        # are empty, the reason is one line, and the exit code is 1.
+        nosuch = lines["Object store"].replace("s3://yak?", "s3://no-such-bucket?")
+        blind = _yak("tiered", "status", "-b", bootstrap, "--json",
+                     "--remote-storage-uri", nosuch, env=CREDS)
+        assert blind.returncode == 1, (blind.stdout, blind.stderr)
+        out = json.loads(blind.stdout)
+        assert out["remote_error"].startswith(f"cannot read the manifests in {nosuch}: ")
+        assert "\n" not in out["remote_error"]
+        partial = out["partitions"][0]
+        assert partial["uploaded_upto"] == row["uploaded_upto"]
+        assert partial["remote_bytes"] is None and partial["lag_bytes"] is None
+
         assert _consume_all(bootstrap, "tt") == list(range(N))
     finally:
         stop = _yak("cluster", "stop", "--dir", str(d))

@@ -256,7 +256,11 @@ def _add_manifests(rows: list[dict[str, Any]], ids: dict[str, str], uri: str | N
         loaded = asyncio.run(asyncio.wait_for(load_all(), timeout * 3))
     except Exception as e:  # noqa: BLE001 - the store's error, said once
         text = str(e).strip().splitlines()
-        return f"cannot read the manifests in {uri}: {text[0] if text else type(e).__name__}"
+        hint = "" if key_id and secret else (
+            " (no credentials given: --access-key-id and --secret-access-key, or"
+            " AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+        return (f"cannot read the manifests in {uri}:"
+                f" {text[0] if text else type(e).__name__}{hint}")
     for r, m in zip(rows, loaded, strict=True):
         copied = m.copied
         r.update(remote_start=m.start_offset, remote_segments=len(copied),
