@@ -115,12 +115,17 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
         assert racks is not None
         return len({racks[r] for r in reps})
 
-    # ---- phase 1: replica counts
+    # ---- the tallies every phase keeps
     counts: Counter[int] = Counter({b: 0 for b in members})  # replicas per broker
     held: Counter[int] = Counter({b: 0 for b in members})  # bytes per broker
+    holders: dict[int, set[K]] = {b: set() for b in members}  # movable partitions per broker
     for k, reps in current.items():
         counts.update(r for r in reps if r in counts)
         held.update({r: sizes.get(k, 0) for r in reps if r in held})
+    for k in movable:
+        for r in current[k]:
+            if r in holders:
+                holders[r].add(k)
 
     def move(k: K, src: int, dst: int) -> None:
         """`src`'s replica of `k` replaced in place by `dst`, the tallies kept."""
@@ -129,7 +134,11 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
             if b in counts:
                 counts[b] += sign
                 held[b] += sign * sizes.get(k, 0)
+        holders.get(src, set()).discard(k)
+        holders[dst].add(k)
         changed.add(k)
+
+    # ---- phase 1: replica counts
 
     def step_replicas() -> bool:
         by_full = sorted(members, key=lambda b: (-counts[b], -loads.get(b, 0.0), -b))
@@ -139,9 +148,9 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                 if counts[src] - counts[dst] < 2:
                     break
                 best: tuple[tuple[int, int, str], K] | None = None
-                for k in movable:
+                for k in holders[src]:  # ranked by a unique key: the order is free
                     reps = current[k]
-                    if src not in reps or dst in reps:
+                    if dst in reps:
                         continue
                     new = [dst if r == src else r for r in reps]
                     if racks is not None and n_racks(new) < n_racks(reps):
@@ -155,23 +164,28 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                     return True
         return False
 
+    # Phase 0's work list, found once: no phase lowers a partition's racks, and a partition
+    # short of racks always has a member of an unused rack to take a replica.
+    member_racks = {racks[b] for b in members} if racks is not None else set()
+    short_of_racks = [k for k in movable if racks is not None and len(
+        {racks[r] for r in current[k]}) < min(len(current[k]), len(member_racks))]
+
     def step_racks() -> bool:
         """Phase 0: a partition with two replicas in one rack while a member's rack it
         does not use is left gets one of them moved there (a follower first)."""
         assert racks is not None
-        member_racks = {racks[b] for b in members}
-        for k in movable:
+        while short_of_racks:
+            k = short_of_racks.pop(0)
             reps = current[k]
             used = [racks[r] for r in reps]
             if len(set(used)) >= min(len(reps), len(member_racks)):
                 continue
             free = [b for b in members if racks[b] not in used]
-            if not free:
-                continue
             dst = min(free, key=lambda b: (counts[b], loads.get(b, 0.0), b))
             src = next(r for i, r in reversed(list(enumerate(reps)))
                        if used.count(used[i]) > 1)
             move(k, src, dst)
+            short_of_racks.insert(0, k)  # RF 3 in one rack needs two steps
             return True
         return False
 
@@ -191,7 +205,7 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                 gap = held[src] - held[dst]
                 if gap <= byte_gap:
                     break
-                outs = [k for k in movable if fits(k, src, dst)]
+                outs = [k for k in holders[src] if fits(k, src, dst)]
                 if not outs:
                     continue
                 half = gap / 2
@@ -203,7 +217,7 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                             rank = (abs(d - half), 0, repr(p), "")
                             if best is None or rank < best[0]:
                                 best = (rank, p, None)
-                ins = sorted(((sizes.get(k, 0), repr(k), k) for k in movable
+                ins = sorted(((sizes.get(k, 0), repr(k), k) for k in holders[dst]
                               if swaps and fits(k, dst, src)), key=lambda t: t[:2])
                 in_sizes = [t[0] for t in ins]
                 for p in outs:
@@ -224,7 +238,6 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                 move(q, dst, src)
                 return 2
         return 0
-
 
     # ---- phases 0-1, then 2: each step goes back to the first phase that has one
     while budget != 0:
