@@ -3,7 +3,8 @@
 50 KB/s follower throttle stays in progress and is shown with its adding and removing
 sets, the bytes left, the copy rate and the throttles in force; a stopped broker that
 still holds replicas stays in the brokers table, offline, with its rack; once the
-throttle is lifted the move finishes and the page says nothing moves.
+throttle is lifted the move finishes and the page says nothing moves. The topic's page
+marks the moving partition and links to the Reassignments page.
 Screenshots in test-artifacts/console/."""
 
 from __future__ import annotations
@@ -118,6 +119,14 @@ def test_reassignment_in_progress_racks_and_an_offline_broker(
     assert "follower: 0:2" in seen["throttled replicas"], seen
     assert "broker 2" in seen["copy"] and " of " in seen["copy"], seen
     shot(page, "issue23-02-reassignment-in-progress")
+    # The topic's page marks the moving partition with its target.
+    page.goto(f"http://{c[1].http}/#/topic/mv")
+    page.wait_for_selector("#partitions-table a.moving")
+    mark = page.inner_text("#partitions-table a.moving")
+    assert mark == "moving → 2", mark
+    assert "adding 2, removing 1" in page.get_attribute("#partitions-table a.moving", "title")
+    page.click("#partitions-table a.moving")
+    page.wait_for_selector("tr[data-move='mv-0']")
 
     # Lifting the throttle lets the move finish; the page then lists none.
     _throttle(admin, None)

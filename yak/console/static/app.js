@@ -465,7 +465,10 @@ async function topicPage(name) {
       <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th></tr></thead>
       <tbody>${t.partitions.map((p) => `<tr class="${p.isr.length < p.replicas.length ? "urp" : ""}"
       title="${p.isr.length < p.replicas.length ? "under-replicated: ISR smaller than replicas" : ""}"><td>${p.partition}</td><td>${p.leader < 0 ? "none" : p.leader}</td>
-      <td>${p.replicas.join(", ")}</td><td>${p.isr.join(", ")}</td><td class="num">${p.log_start_offset}</td>
+      <td>${p.replicas.join(", ")}${p.adding?.length || p.removing?.length
+        ? ` <a class="moving" href="#/reassignments" title="being reassigned: adding ${esc(p.adding.join(", ") || "none")}, removing ${
+          esc(p.removing.join(", ") || "none")}">moving → ${esc(p.replicas.filter((r) => !p.removing.includes(r)).join(", "))}</a>` : ""}</td>
+      <td>${p.isr.join(", ")}</td><td class="num">${p.log_start_offset}</td>
       <td class="num">${p.log_end_offset}</td><td class="num">${p.high_watermark}</td>
       <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td></tr>`).join("")}
       </tbody></table>`;

@@ -39,7 +39,7 @@ SAMPLE_GAP_S = 1.0  # a second sample this long after a first, when none is rece
 SAMPLE_MAX_AGE_S = 30.0  # an older kept sample gives no rate
 
 
-def _list_reassignments(host: str, port: int, timeout_s: float, security: Any
+def list_reassignments(host: str, port: int, timeout_s: float, security: Any
                         ) -> list[dict[str, Any]]:
     """ListPartitionReassignments v0 on one broker: every partition being moved."""
     from yak.client.connection import Connection, build
@@ -119,7 +119,7 @@ async def reassignments(request: Request) -> Any:
     if not md.brokers:
         raise RestError(503, 50301, "No broker is reachable.")
     host, port = next(iter(md.brokers.values()))
-    moves = await asyncio.to_thread(_list_reassignments, host, port, cluster.timeout_s,
+    moves = await asyncio.to_thread(list_reassignments, host, port, cluster.timeout_s,
                                     cluster.security)
     wanted = {(m["topic"], m["partition"]) for m in moves}
     holders = sorted({r for m in moves for r in m["replicas"] if r in md.brokers})

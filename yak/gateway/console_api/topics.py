@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from yak.gateway import errors as E
 from yak.gateway.cluster import ClusterError
 from yak.gateway.console_api.common import ERRORS, TOPIC_NAME, cluster_of, is_internal, page_router
+from yak.gateway.console_api.reassignments import list_reassignments
 from yak.gateway.errors import RestError
 
 router = page_router()
@@ -92,9 +93,9 @@ async def topic_detail(request: Request, topic: str) -> Any:
     if tm is None:
         raise RestError(404, E.TOPIC_NOT_FOUND, "Topic not found.")
     tps = [(topic, p) for p in sorted(tm.partitions)]
-    marks, sizes, configs = await asyncio.gather(
-        cluster.watermarks(tps), cluster.log_dirs(), cluster.topic_configs(topic)
-    )
+    marks, sizes, configs, moving = await asyncio.gather(
+        cluster.watermarks(tps), cluster.log_dirs(), cluster.topic_configs(topic),
+        _moving(cluster, topic))
     parts = []
     for tp in tps:
         pm = tm.partitions[tp[1]]
@@ -107,8 +108,24 @@ async def topic_detail(request: Request, topic: str) -> Any:
             # DescribeLogDirs' offset_lag is log end minus high watermark on the leader.
             "log_end_offset": m.high_watermark + lag if m.high_watermark >= 0 else -1,
             "last_stable_offset": m.last_stable_offset, "size": size,
+            # A partition being reassigned (issue 23): its adding and removing replicas.
+            **moving.get(pm.partition, {"adding": [], "removing": []}),
         })
     return {"name": topic, "internal": is_internal(tm), "partitions": parts, "configs": configs}
+
+
+async def _moving(cluster: Any, topic: str) -> dict[int, dict[str, list[int]]]:
+    """The topic's partitions being reassigned (ListPartitionReassignments on a bootstrap
+    broker): partition -> adding and removing replicas; {} when the list cannot be had
+    (the page shows the partitions without the marks)."""
+    host, _, port = cluster.bootstrap.split(",")[0].rpartition(":")
+    try:
+        moves = await asyncio.to_thread(list_reassignments, host, int(port),
+                                        cluster.timeout_s, cluster.security)
+    except Exception:  # a detail of the page
+        return {}
+    return {m["partition"]: {"adding": m["adding"], "removing": m["removing"]}
+            for m in moves if m["topic"] == topic}
 
 
 @router.put("/topics/{topic}/configs", responses=ERRORS)
