@@ -153,7 +153,7 @@ def _broker_uri(admin: Any, brokers: list[int], timeout: float, resource: Any) -
 def _wire_rows(md: Any, leaders: dict[tuple[str, int], int],
                timeout: float) -> list[dict[str, Any]]:
     """One row per partition with what its leader answers: offsets and local bytes."""
-    from yak.cli.cluster import _describe_log_dirs
+    from yak.cli.cluster_info import _describe_log_dirs
 
     rows = {tp: _row(tp, leader) for tp, leader in sorted(leaders.items())}
     by_leader: dict[int, list[tuple[str, int]]] = {}
