@@ -1,5 +1,6 @@
-"""`yak config describe|set|delete`: dynamic broker configs (issue 23) and topic configs,
-as `kafka-configs --entity-type brokers|topics` (and rpk's `cluster config`) do.
+"""`yak config describe|set|delete`: dynamic broker configs (issue 23), topic configs and
+group configs (issue 24), as `kafka-configs --entity-type brokers|topics|groups` (and
+rpk's `cluster config`) do.
 
     yak config describe --broker 1 [--all] [--json] [KEY ...]
     yak config describe --default                  # the cluster-wide dynamic defaults set
@@ -7,10 +8,14 @@ as `kafka-configs --entity-type brokers|topics` (and rpk's `cluster config`) do.
     yak config set --broker 1 leader.replication.throttled.rate=10485760 [--validate-only]
     yak config delete --broker 1 leader.replication.throttled.rate
     yak config describe --topic orders             # the same for a topic's configs
+    yak config set --group jobs share.auto.offset.reset=by_duration:PT1H
+    yak config describe --group jobs --all         # every group config, defaults included
 
 A broker's own values (`--broker ID`, Kafka's `--entity-name ID`) win over the cluster-wide
 default (`--default`, Kafka's `--entity-default`), which wins over `server.properties`.
-Changes are IncrementalAlterConfigs SET/DELETE: keys not named keep their values.
+Changes are IncrementalAlterConfigs SET/DELETE: keys not named keep their values. A
+group's configs (`--group`, share and KIP-848 consumer groups alike) win over the
+broker's `group.*` settings; the broker bounds them (INVALID_CONFIG names the bounds).
 
 Why a group of its own rather than under `yak cluster` or `yak topic`: it is one tool for
 every config entity, as `kafka-configs` is; `yak topic describe --print-configs` and
@@ -44,6 +49,7 @@ from yak.cli.config_wire import (
     BROKER,
     DELETE,
     DYNAMIC_SOURCES,
+    GROUP,
     SET,
     TOPIC,
     ConfigWireError,
@@ -53,7 +59,8 @@ from yak.cli.config_wire import (
 )
 
 app = typer.Typer(help="Describe and change broker configs (one broker or the cluster-wide "
-                  "default) and topic configs, as kafka-configs does.", no_args_is_help=True)
+                  "default), topic configs and group configs, as kafka-configs does.",
+                  no_args_is_help=True)
 out = Console(highlight=False, soft_wrap=True)
 
 BrokerId = Annotated[int | None, typer.Option(
@@ -62,6 +69,8 @@ Default = Annotated[bool, typer.Option(
     "--default", "--entity-default",
     help="The cluster-wide dynamic defaults (the BROKER resource with the empty name).")]
 Topic = Annotated[str | None, typer.Option("--topic", help="A topic's configs.")]
+Group = Annotated[str | None, typer.Option(
+    "--group", help="A group's configs (share or consumer group; any group id).")]
 ValidateOnly = Annotated[bool, typer.Option(
     "--validate-only", help="Let the broker check the change without applying it.")]
 
@@ -70,12 +79,18 @@ ValidateOnly = Annotated[bool, typer.Option(
 _BAD_INPUT = frozenset({40, 42, 44})
 
 
-def _target(broker: int | None, default: bool, topic: str | None) -> tuple[int, str, str]:
+def _target(broker: int | None, default: bool, topic: str | None,
+            group: str | None = None) -> tuple[int, str, str]:
     """(resource type, resource name, words for messages) of the one entity given."""
-    if (broker is not None) + default + (topic is not None) != 1:
-        fail("give exactly one of --broker ID, --default or --topic NAME", exit_code=2)
+    if (broker is not None) + default + (topic is not None) + (group is not None) != 1:
+        fail("give exactly one of --broker ID, --default, --topic NAME or --group NAME",
+             exit_code=2)
     if topic is not None:
         return TOPIC, topic, f"topic {topic}"
+    if group is not None:
+        if not group:
+            fail("--group: the group name must not be empty", exit_code=2)
+        return GROUP, group, f"group {group}"
     if default:
         return BROKER, "", "the cluster default"
     return BROKER, str(broker), f"broker {broker}"
@@ -114,19 +129,21 @@ def describe(
     broker: BrokerId = None,
     default: Default = False,
     topic: Topic = None,
+    group: Group = None,
     all_: Annotated[bool, typer.Option(
         "--all", help="Every config, not only the dynamic ones (set by a change).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Configs of one broker, the cluster-wide default or a topic, with their sources.
+    """Configs of one broker, the cluster-wide default, a topic or a group, with sources.
 
     SOURCE is Kafka's: DYNAMIC_BROKER_CONFIG (this broker's own), DYNAMIC_DEFAULT_BROKER_CONFIG
     (the cluster-wide default), STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG,
-    DYNAMIC_TOPIC_CONFIG. Without --all or KEYs only the dynamic values are listed.
+    DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG. Without --all or KEYs only the dynamic
+    values are listed.
     """
-    rtype, name, words = _target(broker, default, topic)
+    rtype, name, words = _target(broker, default, topic, group)
     with config_client(bootstrap, timeout, client_security()) as c:
         entries = _call(f"cannot describe configs of {words}",
                         lambda: c.describe(rtype, name, keys))
@@ -138,8 +155,8 @@ def describe(
         entries = [e for e in entries if _dynamic(e)]
     entries.sort(key=lambda e: e.name)
     if as_json:
-        print(json.dumps({"resource": {"type": "topic" if rtype == TOPIC else "broker",
-                                       "name": name},
+        kind = {TOPIC: "topic", GROUP: "group"}.get(rtype, "broker")
+        print(json.dumps({"resource": {"type": kind, "name": name},
                           "configs": [_json(e) for e in entries]}))
         return
     if not entries:
@@ -174,16 +191,17 @@ def set_configs(
     broker: BrokerId = None,
     default: Default = False,
     topic: Topic = None,
+    group: Group = None,
     validate_only: ValidateOnly = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Set configs of one broker, the cluster-wide default or a topic.
+    """Set configs of one broker, the cluster-wide default, a topic or a group.
 
     IncrementalAlterConfigs SET: keys not named keep their values; dynamic broker configs
-    take effect at once and survive restarts.
+    and group configs take effect at once and survive restarts.
     """
-    rtype, name, words = _target(broker, default, topic)
+    rtype, name, words = _target(broker, default, topic, group)
     ops = [(k, SET, v) for k, v in parse_pairs(values, "config")]
     _alter(rtype, name, words, ops, validate_only, bootstrap, timeout)
 
@@ -195,16 +213,17 @@ def delete_configs(
     broker: BrokerId = None,
     default: Default = False,
     topic: Topic = None,
+    group: Group = None,
     validate_only: ValidateOnly = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Remove configs of one broker, the cluster-wide default or a topic.
+    """Remove configs of one broker, the cluster-wide default, a topic or a group.
 
     The value falls back to the next source: the cluster default, then server.properties,
-    then the built-in default.
+    then the built-in default (a group's: the broker's group.* setting).
     """
-    rtype, name, words = _target(broker, default, topic)
+    rtype, name, words = _target(broker, default, topic, group)
     _alter(rtype, name, words, [(k, DELETE, None) for k in keys], validate_only,
            bootstrap, timeout)
 

@@ -6,8 +6,8 @@ resource name, and the empty BROKER name is the cluster-wide default (Kafka's
 connection, with the command's TLS/SASL settings.
 
 Where each request goes follows Kafka's AdminClient: a broker's own resource (its node id)
-to that broker, which refuses another's id; the cluster default and topics to any broker
-(the bootstrap one). Versions are negotiated once per connection from ApiVersions.
+to that broker, which refuses another's id; the cluster default, topics and groups (GROUP,
+issue 24: any broker answers from the cluster-wide store) to the bootstrap one. Versions are negotiated once per connection from ApiVersions.
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from yak.client.connection import BrokerConnectionError, Connection
 from yak.protocol.kio_compat import build, schema_module
 from yak.security.client import ClientSecurity
 
-TOPIC, BROKER = 2, 4  # Kafka's ConfigResource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 # Kafka's ConfigSource ids, by the names its tools print.
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG",
+           8: "DYNAMIC_GROUP_CONFIG"}
 # The values a change made (what `describe` shows without --all).
-DYNAMIC_SOURCES = frozenset({SOURCES[1], SOURCES[2], SOURCES[3]})
+DYNAMIC_SOURCES = frozenset({SOURCES[1], SOURCES[2], SOURCES[3], SOURCES[8]})
 
 # Preferred versions, newest first (api key, versions).
 _APIS = {"metadata": (3, (12, 9, 5, 1)), "describe_configs": (32, (4, 3, 2, 1)),
