@@ -262,7 +262,8 @@ def _run_workloads(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress,
 
 
 def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: list[str],
-            started: list[TxnWorkload | ShareWorkload]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            started: list[TxnWorkload | ShareWorkload],
+            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rec = Recorder()
     bootstrap = cluster.bootstrap
     topics = {QUEUE_TOPIC: cfg.partitions}
