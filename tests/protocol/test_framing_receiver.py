@@ -171,3 +171,32 @@ def test_chunk_buffer_below_two_reads_refused() -> None:
         FrameReceiver(MAX, chunk_size=1024)
     with pytest.raises(ValueError):
         FrameReceiver(4)
+
+
+def test_release_while_idle_keeps_held_frames_and_reads_on() -> None:
+    """An idle connection lets its buffers go (`release`): frames still held stay
+    intact, a partly received frame refuses it, and the next read allocates a chunk."""
+    rx = FrameReceiver(MAX, min_size=4)
+    held = _deliver(rx, _frame(PAYLOADS[5]) + _frame(PAYLOADS[1]), 65536)
+    partial = _frame(PAYLOADS[4])[:1000]
+    assert _deliver(rx, partial, 65536) == []
+    assert rx.release() is False  # a frame's bytes pending: they stay
+    rest = _deliver(rx, _frame(PAYLOADS[4])[1000:], 65536)
+    assert rx.release() is True
+    assert len(rx._buf) == 0 and rx._spare is None
+    later = _deliver(rx, _frame(PAYLOADS[2]) + _frame(PAYLOADS[7]), 65536)
+    assert len(rx._buf) >= CHUNK_BUFFER
+    assert [bytes(f) for f in held + rest + later] == [
+        PAYLOADS[5], PAYLOADS[1], PAYLOADS[4], PAYLOADS[2], PAYLOADS[7]]
+
+
+def test_min_size_lowered_between_reads_for_bare_tokens() -> None:
+    """The broker's SASL v0 switch: after the handshake its receiver takes frames shorter
+    than a request header (a bare PLAIN token) until the exchange is over."""
+    rx = FrameReceiver(MAX)
+    assert [bytes(f) for f in _deliver(rx, _frame(b"handshk!"), 65536)] == [b"handshk!"]
+    rx.min_size = 0
+    assert [bytes(f) for f in _deliver(rx, _frame(b"\0a\0b"), 65536)] == [b"\0a\0b"]
+    rx.min_size = 8
+    assert _deliver(rx, _frame(b"tiny"), 65536) == []
+    assert rx.error == FrameError(4, MAX, 8)

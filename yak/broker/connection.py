@@ -16,11 +16,14 @@ are in flight per connection.
 Different connections run concurrently on the event loop. Memory per connection is
 bounded on both sides:
 
-- reading: the sans-IO `yak.protocol.framing.FrameDecoder` checks a frame's 4-byte
-  length against `socket.request.max.bytes` before anything is kept (negative or
-  oversized: close); a frame is only ever as big in memory as the bytes that actually
-  arrived; and reading pauses once `MAX_QUEUED_REQUESTS` frames or `MAX_QUEUED_BYTES`
-  are waiting to be handled;
+- reading: a `BufferedProtocol`: the socket (or TLS) writes into a sans-IO
+  `yak.protocol.framing.FrameReceiver`'s buffer, so a 1 MiB Produce spanning reads is
+  never copied or joined (issue 28). A frame's 4-byte length is checked against
+  `socket.request.max.bytes` before anything is kept (else: close); a frame is only as big
+  in memory as the bytes that arrived; reading pauses once `MAX_QUEUED_REQUESTS` frames or
+  `MAX_QUEUED_BYTES` wait. A frame is a read-only view that is never written over while
+  anything holds it (purgatory, a pipelined request's turn, a disk write); buffers are
+  released after `RECEIVE_BUFFER_IDLE_S` without a read;
 - writing: when the transport's write buffer is above its high-water mark (a slow
   consumer), this connection stops handling requests until it drains. Other
   connections, producers included, keep running.
@@ -47,7 +50,7 @@ from yak.partition.ordering import EffectTurn
 from yak.protocol import guard, kio_compat
 from yak.protocol.framing import (
     MIN_FRAME_SIZE,
-    FrameDecoder,
+    FrameReceiver,
     HeaderError,
     parse_request_header,
     response_frame_head,
@@ -83,6 +86,7 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
 
 API_VERSIONS_KEY = 18
+RECEIVE_BUFFER_IDLE_S = 10.0  # no read for this long: release the receive buffers
 
 
 
@@ -90,7 +94,7 @@ class ProtocolViolation(Exception):
     """The peer broke framing or sent something we refuse to parse: close, never answer."""
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, channel: ChannelBuilder | None = None) -> None:
         self.broker = broker
         # How this listener authenticates its connections (None: the broker's first).
@@ -99,7 +103,10 @@ class KafkaConnection(asyncio.Protocol):
         self.max_request = int(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] | None = None
-        self._frames = FrameDecoder(self.max_request)
+        self._frames = FrameReceiver(self.max_request)
+        self._reads = 0  # reads so far; the idle timer compares it with its last look
+        self._reads_seen = -1
+        self._idle_timer: asyncio.TimerHandle | None = None
         # handled-in-order queue
         self._queue: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
@@ -145,8 +152,21 @@ class KafkaConnection(asyncio.Protocol):
                 and self.broker.config.socket_sendfile_enable):
             self._sendfile_fd = sock.fileno()
             self.extras["sendfile"] = True
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._serve())
+        self._idle_timer = loop.call_later(RECEIVE_BUFFER_IDLE_S, self._release_if_idle)
         self.broker.connections.add(self)
+
+    def _release_if_idle(self) -> None:
+        """Every `RECEIVE_BUFFER_IDLE_S`: nothing read since the last look, release the
+        receive buffers (frames still held keep theirs alive)."""
+        if self._closed:
+            return
+        if self._reads == self._reads_seen:
+            self._frames.release()
+        self._reads_seen = self._reads
+        self._idle_timer = asyncio.get_running_loop().call_later(
+            RECEIVE_BUFFER_IDLE_S, self._release_if_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -154,6 +174,8 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
         self._wake()
         self._cancel_inflight()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self.broker.connections.discard(self)
 
     def _cancel_inflight(self) -> None:
@@ -169,14 +191,18 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._can_write.set()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
-        decoder = self._frames
-        for frame in decoder.feed(data):
+        self._reads += 1
+        receiver = self._frames
+        for frame in receiver.buffer_updated(nbytes):
             self._enqueue(frame)
-        if decoder.error is not None:
-            log.info("closing connection from %s: %s", self.peer, decoder.error)
+        if receiver.error is not None:
+            log.info("closing connection from %s: %s", self.peer, receiver.error)
             self.close()
 
     def _enqueue(self, frame: memoryview) -> None:
@@ -410,7 +436,7 @@ class KafkaConnection(asyncio.Protocol):
                 and authenticator.awaiting_raw_token):
             # After a v0 handshake the client sends bare SASL tokens, which have no request
             # header and may be shorter than one (a PLAIN token of 4 bytes): lower the
-            # decoder's minimum until the exchange is over (before the answer goes out).
+            # receiver's minimum until the exchange is over (before the answer goes out).
             self._frames.min_size = 0
         throttle_ms = self._throttle(ctx, started)
         if prev is not None:

@@ -29,8 +29,12 @@ new `bytes`): frames are views of it.
 buffer (asyncio's `BufferedProtocol`: `get_buffer()`, then `buffer_updated(n)`), which is
 what a follower's connection wants: its Fetch responses are up to ~4 MiB, and joining
 the pieces of each (a fresh 4 MiB buffer, its pages faulted, every byte copied) was a
-fifth of a catch-up's CPU (docs/benchmarks/replication.md). Reads land in one buffer,
-front to back, and every frame is a read-only view of it:
+fifth of a catch-up's CPU (docs/benchmarks/replication.md). The broker's client
+connections use it too (issue 28): a leader's 1 MiB Produce requests span several reads,
+and the socket then writes each request once, into the buffer it is handled from,
+instead of the event loop copying each read into a new `bytes` and the decoder joining
+those. Reads land in one buffer, front to back, and every frame is a read-only view of
+it:
 
 - it is never written where a frame was handed out while a view of that frame may be
   alive: once every frame handed out was dropped (the follower appended the response and
@@ -43,7 +47,8 @@ front to back, and every frame is a read-only view of it:
   less than one read when it happens at the first read of the frame;
 - a frame larger than the chunk size (256 KiB) grows the buffer with the bytes that
   arrived (doubling, from 1 MiB), never to a size a peer only announced; the buffer keeps
-  the largest size it needed.
+  the largest size it needed, until its owner `release()`s it while nothing is pending
+  (a connection idle for a while), after which the next read allocates a chunk again.
 
 Whether a view of a buffer is alive is asked of the bytearray itself: one cannot be
 resized while a memoryview of it exists (`BufferError`), so growing it by one byte and
@@ -232,6 +237,19 @@ class FrameReceiver:
         """Bytes received for an incomplete frame (size prefix included)."""
         return self._end - self._start
 
+    def release(self) -> bool:
+        """Let go of the buffers while no frame is partly received (a connection idle
+        for a while: a broker's thousands of idle client connections would otherwise
+        keep a chunk buffer each); the next `get_buffer` allocates again. Frames handed
+        out stay valid (their views keep their buffer alive). False when bytes of a
+        frame are pending, which stay where they are."""
+        if self._end != self._start:
+            return False
+        self._buf = _buffer(0)
+        self._start = self._end = 0
+        self._spare = None
+        return True
+
     def get_buffer(self) -> memoryview:
         """Where the socket's next read goes (never empty)."""
         if self.error is not None:
@@ -296,7 +314,9 @@ class FrameReceiver:
             # while the frame is still held then gets that, not a switch of buffers)
             want = _MIN_READ + max(pending,
                                    min(need, max(_FRAME_BUFFER_START, 2 * pending)))
-        if _unexported(buf):
+        if not len(buf):  # released (idle): a fresh buffer, nothing to keep
+            buf = self._buf = _buffer(want)
+        elif _unexported(buf):
             if start:
                 buf[:pending] = buf[start:end]
             if len(buf) < want:
