@@ -93,6 +93,9 @@ def test_reassignment_in_progress_racks_and_an_offline_broker(
 
     assert _alter_raw(c[1].bootstrap, {("mv", 0): [2]}) == {("mv", 0): 0}
     started = time.monotonic()
+    # The overview counts the moving partitions.
+    page.wait_for_function("(document.querySelector('[data-card=Reassignments] .value')||{})"
+                           ".innerText === '1'")
     page.click("[data-nav=reassignments]")
     page.wait_for_selector("tr[data-move='mv-0']")
     # The rate needs two looks at the adding replica's size: the page polls every 3 s.

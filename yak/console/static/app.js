@@ -273,6 +273,8 @@ async function overview() {
       ["Messages", fmtShort(o.messages_total)], ["Size on disk", fmtBytes(o.bytes_total)],
       ["Controller", o.controller_id < 0 ? "none" : o.controller_id],
       ["Under-replicated", o.under_replicated], ["Offline partitions", o.offline_partitions],
+      ...(o.reassignments === null || o.reassignments === undefined ? []
+        : [["Reassignments", o.reassignments, o.reassignments ? "partitions moving" : ""]]),
     ];
     document.getElementById("cards").innerHTML = cards.map(([l, v, sub]) =>
       `<div class="card" data-card="${esc(l)}"><div class="label">${esc(l)}</div><div class="value">${esc(v)}</div>${

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from yak.gateway.console_api.common import (
     is_internal,
     page_router,
 )
+from yak.gateway.console_api.reassignments import list_reassignments
 from yak.gateway.errors import V2Response
 
 router = page_router()
@@ -85,4 +87,18 @@ async def overview(
     }
     if gw.settings.broker_metrics is not None:
         out["broker"] = gw.settings.broker_metrics.totals()
+    out["reassignments"] = await _moving_count(cluster, md)
     return out
+
+
+async def _moving_count(cluster: Any, md: Any) -> int | None:
+    """Partitions being reassigned (issue 23; ListPartitionReassignments on a live broker),
+    None when the list cannot be had."""
+    if not md.brokers:
+        return None
+    host, port = next(iter(md.brokers.values()))
+    try:
+        return len(await asyncio.to_thread(list_reassignments, host, port, cluster.timeout_s,
+                                           cluster.security))
+    except Exception:  # a detail of the page
+        return None
