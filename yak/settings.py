@@ -627,6 +627,13 @@ BROKER_SETTINGS: dict[str, Setting] = {
         _b("remote.log.manager.orphan.grace.ms", "long", "600000", "storage", lo=0,
            doc="Yak's: a leader deletes remote segment files no manifest names once they"
            " are this old (an older leader's upload may still be landing)"),
+        _b("remote.log.manager.fetch.max.bytes.per.second", "long", _LONG, "storage", lo=1,
+           doc="fetch quota (KIP-956): remote reads over all partitions; a Fetch waits up"
+           " to remote.fetch.max.wait.ms for it, then answers the partition empty"),
+        _b("remote.log.manager.copy.lag.max.bytes", "long", "1073741824", "storage", lo=-1,
+           doc="Yak's disk guard: past this many bytes of rolled segments not uploaded yet"
+           " (led here), a WARNING each minute and yak_tiered_disk_guard_active=1; -1 off;"
+           " produce is never refused by it"),
         # --- the group coordinator
         _b("group.initial.rebalance.delay.ms", "int", "3000", "group",
            "group_initial_rebalance_delay_ms", lo=0),

@@ -94,6 +94,7 @@ from yak.share.persister import CoordinatorPersister
 from yak.share.records import SHARE_STATE_TOPIC
 from yak.storage import LogManager
 from yak.tiered import HostedPartition, RemoteLogManager, RemoteStorageError, TieredConfig
+from yak.tiered.metrics import TieredCollector
 from yak.txn.coordinator import TransactionCoordinator, TxnConfig
 from yak.txn.markers import PartitionMarkerWriter
 from yak.txn.records import TRANSACTION_STATE_TOPIC, transaction_topic_configs
@@ -415,6 +416,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     tiered = make_tiered(config, replica_manager)
     if tiered is not None:
         parts.append(tiered)  # started last (partitions hosted), stopped first
+        metrics.registry.register(TieredCollector(replica_manager.remote_log))  # at scrape
     broker = Broker(
         config,
         cluster_id=metadata.cluster_id,

@@ -29,6 +29,8 @@ class TieredConfig:
     fetch_max_wait_ms: int = 500
     cache_bytes: int = 128 << 20
     orphan_grace_ms: int = 600_000
+    fetch_max_bytes_per_second: int = 2**63 - 1
+    copy_lag_max_bytes: int = 1 << 30
 
     @classmethod
     def from_settings(cls, raw: Mapping[str, str]) -> TieredConfig:
@@ -51,6 +53,8 @@ class TieredConfig:
             fetch_max_wait_ms=get("remote.fetch.max.wait.ms"),
             cache_bytes=get("remote.log.reader.cache.bytes"),
             orphan_grace_ms=get("remote.log.manager.orphan.grace.ms"),
+            fetch_max_bytes_per_second=get("remote.log.manager.fetch.max.bytes.per.second"),
+            copy_lag_max_bytes=get("remote.log.manager.copy.lag.max.bytes"),
         )
         if cfg.enabled and not cfg.uri:
             raise ConfigError("remote.log.storage.system.enable=true needs remote.storage.uri"

@@ -32,6 +32,10 @@ Reads (`read`): a Fetch below the local log start is served from the remote segm
 holds the offset (`yak.tiered.reader`); a read that takes longer than
 `remote.fetch.max.wait.ms` answers empty (Kafka's DelayedRemoteFetch expiry) while it goes on
 filling the cache; a store failure or a corrupt object is `KafkaStorageError` (retriable).
+Reads wait for the remote fetch quota (`yak.tiered.quota`, KIP-956) at most that long too.
+The counters are exported by `yak.tiered.metrics`; the disk guard (`yak.tiered.guard`) is
+checked once per tick. (Past ~600 lines: one partition's copy, retention and reads share
+its state; what stands alone is in deletion, orphans, aux_state, quota, guard, metrics.)
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from yak.storage import PartitionLog
 from yak.tiered.aux_state import RemoteAuxState, remote_aux_state
 from yak.tiered.config import TieredConfig
 from yak.tiered.deletion import delete_remote_topic
+from yak.tiered.guard import DiskGuard
 from yak.tiered.metadata import (
     Manifest,
     ManifestStore,
@@ -58,6 +63,7 @@ from yak.tiered.metadata import (
     topic_prefix,
 )
 from yak.tiered.orphans import find_orphans
+from yak.tiered.quota import RemoteFetchQuota
 from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
 from yak.tiered.segments import segments_to_copy
 from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
@@ -127,6 +133,11 @@ class RemoteLogManager:
         self.segments_copied = 0
         self.segments_deleted = 0
         self.orphans_deleted = 0
+        self.copy_requests = 0
+        self.fetch_requests = 0
+        self.last_error: str | None = None
+        self.fetch_quota = RemoteFetchQuota(config.fetch_max_bytes_per_second)
+        self.guard = DiskGuard(config.copy_lag_max_bytes)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -155,6 +166,8 @@ class RemoteLogManager:
             await asyncio.sleep(self.config.task_interval_ms / 1000)
             try:
                 self.run_once()
+                self.guard.check(sum(s["lag_bytes"] for s in self.status() if s["leader"]),
+                                 self.last_error)
             except Exception:  # noqa: BLE001 - the loop must outlive one bad tick
                 log.exception("remote log manager: a round could not be started")
 
@@ -213,6 +226,7 @@ class RemoteLogManager:
         except Exception as e:  # noqa: BLE001 - the store's or ours: back off, never crash
             st.failures += 1
             self.copy_errors += 1
+            self.last_error = str(e)
             delay = min(self.config.retry_backoff_max_ms,
                         self.config.retry_backoff_ms * 2 ** (st.failures - 1)) / 1000
             st.backoff_until = time.monotonic() + delay
@@ -344,6 +358,7 @@ class RemoteLogManager:
         assert self._copy_slots is not None
         async with self._copy_slots:
             await self._pace(meta.size + sum(len(b) for b in small.values()))
+            self.copy_requests += 1
             await self.store.put_file(meta.object_key(part_dir, "log"), log_path)
             for kind, data in small.items():
                 await self.store.put_bytes(meta.object_key(part_dir, kind), data)
@@ -517,7 +532,10 @@ class RemoteLogManager:
                    committed: bool) -> tuple[RemoteRead, list[tuple[int, int]] | None]:
         """A Fetch below the local log start. OffsetOutOfRangeError if no remote segment
         holds `offset`; KafkaStorageError (retriable) if the store fails or an object is
-        corrupt; an empty read if the store takes longer than remote.fetch.max.wait.ms."""
+        corrupt; an empty read if the store, or the fetch quota, takes longer than
+        remote.fetch.max.wait.ms."""
+        if not await self.fetch_quota.admit(self.config.fetch_max_wait_ms / 1000):
+            return RemoteRead(), [] if committed else None  # KIP-956: the quota is spent
         task = asyncio.create_task(self._read(topic, partition, topic_id, log_, offset,
                                               max_bytes, upper, min_one, committed))
         self._reads.add(task)
@@ -565,6 +583,8 @@ class RemoteLogManager:
                 aborted = sorted({(a.producer_id, a.first_offset) for a in aborted_txns},
                                  key=lambda a: a[1])
             self.fetch_bytes += self.reader.bytes_fetched - before
+            self.fetch_requests += 1
+            self.fetch_quota.record(rr.size)
             return rr, aborted
         except RemoteStorageError as e:
             self.fetch_errors += 1
