@@ -111,9 +111,15 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
     budget = max_moves if max_moves is not None else -1
     replica_moves = reorders = 0
 
-    def n_racks(reps: Sequence[int]) -> int:
-        assert racks is not None
-        return len({racks[r] for r in reps})
+    names = {k: repr(k) for k in movable}  # the ranks' last key, made once
+
+    def lowers_racks(reps: Sequence[int], src: int, dst: int) -> bool:
+        """Whether replacing `src` by `dst` lowers the partition's number of racks: `src`
+        alone in its rack, and `dst`'s rack already held by another replica."""
+        if racks is None or racks[src] == racks[dst]:
+            return False
+        others = [racks[r] for r in reps if r != src]
+        return racks[src] not in others and racks[dst] in others
 
     # ---- the tallies every phase keeps
     counts: Counter[int] = Counter({b: 0 for b in members})  # replicas per broker
@@ -152,11 +158,10 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                     reps = current[k]
                     if dst in reps:
                         continue
-                    new = [dst if r == src else r for r in reps]
-                    if racks is not None and n_racks(new) < n_racks(reps):
+                    rank = (1 if reps[0] == src else 0, sizes.get(k, 0), names[k])
+                    if best is not None and rank >= best[0]:
                         continue
-                    rank = (1 if reps[0] == src else 0, sizes.get(k, 0), repr(k))
-                    if best is None or rank < best[0]:
+                    if not lowers_racks(reps, src, dst):
                         best = (rank, k)
                 if best is not None:
                     k = best[1]
@@ -192,10 +197,7 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
     # ---- phase 2: bytes, by swaps (or a single move where the counts allow one)
     def fits(k: K, src: int, dst: int) -> bool:
         reps = current[k]
-        if src not in reps or dst in reps:
-            return False
-        new = [dst if r == src else r for r in reps]
-        return racks is None or n_racks(new) >= n_racks(reps)
+        return src in reps and dst not in reps and not lowers_racks(reps, src, dst)
 
     def step_bytes(swaps: bool) -> int:
         assert byte_gap is not None
@@ -214,10 +216,10 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                     for p in outs:
                         d = sizes.get(p, 0)
                         if 0 < d < gap:
-                            rank = (abs(d - half), 0, repr(p), "")
+                            rank = (abs(d - half), 0, names[p], "")
                             if best is None or rank < best[0]:
                                 best = (rank, p, None)
-                ins = sorted(((sizes.get(k, 0), repr(k), k) for k in holders[dst]
+                ins = sorted(((sizes.get(k, 0), names[k], k) for k in holders[dst]
                               if swaps and fits(k, dst, src)), key=lambda t: t[:2])
                 in_sizes = [t[0] for t in ins]
                 for p in outs:
@@ -226,7 +228,7 @@ def plan_moves(assignments: Mapping[K, Sequence[int]], brokers: Mapping[int, str
                     for size_q, name_q, q in ins[max(0, at - 1):at + 1]:
                         d = sizes.get(p, 0) - size_q
                         if 0 < d < gap:
-                            rank = (abs(d - half), 1, repr(p), name_q)
+                            rank = (abs(d - half), 1, names[p], name_q)
                             if best is None or rank < best[0]:
                                 best = (rank, p, q)
                 if best is None:
