@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cli.test_cli import ok
-from tests.cli.test_partitions_cli import T, consume_all, replicas_of
+from tests.cli.test_partitions_cli import T, consume_all, produce_acked, replicas_of
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
 from tests.cluster.test_reassignment import _list_raw
 from tests.waiting import wait_until
@@ -249,3 +249,30 @@ def test_rebalance_and_continuous_mode_even_bytes(cluster_factory) -> None:  # n
     assert all(total[b] == 4 for b in (1, 2, 3)), total
     print("bytes per broker: before", before, "after rebalance", evened, "after continuous",
           _broker_bytes(c[1].bootstrap))
+
+
+def test_rebalance_spreads_replicas_over_racks(cluster_factory) -> None:  # noqa: F811
+    """Partitions placed with both replicas in one rack (an explicit assignment, as one
+    made before the racks were set) are spread over racks a and b by `yak cluster
+    rebalance`, followers moved, counts even, and no partition ends in one rack."""
+    c = cluster_factory(0, partition_autobalancing_mode="off")
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    for n, rack in racks.items():
+        c.add(n, **{"broker.rack": rack})
+    c.wait_registered()
+    via = ["--bootstrap", c[1].bootstrap]
+    admin = AdminClient({"bootstrap.servers": c[1].bootstrap})
+    layout = [[1, 2], [2, 1], [3, 4], [4, 3]]
+    admin.create_topics([NewTopic("rk", 4, replica_assignment=layout)])["rk"].result(T)
+    acked = produce_acked(c[1].bootstrap, "rk", 4, 50)
+    out = ok("cluster", "rebalance", "--dry-run", *via)
+    assert "plan: 4 replica move(s)" in out, out
+    assert "broker 1 (rack a): replicas 2 -> 2" in out, out
+    ok("cluster", "rebalance", *via)
+    wait_until(lambda: _settled(c[1].bootstrap, "rk"), 60, "the moves finished")
+    got = replicas_of(c[1].bootstrap, "rk")
+    assert all(len({racks[r] for r in reps}) == 2 for reps in got.values()), got
+    assert [reps[0] for _p, reps in sorted(got.items())] == [1, 2, 3, 4], got  # leaders stay
+    assert _per_broker(c[1].bootstrap, "rk") == {1: 2, 2: 2, 3: 2, 4: 2}
+    assert "balanced: no move needed" in ok("cluster", "rebalance", "--dry-run", *via)
+    assert consume_all(c[1].bootstrap, "rk", 4, len(acked)) == acked
