@@ -7,6 +7,7 @@ does not expose (documentation, config_names, an empty name), raw kio requests."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.broker.rawclient import RawClient
+from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
 
@@ -71,12 +73,12 @@ def refused(fn: Callable[[], None]) -> tuple[str, str]:
     return err.name(), err.str()
 
 
-def raw_describe(bs: str, group: str, keys: tuple[str, ...] | None) -> Any:
+def raw_describe(bs: str, group: str, names: tuple[str, ...] | None) -> Any:
     mod = kio_compat.schema_module("describe_configs", 4, "request")
     req = kio_compat.build(mod.DescribeConfigsRequest, include_synonyms=True,
                            include_documentation=True, resources=(kio_compat.build(
                                mod.DescribeConfigsResource, resource_type=GROUP,
-                               resource_name=group, configuration_keys=keys),))
+                               resource_name=group, configuration_keys=names),))
     with RawClient(bs) as c:
         return c.request(req).results[0]
 
@@ -188,3 +190,18 @@ def test_session_must_be_greater_than_heartbeat(broker_factory) -> None:
     assert "share.session.timeout.ms (4000) must be greater than share.heartbeat" in msg
     incremental(b.bootstrap, "g", share_session_timeout_ms="4000",
                 share_heartbeat_interval_ms="1000")
+
+
+def test_every_broker_answers_from_the_cluster_wide_store(cluster_factory) -> None:  # noqa: F811
+    """Set through one broker of a two-broker etcd cluster, described by each (raw
+    requests, so each answer is that broker's own)."""
+    c = cluster_factory(2)
+    incremental(c[1].bootstrap, "g", share_record_lock_duration_ms="20000")
+    for b in (c[1], c[2]):
+        deadline = time.monotonic() + T
+        while True:
+            (e,) = raw_describe(b.bootstrap, "g", ("share.record.lock.duration.ms",)).configs
+            if (e.value, int(e.config_source)) == ("20000", DYNAMIC_GROUP_CONFIG):
+                break
+            assert time.monotonic() < deadline, (b.bootstrap, e)
+            time.sleep(0.2)
