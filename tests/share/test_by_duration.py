@@ -19,6 +19,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from yak.share.group_configs import InvalidGroupConfig, by_duration_ms, validate_group_configs
+
 pytestmark = pytest.mark.timeout(120)
 
 T = 15
@@ -86,3 +88,22 @@ def test_by_duration_starts_at_the_first_record_that_recent(broker) -> None:
             got += [(m.partition(), m.offset(), m.value()) for m in c.poll(0.25)
                     if m.partition() == 1]
     assert got == [(1, 5, b"new")]
+
+
+@pytest.mark.parametrize(("value", "ms"), [
+    ("by_duration:PT1H", HOUR_MS), ("by_duration:P1D", 24 * HOUR_MS),
+    ("by_duration:pt1m30s", 90_000), ("by_duration:PT0.5S", 500),
+    ("by_duration:P1DT2H", 26 * HOUR_MS), ("by_duration:PT0S", 0), ("latest", None)])
+def test_durations_java_reads(value: str, ms: int | None) -> None:
+    assert by_duration_ms(value) == ms
+
+
+@pytest.mark.parametrize("value", ["by_duration:", "by_duration:P", "by_duration:PT",
+                                   "by_duration:P1DT", "by_duration:1h", "by_duration:-PT1H",
+                                   "by_duration:P1Y", "by_duration:PT1H "])
+def test_bad_durations_are_invalid_config(value: str) -> None:
+    with pytest.raises(InvalidGroupConfig):
+        by_duration_ms(value)
+    with pytest.raises(InvalidGroupConfig, match="share.auto.offset.reset"):
+        validate_group_configs(lambda _name: None, lambda _topic: None,
+                               {"share.auto.offset.reset": value})

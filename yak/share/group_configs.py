@@ -1,5 +1,9 @@
-"""Share group configs: which keys there are and their bounds (`check_group_config`), and
-where they live, durable and cluster-wide: one document per group in the metadata store
+"""Group configs (the GROUP config resource, share and KIP-848 consumer groups alike):
+which keys there are (`GROUP_KEYS`: type, documentation, the broker setting each defaults
+to and the settings bounding it), their checks (`check_group_config` one key,
+`validate_group_configs` a group's whole set, Kafka's GroupConfig.validate), what
+`share.auto.offset.reset=by_duration:` means (`by_duration_ms`, `reset_end`), and where
+they live, durable and cluster-wide: one document per group in the metadata store
 (`group_configs/<group id>`), as Kafka keeps a GROUP resource's configs in its metadata
 log.
 
@@ -232,7 +236,9 @@ def reset_end(p: Partition, reset: str, now_ms: int | None = None) -> int:
     """Where a new share partition's window starts for `latest` (the high watermark) and
     for `by_duration:<d>`: the first offset whose timestamp is at least now - d, by the
     partition's time index (ListOffsets by time), the high watermark when no record is
-    that recent (Kafka's fallback to latest). `earliest` is the log start, not this."""
+    that recent (Kafka's fallback to latest). `earliest` is the log start, not this.
+    The time-index lookup runs on the event loop, as ListOffsets' does, once per share
+    partition initialized."""
     try:
         ms = by_duration_ms(reset)
     except InvalidGroupConfig:

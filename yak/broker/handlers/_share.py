@@ -167,6 +167,9 @@ async def replace_group_configs(ctx: RequestContext, resource: Any,
     request's configs; every other group config goes back to its default (one write)."""
     group_id = resource.resource_name
     _group_resource(ctx, group_id, AclOperation.ALTER_CONFIGS)
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
     new: dict[str, str] = {}
     for c in resource.configs:
         if c.value is None:

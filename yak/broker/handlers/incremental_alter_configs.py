@@ -2,7 +2,8 @@
 
 Resources: TOPIC; BROKER (one broker by id or the cluster-wide default, the empty name:
 dynamic broker configs stored in the metadata, `yak.cluster.dynamic_config`, issue 23);
-BROKER_LOGGER (log levels, `_loggers.py`); GROUP (share group configs, issue 24).
+BROKER_LOGGER (log levels, `_loggers.py`); GROUP (share and KIP-848 consumer group configs,
+`_share.alter_group_configs`, issue 24).
 
 Unlike the legacy AlterConfigs, configs not named keep their values, so two tools
 changing different configs of one topic do not undo each other. APPEND and SUBTRACT
