@@ -224,3 +224,14 @@ def test_rebalance_command_bad_input_is_one_line() -> None:
     assert r.returncode == 2
     r = yak("cluster", "rebalance", "--bootstrap", "127.0.0.1:1", "--timeout", "2")
     one_line_error(r, "cannot rebalance", "127.0.0.1:1")
+
+
+def test_disk_imbalance_is_the_spread_of_log_bytes_as_a_percent_of_the_fullest() -> None:
+    from yak.cluster.autobalancer import DISK_MIN_BYTES, disk_imbalance
+
+    mib = 1 << 20
+    assert disk_imbalance({1: 10 * mib, 2: 8 * mib, 3: 10 * mib}) == 20.0
+    assert disk_imbalance({1: 4 * mib, 2: 0}) == 100.0
+    # Small logs never count: moving a few KiB is all cost.
+    assert disk_imbalance({1: DISK_MIN_BYTES - 1, 2: 0}) == 0.0
+    assert disk_imbalance({}) == 0.0
