@@ -14,6 +14,10 @@ process is a `ManagedProcess` with kill -9 / SIGTERM / SIGSTOP / SIGCONT hooks.
   no root needed), which partitions and delays between brokers act on (brokers still all
   reach etcd, and clients every broker).
 - disk: one broker's data directory can be a small tmpfs (root), to fill it on purpose.
+- tiered (`--tiered`): the harness's S3 store (SeaweedFS, `LocalCluster.start_store`, as
+  `yak cluster up --tiered` starts it) on ports +20 .. +30, every broker with tiered storage
+  on it, and the queue topic tiered with small segments and a small local retention
+  (yak/chaos/store.py), so the store's faults (faults.py) meet real uploads and reads.
 - clock: brokers can run under libfaketime (Debian's libfaketime) reading their offset from
   a file, so a clock-jump fault moves one broker's wall clock (not its monotonic clock:
   real clocks jump, monotonic ones do not, which is also what Jepsen's clock nemesis does).
@@ -40,8 +44,10 @@ from typing import Any
 
 from yak.chaos.links import ReplicationLinks
 from yak.chaos.netns import ETCD, NetnsTopology
+from yak.chaos.store import TIERED_TOPIC_CONFIG, tiered_broker_settings
 from yak.devcluster.local import (
     PORT_SPAN,
+    STORE_PORT_SPAN,
     ClusterStateError,
     LocalCluster,
     LocalEtcd,
@@ -79,7 +85,7 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def pick_base_port(rng: random.Random | None = None) -> int:
+def pick_base_port(rng: random.Random | None = None, span: int = PORT_SPAN) -> int:
     """A base port whose whole PortPlan span is free right now, outside the ephemeral range.
 
     Why outside: a member restarted after a kill must bind its old ports again, and any
@@ -88,7 +94,7 @@ def pick_base_port(rng: random.Random | None = None) -> int:
     ("bind: address already in use" on a peer port at 40902)."""
     rng = rng or random.Random()
     low, high = _ephemeral_range()
-    spans = [(lo, hi) for lo, hi in ((10000, low - PORT_SPAN), (high + 1, 65535 - PORT_SPAN))
+    spans = [(lo, hi) for lo, hi in ((10000, low - span), (high + 1, 65535 - span))
              if hi > lo]
     if not spans:
         raise ClusterStateError(f"the ephemeral port range {low}-{high} leaves no room for"
@@ -96,9 +102,9 @@ def pick_base_port(rng: random.Random | None = None) -> int:
     for _ in range(200):
         lo, hi = rng.choice(spans)
         base = rng.randrange(lo, hi)
-        if all(_port_free(base + i) for i in range(PORT_SPAN)):
+        if all(_port_free(base + i) for i in range(span)):
             return base
-    raise ClusterStateError("no free range of 20 ports found for the chaos cluster")
+    raise ClusterStateError(f"no free range of {span} ports found for the chaos cluster")
 
 
 @dataclass
@@ -114,12 +120,16 @@ class ClusterSpec:
     faketime: bool = False
     session_timeout_ms: int = 6000
     proxied_links: bool = False  # loopback: replication through per-link TCP proxies
+    tiered: bool = False  # an S3 store, tiered brokers and a tiered queue topic
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3, 5):
             raise ValueError(f"a chaos cluster has 1, 3 or 5 brokers, not {self.brokers}")
         if self.network not in ("loopback", "netns"):
             raise ValueError(f"network {self.network!r} (loopback or netns)")
+        if self.tiered and self.network != "loopback":
+            # the store listens on 127.0.0.1, which brokers in namespaces do not reach
+            raise ValueError("a tiered chaos cluster runs on the loopback network")
 
     @property
     def replication_factor(self) -> int:
@@ -136,13 +146,16 @@ class ChaosCluster:
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
         self.dir = Path(spec.directory).resolve()
-        base = spec.base_port or pick_base_port()
-        self.plan = PortPlan(base, spec.brokers, spec.etcd_members)
+        span = PORT_SPAN + (STORE_PORT_SPAN if spec.tiered else 0)
+        base = spec.base_port or pick_base_port(span=span)
+        self.plan = PortPlan(base, spec.brokers, spec.etcd_members, spec.tiered)
         self.local = LocalCluster(self.dir, self.plan)
         self.etcd: LocalEtcd | None = None
         self.net: NetnsTopology | None = None
         self.links: ReplicationLinks | None = None
         self.brokers: dict[int, ManagedProcess] = {}
+        self.store: ManagedProcess | None = None  # the S3 store (tiered)
+        self.tiered_topics: set[str] = set()  # topics created with TIERED_TOPIC_CONFIG
         self.mounts: list[Path] = []
         self._faketime = faketime_library() if spec.faketime else None
 
@@ -187,6 +200,8 @@ class ChaosCluster:
                 self.links = ReplicationLinks(self.node_ids)
             if self.spec.brokers > 1:
                 self._start_etcd()
+            if self.spec.tiered:
+                self.store = self.local.start_store()
             for n in self.node_ids:
                 self._prepare_broker(n)
                 self.brokers[n] = self.local.add_process(self._broker_process(n))
@@ -266,6 +281,9 @@ class ChaosCluster:
             settings["broker.heartbeat.interval.ms"] = str(max(500, spec.session_timeout_ms // 4))
         if self.links is not None:
             settings.update(self.links.settings(node, port))
+        if spec.tiered:
+            assert self.local.store_uri is not None
+            settings.update(tiered_broker_settings(self.local.store_uri))
         settings.update(spec.broker_settings)
         for k, v in settings.items():
             argv += ["--set", f"{k}={v}"]
@@ -325,7 +343,33 @@ class ChaosCluster:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
         self.mounts.clear()
 
+    def topic_config(self, topic: str, tiered: bool = False) -> dict[str, str]:
+        """The configs of workload topic `topic`: min.insync.replicas, and with `tiered` (on
+        a tiered cluster) remote storage with small segments and a small local retention
+        (the topic is then listed in `tiered_topics`)."""
+        config = {"min.insync.replicas": str(self.spec.min_insync_replicas)}
+        if tiered and self.spec.tiered:
+            config.update(TIERED_TOPIC_CONFIG)
+            self.tiered_topics.add(topic)
+        return config
+
     # ------------------------------------------------------------------ faults
+
+    @property
+    def s3_port(self) -> int:
+        return self.plan.store[0]
+
+    def kill_store(self) -> None:
+        """SIGKILL the S3 store: every request to it is refused until it restarts."""
+        assert self.store is not None
+        self.store.kill()
+
+    def restart_store(self) -> None:
+        """Start the store again on its data and wait until its bucket takes writes."""
+        assert self.store is not None
+        if self.store.is_alive():
+            return
+        self.store = self.local.start_store()
 
     def start_broker(self, node: int) -> None:
         """Start a broker again on its data (after kill or SIGTERM) and wait until ready."""

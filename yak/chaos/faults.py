@@ -33,6 +33,16 @@ Fault names (`FAULTS`):
     disk-full                                the tmpfs data dir of one broker filled
     clock                                    one broker's wall clock jumps by minutes to
                                              hours (libfaketime), then back
+    store-down                               the S3 store (--tiered) killed (SIGKILL), started
+                                             again on its data after the hold
+    store-slow                               the S3 store stopped and resumed in a duty cycle
+                                             (SIGSTOP 0.4 s, SIGCONT 0.6 s) for the hold
+    store-crash-commit                       a leader of the tiered topic killed (SIGKILL)
+                                             with its uploads in flight: the store is stopped
+                                             for STORE_CRASH_STALL_S so the leader's uploads
+                                             hang between their COPY_SEGMENT_STARTED and
+                                             FINISHED commits, resumed, and the leader killed
+                                             STORE_CRASH_AFTER_S later; restart after the hold
     reassign, decommission, rebalance        the elastic nemeses (yak/chaos/nemeses.py):
                                              partition moves, a broker drained then
                                              recommissioned, `yak cluster rebalance`; they
@@ -59,6 +69,7 @@ from yak.chaos.history import Recorder
 from yak.chaos.nemeses import ELASTIC, ElasticNemesis, elastic_unsupported
 from yak.chaos.netns import ETCD, netem_available
 from yak.chaos.queue import partition_name
+from yak.chaos.store import SLOW_RUNNING_S, SLOW_STOPPED_S, DutyCycle, remote_segments
 
 __all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults",
            "partition_groups"]
@@ -72,6 +83,7 @@ FAULTS = (
     "etcd-kill",
     "partition", "partition-leader", "partition-halves",
     "slow", "disk-full", "clock",
+    "store-down", "store-slow", "store-crash-commit",
     *ELASTIC,
 )
 DEFAULT_CI_FAULTS = ("kill", "kill-leader", "pause", "pause-leader")
@@ -81,11 +93,19 @@ GROUPS = {
                 "pause-controller", "bounce", "bounce-leader", "bounce-controller"),
     "network": ("partition", "partition-leader", "partition-halves", "slow"),
     "elastic": ELASTIC,
+    "store": ("store-down", "store-slow", "store-crash-commit"),
 }
 
 
 TARGET_WAIT_S = 30.0
 """How long a fault aimed at the controller or a leader waits for one to be known."""
+
+STORE_CRASH_STALL_S = 1.5
+"""store-crash-commit: how long the store is stopped before the leader is killed; the
+leader's remote log rounds run every 0.5 s (yak/chaos/store.py), so uploads are in flight."""
+STORE_CRASH_AFTER_S = 0.05
+"""store-crash-commit: from the store's SIGCONT to the leader's SIGKILL, so some uploads
+land (or half land) and none of their manifest commits can follow."""
 
 LEADERS_TIMEOUT_S = 2.0
 """The bound on the Metadata read that records who led each partition when a fault began."""
@@ -125,6 +145,11 @@ def unsupported(name: str, cluster: ChaosCluster) -> str | None:
         if name == "partition-leader":
             return ("cutting a broker from etcd needs --network netns (root); the TCP proxies"
                     " sit on replication links only")
+    if name.startswith("store-"):
+        if not spec.tiered:
+            return f"{name} acts on the object store: it needs --tiered"
+        if name == "store-crash-commit" and spec.brokers == 1:
+            return None  # the single broker leads everything
     if name == "disk-full" and spec.tmpfs_broker is None:
         return "disk-full needs a tmpfs data dir (root; --disk-full-broker)"
     if name == "clock" and not spec.faketime:
@@ -369,6 +394,12 @@ class Nemesis(threading.Thread):
                     c.set_clock_offset(n, 0)
             if c.spec.tmpfs_broker == n:
                 c.free_disk(n)
+        if c.store is not None:  # before the brokers: they check it at start-up
+            with contextlib.suppress(Exception):
+                c.store.resume()
+            with contextlib.suppress(Exception):
+                c.restart_store()
+        for n in c.node_ids:
             if not c.alive(n):
                 with contextlib.suppress(Exception):
                     c.start_broker(n)
@@ -477,6 +508,8 @@ class Nemesis(threading.Thread):
             self._set_undo(lambda: (c.free_disk(node), {})[1])
             return {"target": c.broker_name(node), "hold": hold, "ballast_bytes": written,
                     **led}
+        if name.startswith("store-"):
+            return self._start_store_fault(name, hold, target)
         if name == "clock":
             node = self._pick_target("kill", target)
             jump = self.rng.choice([-1, 1]) * self.rng.choice([300, 3600, 86400])
@@ -484,6 +517,47 @@ class Nemesis(threading.Thread):
             c.set_clock_offset(node, jump)
             self._set_undo(lambda: (c.set_clock_offset(node, 0), {})[1])
             return {"target": c.broker_name(node), "hold": hold, "jump_s": jump, **led}
+        raise ValueError(f"unknown fault {name!r}")
+
+    def _start_store_fault(self, name: str, hold: float, target: Any) -> dict[str, Any]:
+        """The object store's faults (see the module's list). Each start operation also
+        records `remote_segments`, the segment objects of the plan's topic in the bucket
+        (None if the store does not answer): evidence that data is really tiered."""
+        c = self.cluster
+        assert c.store is not None
+        moved = remote_segments(c.s3_port, self.plan.topic)
+        if name == "store-down":
+            led = self._leadership([])  # no broker is the victim
+            c.kill_store()
+
+            def restart_store() -> dict[str, Any]:
+                t = time.monotonic()
+                c.restart_store()
+                return {"recovered": round(time.monotonic() - t, 3)}
+
+            self._set_undo(restart_store)
+            return {"target": "store", "hold": hold, "remote_segments": moved, **led}
+        if name == "store-slow":
+            led = self._leadership([])
+            cycle = DutyCycle(c.store)
+            cycle.start()
+            self._set_undo(lambda: {"cycles": cycle.stop()})
+            return {"target": "store", "hold": hold, "stopped_s": SLOW_STOPPED_S,
+                    "running_s": SLOW_RUNNING_S, "remote_segments": moved, **led}
+        if name == "store-crash-commit":
+            node = self._pick_target("kill-leader", target)
+            led = self._leadership([node])
+            store = c.store
+            store.pause()
+            try:
+                self.stop_event.wait(STORE_CRASH_STALL_S)  # uploads start and hang
+            finally:
+                store.resume()
+            time.sleep(STORE_CRASH_AFTER_S)
+            c.kill(node)
+            self._set_undo(lambda: self._restart(node))
+            return {"target": c.broker_name(node), "hold": hold,
+                    "store_stalled_s": STORE_CRASH_STALL_S, "remote_segments": moved, **led}
         raise ValueError(f"unknown fault {name!r}")
 
     def _leadership(self, victims: list[int]) -> dict[str, Any]:

@@ -28,10 +28,12 @@ from yak.protocol.records import iter_batches
 __all__ = ["ReplicaComparison", "committed_bytes", "compare_replicas", "offset_gaps"]
 
 
-def committed_bytes(data_dir: Path, topic: str, partition: int, upto: int) -> tuple[int, bytes]:
-    """(first offset, the batches below `upto` concatenated) of one replica, read from
-    its segment files in base-offset order. A batch reaching `upto` or beyond is not
-    committed and is left out (the high watermark is always at a batch boundary)."""
+def committed_bytes(data_dir: Path, topic: str, partition: int, upto: int,
+                    since: int = 0) -> tuple[int, bytes]:
+    """(first offset, the batches from `since` and below `upto` concatenated) of one
+    replica, read from its segment files in base-offset order. A batch reaching `upto` or
+    beyond is not committed and is left out (the high watermark is always at a batch
+    boundary)."""
     d = Path(data_dir) / f"{topic}-{partition}"
     bases = sorted(int(n[:-4]) for n in os.listdir(d) if n.endswith(".log")
                    and n[:-4].isdigit())
@@ -42,6 +44,8 @@ def committed_bytes(data_dir: Path, topic: str, partition: int, upto: int) -> tu
         for pos, h in iter_batches(data):
             if h.base_offset + h.last_offset_delta >= upto:
                 return first, bytes(out)
+            if h.base_offset < since:
+                continue
             if first < 0:
                 first = h.base_offset
             out += data[pos:pos + h.size]
@@ -67,11 +71,20 @@ class ReplicaComparison:
 
 
 def compare_replicas(data_dirs: Mapping[int, Path], topic: str, partition: int,
-                     high_watermark: int) -> ReplicaComparison:
-    """Compare the committed bytes of one partition on each broker in `data_dirs`."""
+                     high_watermark: int, common_start: bool = False) -> ReplicaComparison:
+    """Compare the committed bytes of one partition on each broker in `data_dirs`.
+
+    `common_start` (tiered topics): compare from the highest local log start among the
+    replicas. Each replica deletes its uploaded segments by local retention on its own
+    schedule, so their local logs start at different offsets; below the highest start
+    the data lives in the object store, which the final reads read back."""
+    since = 0
+    if common_start:
+        since = max((committed_bytes(d, topic, partition, high_watermark)[0]
+                     for d in data_dirs.values()), default=0)
     digests = {}
     for node, d in data_dirs.items():
-        first, data = committed_bytes(d, topic, partition, high_watermark)
+        first, data = committed_bytes(d, topic, partition, high_watermark, since)
         digests[node] = (first, len(data), hashlib.sha256(data).hexdigest())
     return ReplicaComparison(topic, partition, high_watermark, digests)
 

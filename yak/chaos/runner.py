@@ -102,6 +102,7 @@ class ChaosConfig:
     tmpfs_mb: int = 256
     faketime: bool = False
     proxied_links: bool = False  # loopback: replication through per-link TCP proxies
+    tiered: bool = False  # an S3 store and a tiered queue topic (yak/chaos/store.py)
     cluster_dir: Path | None = None  # default: <report_dir>/cluster
     keep_cluster: bool = False
     base_port: int | None = None
@@ -145,7 +146,7 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
         etcd_members=cfg.etcd_members, network=cfg.network, base_port=cfg.base_port,
         broker_settings=dict(cfg.broker_settings), tmpfs_broker=cfg.tmpfs_broker,
         tmpfs_mb=cfg.tmpfs_mb, faketime=cfg.faketime, proxied_links=cfg.proxied_links,
-        session_timeout_ms=cfg.session_timeout_ms)
+        session_timeout_ms=cfg.session_timeout_ms, tiered=cfg.tiered)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load = os.getloadavg()[0]
     cluster = ChaosCluster(spec)
@@ -229,7 +230,7 @@ def _create_topics(cluster: ChaosCluster, topics: dict[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futs = admin.create_topics(
         [NewTopic(t, n, spec.replication_factor,
-                  config={"min.insync.replicas": str(spec.min_insync_replicas)})
+                  config=cluster.topic_config(t, tiered=t == QUEUE_TOPIC))
          for t, n in topics.items()], request_timeout=30)
     for t, f in futs.items():
         try:
@@ -498,7 +499,8 @@ def _compare_replicas(cluster: ChaosCluster, topics: dict[str, int], errors: lis
                                if (cluster.data_dir(n) / f"{t}-{p}").is_dir()}
                     stray[f"{t}-{p}"] = sorted(present - set(replicas))
                     dirs = {n: cluster.data_dir(n) for n in replicas}
-                    results[(t, p)] = compare_replicas(dirs, t, p, hw)
+                    results[(t, p)] = compare_replicas(dirs, t, p, hw,
+                                                       common_start=t in cluster.tiered_topics)
                 except Exception as e:  # e.g. no leader yet: retried until the deadline
                     results[(t, p)] = f"{t}-{p}: not compared: {e}"
             pending = [k for k, r in results.items()

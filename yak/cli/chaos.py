@@ -80,6 +80,11 @@ def run_cmd(
         " Default: on when the clock fault is asked for.")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Broker setting KEY=VALUE for every broker; repeatable.")] = None,
+    tiered: Annotated[bool, typer.Option(
+        "--tiered", help="Also run an S3 store (SeaweedFS) and give the brokers tiered"
+        " storage on it; the queue topic is tiered with small segments and a small local"
+        " retention. Needed by the store faults (store-down, store-slow,"
+        " store-crash-commit).")] = False,
     session_timeout_ms: Annotated[int, typer.Option(
         "--session-timeout-ms", help="broker.session.timeout.ms of the brokers.", min=1000)
     ] = 6000,
@@ -141,6 +146,19 @@ def run_cmd(
         fail(f"--network netns: {why}", 2)
     # without namespaces, faults between brokers act on per-link replication proxies
     proxied = network == "loopback" and brokers > 1 and network_faults
+    # named ones only: `all` takes them too, and reports them skipped without --tiered
+    store_faults = [f.strip() for f in faults.split(",") if f.strip().startswith("store")]
+    if store_faults and not tiered:
+        fail(f"--faults {','.join(store_faults)}: the object store's faults need --tiered", 2)
+    if tiered:
+        if network == "netns":
+            fail("--tiered with --network netns: the object store listens on 127.0.0.1, which"
+                 " brokers in network namespaces do not reach (use --network loopback)", 2)
+        from yak.devcluster.objectstore import WeedNotInstalledError, find_weed
+        try:
+            find_weed()
+        except WeedNotInstalledError as e:
+            fail(f"--tiered: {e}", 2)
     if "disk-full" in fault_list and disk_full_broker is None and os.geteuid() == 0:
         disk_full_broker = brokers
     if disk_full_broker is not None:
@@ -162,7 +180,7 @@ def run_cmd(
         interval=_range("--interval", interval), hold=_range("--hold", hold), schedule=sched,
         workloads=wl, partitions=partitions, producers=producers, rate=rate,
         broker_settings=settings, tmpfs_broker=disk_full_broker, faketime=bool(faketime),
-        proxied_links=proxied,
+        proxied_links=proxied, tiered=tiered,
         session_timeout_ms=session_timeout_ms, keep_cluster=keep_cluster, title=title,
         command="yak chaos " + shlex.join(sys.argv[2:] if len(sys.argv) > 2 else []))
     try:
