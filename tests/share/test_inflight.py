@@ -638,3 +638,20 @@ def test_redelivery_of_part_of_a_batch(batch: int) -> None:
     if batch > 1:
         assert sp.state_of(half) == (RecordState.AVAILABLE, 1, "")
     assert sp.state_of(0) == (RecordState.ACQUIRED, 2, "b")
+
+
+def test_the_log_read_is_planned_from_the_record_size_seen() -> None:
+    """The first read takes up to READ_MAX_BYTES; later ones what max_records records take
+    at the bytes per record seen, with room to spare (a 1 MiB pread per fetch of 500 small
+    records was the largest cost left of a share fetch)."""
+    from yak.share.partition import READ_MAX_BYTES, READ_SLACK
+
+    sp = SharePartition("g", "t", 0, ManualClock())
+    assert sp.read_bytes(50 << 20, 500) == READ_MAX_BYTES
+    assert sp.read_bytes(1000, 500) == 1000  # never past what the request has left
+    sp.read_seen([(0, 99, False, b"x" * 10_000), (100, 199, False, b"x" * 10_000)])
+    assert sp.record_bytes == 100
+    assert sp.read_bytes(50 << 20, 500) == 75_000 + READ_SLACK
+    sp.read_seen([(200, 209, False, b"x" * 30_000)])  # records grew: the plan follows
+    assert sp.record_bytes == (100 + 3000) / 2
+    assert sp.read_bytes(50 << 20, 500) == READ_MAX_BYTES

@@ -549,11 +549,12 @@ class ShareManager:
             if offset >= bound:
                 continue
             try:
-                info = p.read(offset, sp.read_bytes(bytes_left), isolation, True)
+                info = p.read(offset, sp.read_bytes(bytes_left, budget), isolation, True)
             except KafkaError as e:
                 r.error = e.code
                 continue
             batches = _batches(info.buffers, info.aborted_transactions if committed else None)
+            sp.read_seen(batches)
             r.acquired = sp.acquire(member_id, [(b, e, gap) for b, e, gap, _ in batches],
                                     budget)
             if not r.acquired:
