@@ -173,6 +173,10 @@ def describe(
     if print_configs:
         _print_configs(name, entries, all_configs, fmt)
         return
+    remote_error, tiered = None, {}
+    rse = entries.get("remote.storage.enable")
+    if rse is not None and rse.value == "true":
+        remote_error, tiered = _tiered_rows(admin, md, name, timeout)
     configs = {
         k: {"value": e.value, "source": _SOURCE_NAMES.get(e.source, str(e.source))}
         for k, e in sorted(entries.items())
@@ -192,8 +196,14 @@ def describe(
                 "log_end_offset": hi,
             }
         )
+        if tiered:
+            row = tiered.get(p, {})
+            parts[-1].update({k: row.get(k) for k in _TIERED_KEYS})
     if fmt == "json":
-        print(json.dumps({"topic": name, "partitions": parts, "configs": configs}))
+        doc: dict[str, Any] = {"topic": name, "partitions": parts, "configs": configs}
+        if tiered:
+            doc["remote_error"] = remote_error
+        print(json.dumps(doc))
         return
     out.print(
         f"Topic: {name}  Partitions: {n}  ReplicationFactor: {len(tmd.partitions[0].replicas) if n else 0}"
@@ -201,6 +211,9 @@ def describe(
     table = Table(
         "PARTITION", "LEADER", "REPLICAS", "ISR", "START", "END", box=None, pad_edge=False
     )
+    if tiered:
+        for head in _TIERED_HEADS:
+            table.add_column(head)
     for r in parts:
         table.add_row(
             str(r["partition"]),
@@ -209,12 +222,46 @@ def describe(
             ",".join(map(str, r["isr"])),
             "" if r["log_start_offset"] is None else str(r["log_start_offset"]),
             "" if r["log_end_offset"] is None else str(r["log_end_offset"]),
+            *(("" if r[k] is None else str(r[k]) for k in _TIERED_KEYS) if tiered else ()),
         )
-    out.print(table)
+    # Twelve columns do not fit 80: never cut a tiered table's heads to "LOCA…".
+    (Console(highlight=False, width=max(out.width, 160)) if tiered else out).print(table)
+    if remote_error:
+        out.print(f"Remote: {remote_error}")
     if configs:
         out.print("Configs:")
         for k, c in configs.items():
             out.print(f"  {k}={c['value']}  ({c['source']})")
+
+
+# A tiered topic's extra columns (issue 25): the leader's local log and what is remote.
+_TIERED_KEYS = ("local_start", "remote_start", "uploaded_upto", "local_bytes",
+                "remote_bytes", "remote_segments")
+_TIERED_HEADS = ("LOCAL-START", "REMOTE-START", "UPLOADED-TO", "LOCAL-BYTES",
+                 "REMOTE-BYTES", "REMOTE-SEGS")
+
+
+def _tiered_rows(admin: Any, md: Any, name: str, timeout: float
+                 ) -> tuple[str | None, dict[int, dict[str, Any]]]:
+    """Local vs remote per partition of a tiered topic, read as `yak tiered status`
+    reads them (its helpers, yak/cli/tiered.py): ListOffsets -2/-4/-5/-1 and DescribeLogDirs
+    from each leader, the manifest from the brokers' bucket (credentials from the AWS
+    variables). The error, when there is one, in one line; the wire columns stay."""
+    from confluent_kafka import TopicCollection
+
+    from yak.cli import tiered as t
+
+    leaders = {(name, p): pmd.leader for p, pmd in md.topics[name].partitions.items()}
+    rows = t._wire_rows(md, leaders, timeout)
+    uri = t._broker_uri(admin, sorted(md.brokers), timeout, ConfigResource)
+    ids = t._topic_ids(admin, [name], timeout, TopicCollection)
+    error = t._add_manifests(rows, ids, uri, None, None, timeout)
+    for r in rows:
+        r.pop("_held", None)
+        if r["remote_start"] is None and r["uploaded_upto"] is not None:
+            r["remote_start"] = r["log_start"]  # the whole log's start is the remote one
+    errors = [f"{r['topic']}-{r['partition']}: {r['error']}" for r in rows if r["error"]]
+    return error or (errors[0] if errors else None), {r["partition"]: r for r in rows}
 
 
 def _source(source: Any) -> str:
