@@ -122,10 +122,10 @@ def test_a_tiered_run_under_store_faults_finds_no_anomaly(tmp_path: Path) -> Non
     schedule = [
         {"at": 12, "fault": "store-slow", "hold": 5},
         {"at": 22, "fault": "store-down", "hold": 5},
-        {"at": 40, "fault": "store-crash-commit", "hold": 4},
+        {"at": 50, "fault": "store-crash-commit", "hold": 4},
     ]
     summary = run(ChaosConfig(
-        report_dir=out, cluster_dir=tmp_path / "cluster", duration_s=60, brokers=3,
+        report_dir=out, cluster_dir=tmp_path / "cluster", duration_s=75, brokers=3,
         faults=["store-slow", "store-down", "store-crash-commit"], schedule=schedule,
         workloads=("queue",), seed=25, tiered=True, title="tiered chaos run (issue 25)",
         command="tests/chaos/test_store_faults.py"))

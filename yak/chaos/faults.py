@@ -524,7 +524,10 @@ class Nemesis(threading.Thread):
         records `remote_segments`, the segment objects of the plan's topic in the bucket
         (None if the store does not answer): evidence that data is really tiered."""
         c = self.cluster
-        assert c.store is not None
+        deadline = time.monotonic() + TARGET_WAIT_S
+        while c.store is None or not c.store.is_alive():  # a store-down still restarting
+            if time.monotonic() >= deadline or self.stop_event.wait(1.0):
+                raise RuntimeError(f"the object store is not running for {TARGET_WAIT_S:g} s")
         moved = remote_segments(c.s3_port, self.plan.topic)
         if name == "store-down":
             led = self._leadership([])  # no broker is the victim
