@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from yak.protocol import framing
 from yak.protocol.framing import CHUNK_BUFFER, FrameError, FrameReceiver
 
 MAX = 64 << 20
@@ -183,7 +184,7 @@ def test_release_while_idle_keeps_held_frames_and_reads_on() -> None:
     assert rx.release() is False  # a frame's bytes pending: they stay
     rest = _deliver(rx, _frame(PAYLOADS[4])[1000:], 65536)
     assert rx.release() is True
-    assert len(rx._buf) == 0 and rx._spare is None
+    assert len(rx._buf) == 0 and rx._spares == []
     later = _deliver(rx, _frame(PAYLOADS[2]) + _frame(PAYLOADS[7]), 65536)
     assert len(rx._buf) >= CHUNK_BUFFER
     assert [bytes(f) for f in held + rest + later] == [
@@ -200,3 +201,30 @@ def test_min_size_lowered_between_reads_for_bare_tokens() -> None:
     rx.min_size = 8
     assert _deliver(rx, _frame(b"tiny"), 65536) == []
     assert rx.error == FrameError(4, MAX, 8)
+
+
+def test_a_rolling_window_of_held_frames_reuses_the_buffers_it_left(monkeypatch) -> None:
+    """Pipelined requests held while the next ones arrive (8 of 64 KiB: more than two
+    buffers' worth): once the oldest are dropped, their buffers are reused, so a long
+    stream cycles through a few buffers instead of allocating one per switch; and no held
+    frame is ever written over."""
+    allocated: list[int] = []
+    allocate = framing._buffer
+
+    def counted(size: int) -> bytearray:
+        allocated.append(size)
+        return allocate(size)
+
+    monkeypatch.setattr(framing, "_buffer", counted)
+    rx = FrameReceiver(MAX, min_size=4)
+    held: list[tuple[memoryview, bytes]] = []
+    for i in range(200):
+        payload = _payload(i, 65536)
+        for f in _deliver(rx, _frame(payload), 65536):
+            held.append((f, payload))
+        if len(held) > 8:
+            f, p = held.pop(0)
+            assert bytes(f) == p
+            del f
+    assert all(bytes(f) == p for f, p in held)
+    assert len(allocated) <= 5, allocated  # (200 frames of 64 KiB: ~50 buffer switches)

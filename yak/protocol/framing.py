@@ -42,9 +42,13 @@ it:
   large or small, lands in the same warm memory with no allocation and no copy in user
   space;
 - a frame that does not fit in the room left moves to the front of this buffer (grown
-  if the frame needs it) when nothing holds a view of it, else to the spare buffer (the
-  one before, once free) or a new one; what moves is the frame's part received so far,
-  less than one read when it happens at the first read of the frame;
+  if the frame needs it) when nothing holds a view of it, else to one of the last
+  `_SPARES` buffers it left that nothing holds any more, or a new one; what moves is the
+  frame's part received so far, less than one read when it happens at the first read of
+  the frame. (Several spares, not one: a broker's pipelined 64 KiB Produce requests
+  waiting for their acks span more than two buffers, and a fresh zeroed 256 KiB buffer
+  at every switch cost more than uvloop's per-read copy it replaces;
+  benchmarks/broker_receive_bench.py);
 - a frame larger than the chunk size (256 KiB) grows the buffer with the bytes that
   arrived (doubling, from 1 MiB), never to a size a peer only announced; the buffer keeps
   the largest size it needed, until its owner `release()`s it while nothing is pending
@@ -188,6 +192,7 @@ CHUNK_BUFFER = 256 << 10
 """A `FrameReceiver`'s buffer at first: as much as uvloop reads at a time."""
 _MIN_READ = 16 << 10  # less room than this at the chunk buffer's end: make room first
 _FRAME_BUFFER_START = 1 << 20  # a large frame's first room (then doubled as bytes arrive)
+_SPARES = 3  # buffers left while still held, kept for reuse once nothing holds them
 
 
 def _buffer(size: int) -> bytearray:
@@ -213,7 +218,7 @@ class FrameReceiver:
     `buffer_updated(n)` the frames those `n` bytes completed. Frames are read-only views,
     valid as long as the caller keeps them (see the module's docstring)."""
 
-    __slots__ = ("max_size", "min_size", "error", "_buf", "_start", "_end", "_spare",
+    __slots__ = ("max_size", "min_size", "error", "_buf", "_start", "_end", "_spares",
                  "_chunk_size", "_scratch")
 
     def __init__(self, max_size: int, min_size: int = MIN_FRAME_SIZE,
@@ -229,7 +234,7 @@ class FrameReceiver:
         self._buf = _buffer(chunk_size)
         self._start = 0  # first byte not yet part of a frame handed out
         self._end = 0  # end of the bytes received
-        self._spare: bytearray | None = None  # the buffer before, reused once unexported
+        self._spares: list[bytearray] = []  # buffers left, oldest first, reused once unexported
         self._scratch: bytearray | None = None  # where reads go once `error` is set
 
     @property
@@ -247,7 +252,7 @@ class FrameReceiver:
             return False
         self._buf = _buffer(0)
         self._start = self._end = 0
-        self._spare = None
+        self._spares = []
         return True
 
     def get_buffer(self) -> memoryview:
@@ -302,7 +307,7 @@ class FrameReceiver:
     def _make_room(self, need: int) -> bytearray:
         """A buffer with the pending bytes (less than one frame) at its front and room
         for the rest of that frame, or for one read: this one if nothing holds a view of
-        it, else the spare or a new one. For a frame larger than the chunk size, the room
+        it, else a spare or a new one. For a frame larger than the chunk size, the room
         grows with what arrived (to twice that, at least 1 MiB), never straight to the
         size a peer announced."""
         buf = self._buf
@@ -322,13 +327,18 @@ class FrameReceiver:
             if len(buf) < want:
                 buf.extend(bytes(want - len(buf)))
         else:
-            spare = self._spare
-            if spare is not None and len(spare) >= want and _unexported(spare):
-                new = spare
+            spares = self._spares
+            for i, spare in enumerate(spares):
+                if len(spare) >= want and _unexported(spare):
+                    new = spares.pop(i)
+                    break
             else:
                 new = _buffer(max(want, self._chunk_size))
             new[:pending] = memoryview(buf)[start:end]
-            self._spare, self._buf, buf = buf, new, new
+            spares.append(buf)
+            if len(spares) > _SPARES:
+                del spares[0]  # (freed once the frames in it are)
+            self._buf = buf = new
         self._start, self._end = 0, pending
         return buf
 
