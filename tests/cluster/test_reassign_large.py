@@ -118,6 +118,7 @@ class GroupReader(threading.Thread):
         self.bootstrap, self.group, self.topics = bootstrap, group, topics
         self.seen: list[tuple[bytes, int]] = []
         self.errors: list[KafkaError] = []
+        self.crash: BaseException | None = None
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -131,8 +132,26 @@ class GroupReader(threading.Thread):
                         self.errors.append(m.error())
                     else:
                         self.seen.append((m.key(), int(m.value()[:10])))
+        except BaseException as e:  # noqa: BLE001 - kept for the test's failure message
+            self.crash = e
+            raise
         finally:
             c.close()
+
+    def wait_for(self, acked: list[int], timeout: float, what: str) -> None:
+        """Until every acknowledged value was read; on a timeout, an AssertionError that
+        says where the reader stands (count, first value missing, errors, crash)."""
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < len(acked):
+            if time.monotonic() > deadline or not self.is_alive():
+                got = {s for _k, s in self.seen}
+                missing = [s for s in acked if s not in got]
+                raise AssertionError(
+                    f"{what}: read {len(self.seen)} of {len(acked)} acknowledged after"
+                    f" {timeout:g} s; {len(missing)} missing from {missing[:1]};"
+                    f" last read {self.seen[-3:]}; reader alive {self.is_alive()},"
+                    f" crash {self.crash!r}; errors {self.errors[:5]}")
+            time.sleep(0.1)  # back-off of this wait-for-the-reader loop
 
 
 def _check_read(seen: list[tuple[bytes, int]], acked: Iterable[int]) -> None:
@@ -195,8 +214,7 @@ def _move_under_load(cluster_factory, megabytes: int) -> None:
     assert not writer.failed, writer.failed[:3]
     acked = [*range(preloaded), *writer.acked]
     try:
-        wait_until(lambda: len(reader.seen) >= len(acked), 60 + megabytes,
-                   "the group read every acknowledged value")
+        reader.wait_for(acked, 60 + megabytes, "the group read every acknowledged value")
         # The last acknowledgements may race the reader's final fetch: read a little on.
         time.sleep(1.0)  # a window to catch a duplicate delivered late, on purpose
     finally:
@@ -224,7 +242,7 @@ def test_move_200mb_from_123_to_234_under_producer_and_group(cluster_factory) ->
 
 def _decommission_status(bootstrap: str, broker: int) -> dict:
     return json.loads(ok("cluster", "decommission", str(broker), "--status", "--json",
-                         "--bootstrap", bootstrap))
+                         "--bootstrap", bootstrap, "--timeout", "30"))
 
 
 @pytest.mark.timeout(600)
@@ -244,7 +262,11 @@ def test_decommission_under_load_then_restart_the_cluster(cluster_factory) -> No
     try:
         wait_until(lambda: len(writer.acked) >= 1000, T, "writes acked before decommission")
         wait_until(lambda: len(reader.seen) >= 500, T, "the group reading")
-        out = ok("cluster", "decommission", "4", "--bootstrap", c[1].bootstrap)
+        # --timeout 60: the controller writes each of the ~40 moves (the offsets topic's
+        # included) to etcd before it answers; at load 14 that took 9 s, past the CLI's
+        # default 5 s (Kafka's admin client waits 30 s by default).
+        out = ok("cluster", "decommission", "4", "--bootstrap", c[1].bootstrap,
+                 "--timeout", "60")
         assert "moving off it" in out, out
         wait_until(lambda: _decommission_status(c[1].bootstrap, 4)["remaining"] == 0, 120,
                    "no partition left on broker 4")
@@ -257,7 +279,7 @@ def test_decommission_under_load_then_restart_the_cluster(cluster_factory) -> No
     assert not writer.failed, writer.failed[:3]
     acked = list(writer.acked)
     try:
-        wait_until(lambda: len(reader.seen) >= len(acked), 60, "the group read everything")
+        reader.wait_for(acked, 60, "the group read everything")
         time.sleep(1.0)  # a window to catch a duplicate delivered late, on purpose
     finally:
         reader.stop.set()
@@ -292,8 +314,7 @@ def test_decommission_under_load_then_restart_the_cluster(cluster_factory) -> No
     again = GroupReader(c[1].bootstrap, "dl-after-restart", [topic])
     again.start()
     try:
-        wait_until(lambda: len(again.seen) >= len(acked), 90,
-                   "a new group read everything after the restart")
+        again.wait_for(acked, 90, "a new group read everything after the restart")
         time.sleep(1.0)  # a window to catch a duplicate delivered late, on purpose
     finally:
         again.stop.set()
