@@ -109,7 +109,13 @@ class Cluster:
                     raise SystemExit(f"broker {n} did not start: "
                                      + (d / f"broker-{n}.log").read_text()[-2000:])
                 time.sleep(0.1)  # waiting for the ready line
-        time.sleep(3)  # every broker's registration reaches the others (a watch event)
+        for n in range(4):  # every broker sees all four (a registration is a watch event)
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{base + n}"})
+            while len(admin.list_topics(timeout=30).brokers) < 4:
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise SystemExit(f"broker {n + 1} does not see all four brokers")
+                time.sleep(0.1)  # waiting for the registrations
 
     def close(self) -> None:
         for p in self.procs:
