@@ -196,8 +196,9 @@ def _row(tp: tuple[str, int], leader: int) -> dict[str, Any]:
 
 
 def _list_offsets(host: str, port: int, tps: list[tuple[str, int]], timestamp: int,
-                  timeout: float) -> dict[tuple[str, int], int | str]:
-    """ListOffsets v9 for one special timestamp: offset, or the error's name."""
+                  timeout: float, security: Any = None) -> dict[tuple[str, int], int | str]:
+    """ListOffsets v9 for one special timestamp: offset, or the error's name (also the
+    console's topic page, with the gateway's `security`; the CLI's by default)."""
     from yak.client.connection import Connection, build
     from yak.errors import ErrorCode
     from yak.protocol.kio_compat import schema_module
@@ -213,7 +214,7 @@ def _list_offsets(host: str, port: int, tps: list[tuple[str, int]], timestamp: i
                   timestamp=timestamp) for p in ps))
         for t, ps in by_topic.items())
     conn = Connection(host, port, client_id="yak-cli", timeout_s=timeout,
-                      security=client_security())
+                      security=security or client_security())
     try:
         resp = conn.send(build(req.ListOffsetsRequest, replica_id=-1, isolation_level=0,
                                topics=topics), resp_mod.ListOffsetsResponse)

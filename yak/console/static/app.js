@@ -464,7 +464,8 @@ async function topicPage(name) {
     document.getElementById("topic-body").hidden = false;
     document.getElementById("parts").innerHTML = `<table id="partitions-table"><thead><tr><th>Partition</th>
       <th>Leader</th><th>Replicas</th><th>ISR</th><th class="num">Log start</th><th class="num">Log end</th>
-      <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th></tr></thead>
+      <th class="num">High watermark</th><th class="num">Last stable</th><th class="num">Size</th>${t.tiered
+        ? `<th class="num" title="the leader's local log start (ListOffsets EARLIEST_LOCAL); below it, records are read from remote storage">Local start</th><th class="num" title="records below this offset are in remote storage (ListOffsets LATEST_TIERED + 1)">Uploaded to</th>` : ""}</tr></thead>
       <tbody>${t.partitions.map((p) => `<tr class="${p.isr.length < p.replicas.length ? "urp" : ""}"
       title="${p.isr.length < p.replicas.length ? "under-replicated: ISR smaller than replicas" : ""}"><td>${p.partition}</td><td>${p.leader < 0 ? "none" : p.leader}</td>
       <td>${p.replicas.join(", ")}${p.adding?.length || p.removing?.length
@@ -472,7 +473,8 @@ async function topicPage(name) {
           esc(p.removing.join(", ") || "none")}">moving → ${esc(p.replicas.filter((r) => !p.removing.includes(r)).join(", "))}</a>` : ""}</td>
       <td>${p.isr.join(", ")}</td><td class="num">${p.log_start_offset}</td>
       <td class="num">${p.log_end_offset}</td><td class="num">${p.high_watermark}</td>
-      <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td></tr>`).join("")}
+      <td class="num">${p.last_stable_offset}</td><td class="num">${fmtBytes(p.size)}</td>${t.tiered
+        ? `<td class="num">${p.local_start_offset ?? "–"}</td><td class="num">${p.uploaded_upto ?? "–"}</td>` : ""}</tr>`).join("")}
       </tbody></table>`;
     enhance("parts");
     const sel = document.querySelector("#browse select[name=partition]");

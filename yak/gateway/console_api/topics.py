@@ -96,6 +96,9 @@ async def topic_detail(request: Request, topic: str) -> Any:
     marks, sizes, configs, moving = await asyncio.gather(
         cluster.watermarks(tps), cluster.log_dirs(), cluster.topic_configs(topic),
         _moving(cluster, topic))
+    tiered = any(c["name"] == "remote.storage.enable" and c["value"] == "true"
+                 for c in configs)
+    remote = await _tiered_offsets(cluster, tm) if tiered else {}
     parts = []
     for tp in tps:
         pm = tm.partitions[tp[1]]
@@ -111,7 +114,41 @@ async def topic_detail(request: Request, topic: str) -> Any:
             # A partition being reassigned (issue 23): its adding and removing replicas.
             **moving.get(pm.partition, {"adding": [], "removing": []}),
         })
-    return {"name": topic, "internal": is_internal(tm), "partitions": parts, "configs": configs}
+        if tiered:  # issue 25: the leader's local log start and what is uploaded
+            parts[-1].update(remote.get(pm.partition, {"local_start_offset": None,
+                                                       "uploaded_upto": None}))
+    return {"name": topic, "internal": is_internal(tm), "tiered": tiered, "partitions": parts,
+            "configs": configs}
+
+
+async def _tiered_offsets(cluster: Any, tm: Any) -> dict[int, dict[str, int | None]]:
+    """A tiered topic's partitions on their leaders: ListOffsets EARLIEST_LOCAL (-4, the
+    local log's start) and LATEST_TIERED (-5, the last offset uploaded), as `yak tiered
+    status` asks them (its `_list_offsets`); None where a leader does not answer (remote
+    bytes are in the bucket, which the console does not read)."""
+    from yak.cli.tiered import EARLIEST_LOCAL, LATEST_TIERED, _list_offsets
+
+    md = await cluster.metadata()
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for p, pm in tm.partitions.items():
+        by_leader.setdefault(pm.leader, []).append((tm.name, p))
+    out: dict[int, dict[str, int | None]] = {}
+    for leader, tps in by_leader.items():
+        if leader not in md.brokers:
+            continue
+        host, port = md.brokers[leader]
+        try:
+            local, tiered = await asyncio.gather(*(asyncio.to_thread(
+                _list_offsets, host, port, tps, ts, cluster.timeout_s, cluster.security)
+                for ts in (EARLIEST_LOCAL, LATEST_TIERED)))
+        except Exception:  # noqa: BLE001, S112 - a detail of the page
+            continue
+        for tp in tps:
+            lo, last = local.get(tp), tiered.get(tp)
+            out[tp[1]] = {"local_start_offset": lo if isinstance(lo, int) else None,
+                          "uploaded_upto": last + 1 if isinstance(last, int) and last >= 0
+                          else None}
+    return out
 
 
 async def _moving(cluster: Any, topic: str) -> dict[int, dict[str, list[int]]]:
