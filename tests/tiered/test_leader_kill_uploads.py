@@ -3,11 +3,14 @@
 
 Real `yak serve` processes on a real etcd, a real S3 store (SeaweedFS on 127.0.0.1),
 unmodified clients. ~50 MB go to one partition with 1 MB segments and 4 MB of local
-retention. While an idempotent producer is still sending, the store is stopped for 1.5 s
-(SIGSTOP: the leader's uploads, every 0.3 s a round, hang in flight), resumed, and the
-leader is killed 50 ms later, so uploads are cut between their COPY_SEGMENT_STARTED and
-FINISHED commits, some of them with their objects already in the bucket. Then:
+retention, and a copy quota of 2 MB/s so that a copy round (its segments committed
+COPY_SEGMENT_STARTED, uploaded one after another, then committed FINISHED) lasts seconds.
+While an idempotent producer is still sending, the test watches the bucket and kills the
+leader (SIGKILL) when the newest manifest names STARTED uploads of which some objects have
+landed and some not: a crash between upload and commit, every time. Then:
 
+- the new leader sweeps the dead leader's STARTED entries (their objects deleted, the
+  entries dropped; it logs "swept");
 - every acknowledged record reads back from offset 0, in order, with confluent-kafka and
   kafka-python (so from the store, through the new leader: the first ~45 MB are deleted
   locally on every replica);
@@ -21,7 +24,6 @@ FINISHED commits, some of them with their objects already in the bucket. Then:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import obstore
@@ -41,11 +43,13 @@ from tests.tiered.test_broker_tiered import (  # noqa: F401 - `s3` is a fixture
     wait_for,
 )
 from yak.tiered import Manifest
+from yak.tiered.metadata import SegmentState
 
 TOPIC = "lk"
 PREFIX = "leaderkill"
 RECORDS = 50_000  # x 1000 bytes: ~50 MB
 BEFORE_KILL = 20_000  # produced (acks=all) before the kill; the rest while it happens
+COPY_RATE = 2 << 20  # the copy quota (bytes/s): a round of several 1 MB uploads lasts seconds
 
 
 def _store(weed: SeaweedS3) -> S3Store:
@@ -91,7 +95,8 @@ def _leader(c: YakCluster) -> int:
 def test_a_leader_killed_during_uploads_loses_nothing_and_uploads_nothing_twice(
         s3: SeaweedS3, cluster_factory: Callable[..., YakCluster]) -> None:  # noqa: F811
     c = cluster_factory(3, **tiered_settings(s3, PREFIX),
-                        **{"remote.log.manager.orphan.grace.ms": "2000"})
+                        **{"remote.log.manager.orphan.grace.ms": "2000",
+                           "remote.log.manager.copy.max.bytes.per.second": str(COPY_RATE)})
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 3, config={
         "segment.bytes": str(1 << 20), "remote.storage.enable": "true",
@@ -106,15 +111,22 @@ def test_a_leader_killed_during_uploads_loses_nothing_and_uploads_nothing_twice(
     rest = threading.Thread(target=_produce, args=(c.bootstrap, BEFORE_KILL,
                                                    RECORDS - BEFORE_KILL, failed))
     rest.start()
-    time.sleep(2.0)  # the producer is sending and segments keep rolling
     old = _leader(c)
-    s3.pause()  # the leader's uploads start and hang mid-request
-    try:
-        time.sleep(1.5)
-    finally:
-        s3.resume()
-    time.sleep(0.05)
+
+    def mid_round() -> bool:
+        """The newest manifest names uploads STARTED, one of them already in the bucket
+        and one not yet: the leader is between uploads and their FINISHED commit."""
+        listed = set(_keys(s3))
+        m = _manifest(s3)
+        part = f"{PREFIX}/{TOPIC}-{m.topic_id}/0"
+        started = [seg.object_key(part, "log") for seg in m.segments
+                   if seg.state is SegmentState.COPY_SEGMENT_STARTED]
+        return any(k in listed for k in started) and any(k not in listed for k in started)
+    wait_for(mid_round, 60, "a copy round with uploads done and uploads to do")
     c[old].kill()
+    stale = [seg for seg in _manifest(s3).segments  # the dead leader can commit no more
+             if seg.state is SegmentState.COPY_SEGMENT_STARTED]
+    assert stale, "the leader finished its round before the kill"
     rest.join(200)
     assert not rest.is_alive() and failed == [], failed
     c[old].start()  # back on its data: a follower of the new leader
@@ -149,17 +161,23 @@ def test_a_leader_killed_during_uploads_loses_nothing_and_uploads_nothing_twice(
     assert changes >= 1, "the manifest shows no new leader's uploads"
     assert overlaps <= changes, (overlaps, changes)
 
+    # the dead leader's unfinished entries are swept: dropped, their objects deleted
+    assert not {seg.segment_id for seg in stale} & {seg.segment_id for seg in m.segments}
+    part = f"{PREFIX}/{TOPIC}-{m.topic_id}/0"
+    assert not {seg.object_key(part, k) for seg in stale for k in ("log", "index")} & set(
+        _keys(s3))
+    assert any(f"{TOPIC}-0: swept" in c[n].log() for n in (1, 2, 3))
+
     def swept() -> bool:
         listed = {k for k in _keys(s3) if k.endswith(".log")}
         now = _manifest(s3)  # read after the listing: it names every upload before it
-        part = f"{PREFIX}/{TOPIC}-{now.topic_id}/0"
         return listed <= {seg.object_key(part, "log") for seg in now.segments}
     wait_for(swept, 60, "orphan segment objects swept after the grace")
     for node in (1, 2, 3):
         assert "Traceback" not in c[node].log(), node
     # what the crash left (timing decides: shown with -s, not asserted)
-    print(f"\nleader {old} killed, then {new} led; {overlaps} overlap(s), {changes} uploader"
-          " change(s); " + "; ".join(
+    print(f"\nleader {old} killed with {len(stale)} upload(s) STARTED, then {new} led;"
+          f" {overlaps} overlap(s), {changes} uploader change(s); " + "; ".join(
               f"broker {n}: {line.split(': ', 1)[-1]}" for n in (1, 2, 3)
               for line in c[n].log().splitlines()
               if f"{TOPIC}-0: swept" in line or f"{TOPIC}-0: deleted" in line))
