@@ -120,6 +120,8 @@ class RecordModel:
             for offset in range(a.first_offset, a.last_offset + 1):
                 r = self._records.get(offset)
                 if r is not None and r.state is RecordState.ACQUIRED and (r.member_id == member_id):
+                    r.delivery_count = max(0, r.delivery_count - 1)  # the failed delivery
+                    self._changes.append((offset, offset, 0, r.delivery_count))
                     self._release(offset, r)
 
     @property

@@ -44,6 +44,7 @@ from yak.share.group_configs import (
     check_group_config,
     reset_end,
 )
+from yak.share.load_failures import LoadFailures
 from yak.share.metrics import ShareMetrics
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
@@ -94,7 +95,7 @@ class ShareManager:
         self.topics = topics
         self.persister = persister
         self.config_store = config_store  # None: group configs in memory (unit tests)
-        self._loading: dict[tuple[str, str, int], asyncio.Future[ErrorCode]] = {}
+        self._loading: dict[tuple[str, str, int], asyncio.Future[tuple[ErrorCode, str]]] = {}
         self._flush_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._preparing: asyncio.Task[Any] | None = None
@@ -107,6 +108,7 @@ class ShareManager:
                                   on_member_removed=self._member_removed)
         self.sessions = ShareSessionCache(config.max_share_sessions)
         self.metrics = ShareMetrics()  # per-partition counters, load times (metrics.py)
+        self.load_failures = LoadFailures()  # logged and counted (load_failures.py)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.group_configs: dict[str, dict[str, str]] = {}  # without a config store
         # (group, member) -> when it left while keeping its share session (see sweep)
@@ -388,22 +390,23 @@ class ShareManager:
                     self._load(group_id, topic, partition, p.leader_epoch))
                 self._loading[key] = fut
                 fut.add_done_callback(lambda _f, k=key: self._loading.pop(k, None))
+                fut.add_done_callback(lambda f, k=key: self.load_failures.done(k, f))
             await asyncio.shield(fut)
 
     async def _load(self, group_id: str, topic: str, partition: int,
-                    leader_epoch: int) -> ErrorCode:
+                    leader_epoch: int) -> tuple[ErrorCode, str]:
         assert self.persister is not None
         started = self.metrics.now()
         found = self.topics(topic)
         if found is None:
-            return ErrorCode.unknown_topic_or_partition
+            return ErrorCode.unknown_topic_or_partition, "topic unknown"
         key = ShareKey(group_id, found[0], partition)
         state = await self.persister.read(key, leader_epoch)
         if state.error is not ErrorCode.none:
-            return state.error
+            return state.error, f"ReadShareGroupState at leader epoch {leader_epoch}"
         p = self.replicas.get_partition(topic, partition)
         if p is None or not p.is_leader or p.leader_epoch != leader_epoch:
-            return ErrorCode.not_leader_or_follower
+            return ErrorCode.not_leader_or_follower, f"leader epoch {leader_epoch} gone"
         sp = self._new_share_partition(group_id, topic, partition)
         sp.leader_epoch = leader_epoch
         if state.start_offset >= 0:
@@ -414,18 +417,18 @@ class ShareManager:
             sp.initialize(p.log_start_offset, reset_end(p, reset), reset)
         code, copied = await self._dead_letters(group_id, topic, sp)  # held at the limit
         if code is not ErrorCode.none:
-            return code  # not loaded: the next fetch loads (and copies) again
+            return code, "dead-letter copy"  # not loaded: the next fetch tries again
         changes = sp.take_changes()
         if changes is not None:  # the start a reset chose must be durable before use
             code = await self.persister.write(key, sp.state_epoch, leader_epoch, *changes)
             if copied:
                 await self.replicas.wait_for_acks(copied, DLQ_ACK_TIMEOUT_MS)
             if code is not ErrorCode.none:
-                return code
+                return code, "first WriteShareGroupState"
         sp.durable = sp.noted()
         self.partitions[(group_id, topic, partition)] = sp
         self.metrics.loaded(started)
-        return ErrorCode.none
+        return ErrorCode.none, ""
 
     async def persist(self, group_id: str,
                       parts: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:

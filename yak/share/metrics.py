@@ -152,6 +152,12 @@ class ShareMetricsCollector:
             archived.add_metric([*labels, "delivery_count_limit"], s.archived_limit)
         yield from (acks, acquired, timeouts, archived)
         yield from metrics.load_time_ms.collect()
+        failed = CounterMetricFamily(
+            "yak_share_partition_load_failures", "Share-partition loads that failed (each "
+            "logged, see load_failures.py), by error code.", labels=["error"])
+        for code, n in ([] if empty else sorted(m.load_failures.by_error.items())):
+            failed.add_metric([code], n)
+        yield failed
         yield from self._state(m, empty)
 
     def _state(self, m: ShareManager, empty: bool) -> Iterable[Any]:

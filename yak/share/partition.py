@@ -181,13 +181,25 @@ class SharePartition:
         return bool(self._changes) or self.start_offset != self._persisted_start
 
     def hand_back(self, member_id: str, ranges: Sequence[AcquiredRange]) -> None:
-        """Acquisitions that could not be made durable: released again (their delivery
-        counts stay up: a count never goes down)."""
+        """Acquisitions whose state write failed: the records never went out, so they are
+        AVAILABLE again at the delivery count they had before (a delivery that did not
+        happen is not counted, or a few failed writes while the share coordinator moves
+        would dead-letter records nobody received). Kafka's SharePartition persists no
+        acquisition at all and rolls back a state change whose write failed
+        (`rollbackOrProcessStateUpdates`). The lower count is noted as a change after the
+        failed one, which waits to be written again: a write that failed may have landed,
+        and the next one corrects it."""
         acquired = RecordState.ACQUIRED
+
+        def undo(i: int) -> bool:
+            b = self._inflight.batches[i]
+            b.count = max(0, b.count - 1)
+            self._changes.append((b.first, b.last, 0, b.count))
+            return self._release_at(i)  # below the limit now: never archives
+
         for a in ranges:
             self._each(a.first_offset, a.last_offset,
-                       lambda b: b.state is acquired and b.member == member_id,
-                       self._release_at)
+                       lambda b: b.state is acquired and b.member == member_id, undo)
 
     # ------------------------------------------------------------------ the window
 
