@@ -140,6 +140,13 @@ def test_a_tiered_run_under_store_faults_finds_no_anomaly(tmp_path: Path) -> Non
     starts = [o for o in ops if o.get("op") == "nemesis" and o.get("phase") == "start"]
     assert len(starts) == 3
     assert max(o.get("remote_segments") or 0 for o in starts) > 0, starts
+    crash = next(o for o in starts if o["fault"] == "store-crash-commit")
+    assert crash["mid_round"] and crash["in_flight"], crash  # STARTED uploads at the kill
+    swept = [line.split(": ", 1)[-1] for n in (1, 2, 3)
+             for line in (tmp_path / "cluster" / "logs" / f"broker{n}.log").read_text(
+                 errors="replace").splitlines() if ": swept" in line]
+    print(f"\nstore-crash-commit: {crash['target']}, in flight {crash['in_flight']};"
+          f" swept: {swept}")  # whether the kill beat the FINISHED commit: shown with -s
     # the queue's beginning is gone from every local log: the final reads from offset 0
     # (checked by the checker above) read it back from the store
     for n in (1, 2, 3):

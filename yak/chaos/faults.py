@@ -37,12 +37,10 @@ Fault names (`FAULTS`):
                                              again on its data after the hold
     store-slow                               the S3 store stopped and resumed in a duty cycle
                                              (SIGSTOP 0.4 s, SIGCONT 0.6 s) for the hold
-    store-crash-commit                       a leader of the tiered topic killed (SIGKILL)
-                                             with its uploads in flight: the store is stopped
-                                             for STORE_CRASH_STALL_S so the leader's uploads
-                                             hang between their COPY_SEGMENT_STARTED and
-                                             FINISHED commits, resumed, and the leader killed
-                                             STORE_CRASH_AFTER_S later; restart after the hold
+    store-crash-commit                       a tiered partition's leader SIGKILLed while its
+                                             manifest names uploads STARTED (store.py's
+                                             kill_mid_round), else after a store stall
+                                             (`mid_round` false); restart after the hold
     reassign, decommission, rebalance        the elastic nemeses (yak/chaos/nemeses.py):
                                              partition moves, a broker drained then
                                              recommissioned, `yak cluster rebalance`; they
@@ -69,7 +67,13 @@ from yak.chaos.history import Recorder
 from yak.chaos.nemeses import ELASTIC, ElasticNemesis, elastic_unsupported
 from yak.chaos.netns import ETCD, netem_available
 from yak.chaos.queue import partition_name
-from yak.chaos.store import SLOW_RUNNING_S, SLOW_STOPPED_S, DutyCycle, remote_segments
+from yak.chaos.store import (
+    SLOW_RUNNING_S,
+    SLOW_STOPPED_S,
+    DutyCycle,
+    kill_mid_round,
+    remote_segments,
+)
 
 __all__ = ["FAULTS", "DEFAULT_CI_FAULTS", "Nemesis", "FaultPlan", "unsupported", "parse_faults",
            "partition_groups"]
@@ -548,20 +552,38 @@ class Nemesis(threading.Thread):
             return {"target": "store", "hold": hold, "stopped_s": SLOW_STOPPED_S,
                     "running_s": SLOW_RUNNING_S, "remote_segments": moved, **led}
         if name == "store-crash-commit":
-            node = self._pick_target("kill-leader", target)
-            led = self._leadership([node])
-            store = c.store
-            store.pause()
-            try:
-                self.stop_event.wait(STORE_CRASH_STALL_S)  # uploads start and hang
-            finally:
-                store.resume()
-            time.sleep(STORE_CRASH_AFTER_S)
-            c.kill(node)
-            self._set_undo(lambda: self._restart(node))
-            return {"target": c.broker_name(node), "hold": hold,
-                    "store_stalled_s": STORE_CRASH_STALL_S, "remote_segments": moved, **led}
+            return self._crash_between_upload_and_commit(hold, target, moved)
         raise ValueError(f"unknown fault {name!r}")
+
+    def _crash_between_upload_and_commit(self, hold: float, target: Any,
+                                         moved: int | None) -> dict[str, Any]:
+        c = self.cluster
+        topic = self.plan.topic
+        led = self._leadership([])  # before the kill; the victim is set once it is known
+        seen = None if target is not None else kill_mid_round(
+            c.s3_port, topic, lambda: c.leaders(topic, timeout=LEADERS_TIMEOUT_S), c.kill,
+            TARGET_WAIT_S, self.stop_event)
+        if seen is not None:
+            node, in_flight = seen
+            self._set_undo(lambda: self._restart(node))
+            return {"target": c.broker_name(node), "hold": hold, "mid_round": True,
+                    # partition -> (uploads STARTED, of which landed) at the kill
+                    "in_flight": {str(p): list(v) for p, v in in_flight.items()},
+                    "remote_segments": moved, **({**led, "victims": [node]} if led else {})}
+        node = self._pick_target("kill-leader", target)
+        led = self._leadership([node])
+        store = c.store
+        assert store is not None
+        store.pause()
+        try:
+            self.stop_event.wait(STORE_CRASH_STALL_S)  # uploads start and hang
+        finally:
+            store.resume()
+        time.sleep(STORE_CRASH_AFTER_S)
+        c.kill(node)
+        self._set_undo(lambda: self._restart(node))
+        return {"target": c.broker_name(node), "hold": hold, "mid_round": False,
+                "store_stalled_s": STORE_CRASH_STALL_S, "remote_segments": moved, **led}
 
     def _leadership(self, victims: list[int]) -> dict[str, Any]:
         """Who leads each partition of the plan's topic now, just before the fault is
