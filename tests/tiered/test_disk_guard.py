@@ -8,8 +8,11 @@ drops to 0 and one INFO line says so."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import YakBroker, free_port
 from tests.tiered.test_broker_tiered import (
@@ -65,3 +68,29 @@ def test_the_guard_reports_a_growing_copy_lag_and_clears(
     assert "copy lag back to" in b.log()
     assert consume_confluent(b, "guarded", 0, 4500) == list(range(4500))
     assert "Traceback" not in b.log()
+
+
+def test_the_guard_warns_once_per_interval_and_says_when_it_clears(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from yak.tiered.guard import DiskGuard
+
+    now = [0.0]
+    g = DiskGuard(100, clock=lambda: now[0], interval_s=60)
+    caplog.set_level(logging.INFO, logger="yak.tiered.guard")
+    g.check(100, None)  # at the bound: not over
+    assert not g.active and caplog.records == []
+    g.check(150, "store down")
+    assert g.active and g.lag_bytes == 150
+    now[0] = 30
+    g.check(200, "store down")  # within the interval: no second line
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "150 bytes" in caplog.records[0].getMessage()
+    assert "store down" in caplog.records[0].getMessage()
+    now[0] = 61
+    g.check(250, "store down")
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    g.check(10, None)
+    assert not g.active and [r.levelname for r in caplog.records][-1] == "INFO"
+    off = DiskGuard(-1)
+    off.check(10**15, "x")
+    assert not off.active

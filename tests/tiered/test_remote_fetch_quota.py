@@ -66,3 +66,49 @@ def test_a_remote_read_is_paced_by_the_fetch_quota(
     waited = sample(text, "kafka_log_remote_remotelogmanager_remotefetchthrottletime_seconds_total")
     assert waited is not None and waited > 1
     assert "Traceback" not in b.log()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_bucket_goes_one_read_negative_and_refills_to_one_second() -> None:
+    from yak.tiered.quota import RemoteFetchQuota
+
+    clock = _Clock()
+    q = RemoteFetchQuota(100, clock)
+    assert q.wait_s() == 0  # the first read goes at once
+    q.record(150)
+    assert q.wait_s() == 1.5
+    clock.t += 1.0
+    assert q.wait_s() == 0.5
+    clock.t += 0.5
+    assert q.wait_s() == 0
+    clock.t += 60  # idle: at most one second of bytes saved up
+    q.record(150)
+    assert q.wait_s() == 0.5
+    assert q.recorded == 300
+    unlimited = RemoteFetchQuota(2**63 - 1, clock)
+    unlimited.record(10**12)
+    assert unlimited.wait_s() == 0
+
+
+def test_admit_waits_at_most_its_limit() -> None:
+    import asyncio
+
+    from yak.tiered.quota import RemoteFetchQuota
+
+    q = RemoteFetchQuota(1000)
+    q.record(2000)  # two seconds of debt
+    t0 = time.monotonic()
+    assert asyncio.run(q.admit(0.05)) is False  # still spent after the wait: answer empty
+    assert 0.04 <= time.monotonic() - t0 < 1.0
+    assert q.throttled == 1 and abs(q.throttle_s - 0.05) < 1e-9
+    q2 = RemoteFetchQuota(1000)
+    q2.record(20)  # 20 ms of debt: waited out
+    assert asyncio.run(q2.admit(0.5)) is True
+    assert q2.throttled == 1 and q2.throttle_s <= 0.02
