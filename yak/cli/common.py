@@ -22,6 +22,11 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 5.0
+MOVE_TIMEOUT_S = 30.0
+"""For commands that submit many partition moves at once (decommission, rebalance): the
+controller answers AlterPartitionReassignments once every move is written to the metadata
+store, which took 9 s for 40 moves at load 14 (a 5 s default failed a decommission whose
+moves had all been made). 30 s is Kafka's admin request timeout."""
 
 Bootstrap = Annotated[
     str,

@@ -45,7 +45,7 @@ from rich.console import Console
 
 from yak.cli.common import (
     DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
+    MOVE_TIMEOUT_S,
     Bootstrap,
     Timeout,
     client_security,
@@ -120,7 +120,7 @@ def decommission(
         "--wait", min=0, help="Seconds to keep retrying the partitions that cannot move"
         " yet (a replica on a down broker, too few live brokers), every 2 s.")] = 0.0,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = MOVE_TIMEOUT_S,
 ) -> None:
     """Move every replica off a broker (partition reassignments), so it can be stopped.
 

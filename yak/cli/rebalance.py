@@ -37,7 +37,7 @@ from rich.console import Console
 
 from yak.cli.common import (
     DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
+    MOVE_TIMEOUT_S,
     Bootstrap,
     Timeout,
     client_security,
@@ -132,7 +132,7 @@ def rebalance(
         " holds more than this percent of its bytes more than the emptiest (100: replica"
         " counts only).")] = 20,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = MOVE_TIMEOUT_S,
 ) -> None:
     """Even replicas, bytes and preferred leaders across brokers and racks (partition
     reassignments).
