@@ -16,9 +16,10 @@
 #                   and a broker in the venv and mapping sys.modules to distributions, then
 #                   proved by a run in an empty target with `python -I` (see the doc of
 #                   issue 27 in docs/reliability.md). matplotlib and its closure (the
-#                   report's timeline.png; ~40 MB with numpy and pillow) only with MPL=1:
-#                   the call carries at most 64 MiB, and without it the report cannot
-#                   draw its PNG (see `run`);
+#                   report's timeline.png) only with MPL=1: it is ~40 MB with numpy and
+#                   pillow, so with etcd and the tree (36 MB) it passes the call's 64 MiB.
+#                   Without it a device that lacks matplotlib still gives summary.md and
+#                   summary.json, which the report writes before the PNG (see `run`);
 #   .devbin-chaos/  etcd.gz (compressed) and tree/, `git archive HEAD` of yak/, with
 #                   tree/COMMIT, so the brokers and the driver run exactly one commit.
 # `run` installs the wheels into $SITE (/tmp/site-chaos), unpacks etcd, runs the chaos
