@@ -441,10 +441,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         throttle_ms = self._throttle(ctx, started)
         if prev is not None:
             await self._turn(prev)
-        if throttle_ms and response is not None and hasattr(response, "throttle_time"):
-            response = dataclasses.replace(
-                response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
-            )
+        if throttle_ms and response is not None:
+            if hasattr(response, "throttle_time"):
+                response = dataclasses.replace(
+                    response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
+                )
+            elif isinstance(response, RawResponse) and response.throttle_offset is not None:
+                head = response.buffers[0]
+                at = response.throttle_offset
+                struct.pack_into(">i", head, at if at >= 0 else len(head) + at, throttle_ms)
         if response is None or self._closed:
             # acks=0 produces have no response but were handled: they count too.
             self.broker.metrics.record_request(api_key, started)

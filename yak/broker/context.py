@@ -102,6 +102,10 @@ class RawResponse:
     """Total bytes in `buffers`."""
     flexible_header: bool = False
     """Response header v1 (one empty tagged-field byte after the correlation id)."""
+    throttle_offset: int | None = None
+    """Where the body's int32 throttle_time_ms lies in `buffers[0]` (a bytearray; negative:
+    from its end), so the connection can write the request quota's throttle, which is
+    known only after the handler (KIP-124); None: the response has no such field."""
 
 
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,

@@ -147,7 +147,7 @@ def encode_produce_response(
     version: int,
     topics: list[tuple[str | None, uuid.UUID | None, list[ProducePartitionResult]]],
     throttle_ms: int = 0,
-) -> bytes:
+) -> bytearray:
     """Body of a Produce response (no size or header). kio's encoder builds and checks a
     dataclass per partition; at hundreds of requests per second that was a third of the
     handler's CPU, so the few fields are packed here (compared with kio in tests)."""
@@ -198,4 +198,4 @@ def encode_produce_response(
     out += _I32.pack(throttle_ms)
     if flexible:
         out.append(0)
-    return bytes(out)
+    return out  # a bytearray: the connection may write the request quota's throttle in

@@ -112,5 +112,8 @@ def _response(
         for p in parts:
             if p.error_code == 0:
                 p.error_message = None
-    body = encode_produce_response(ctx.api_version, results, ctx.throttle_time_ms)
-    return RawResponse([body], len(body), flexible_header=ctx.api_version >= 9)
+    v = ctx.api_version
+    body = encode_produce_response(v, results, ctx.throttle_time_ms)
+    # v1+ ends with throttle_time_ms (then, v9+, the empty tagged fields' byte)
+    offset = None if v < 1 else -5 if v >= 9 else -4
+    return RawResponse([body], len(body), flexible_header=v >= 9, throttle_offset=offset)
