@@ -200,6 +200,7 @@ class StandIn:
         self.node_ids = [1, 2, 3]
         self.net = None
         self.etcd = None
+        self.store = None  # no object store (the tiered runs' store faults need one)
         self.up = {1: True, 2: True, 3: True}
         self.paused: set[int] = set()
         self.leading = {0: 2, 1: 2}  # partition -> leader, as Metadata says

@@ -127,7 +127,9 @@ def test_the_commands_take_load_aware_and_refuse_other_names(broker_factory) -> 
     b = broker_factory()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic("la", 4, 1)])["la"].result(30)
-    lines = "".join(f"v{i}\n" for i in range(2000))
+    # 200 KB: the partitioner sticks to one partition per 16 KiB (KIP-794's batch.size) or
+    # 10 ms, so 2000 short lines produced within 10 ms on a quiet machine all went to one.
+    lines = "".join(f"v{i:099d}\n" for i in range(2000))
     r = yak("produce", "la", "--partitioner", "load_aware", "--bootstrap", b.bootstrap,
             stdin=lines)
     assert r.returncode == 0 and "produced 2000 messages to la" in r.stderr, r.stderr

@@ -95,7 +95,11 @@ def _leader(c: YakCluster) -> int:
 def test_a_leader_killed_during_uploads_loses_nothing_and_uploads_nothing_twice(
         s3: SeaweedS3, cluster_factory: Callable[..., YakCluster]) -> None:  # noqa: F811
     c = cluster_factory(3, **tiered_settings(s3, PREFIX),
-                        **{"remote.log.manager.orphan.grace.ms": "2000",
+                        # The new leader keeps leading after the old one's restart, so
+                        # its uploads show in the manifest (a preferred-leader move back
+                        # before it uploaded failed the premise below once, under load).
+                        **{"auto.leader.rebalance.enable": "false",
+                           "remote.log.manager.orphan.grace.ms": "2000",
                            "remote.log.manager.copy.max.bytes.per.second": str(COPY_RATE)})
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 3, config={

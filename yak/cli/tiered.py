@@ -250,11 +250,20 @@ def _add_manifests(rows: list[dict[str, Any]], ids: dict[str, str], uri: str | N
     manifests = ManifestStore(store)
 
     async def load_all() -> list[Any]:
-        return await asyncio.gather(*(
-            manifests.load(r["topic"], ids[r["topic"]], r["partition"]) for r in rows))
+        # Every read finishes (each is bounded by the store's request timeout) before the
+        # loop closes. Suspected, not shown: a read still in flight when asyncio.run()
+        # ended (the gather ended by the others' first error) is what aborted the process
+        # at its exit once in the suite (SIGABRT after the JSON was printed).
+        got = await asyncio.gather(*(
+            manifests.load(r["topic"], ids[r["topic"]], r["partition"]) for r in rows),
+            return_exceptions=True)
+        for g in got:
+            if isinstance(g, BaseException):
+                raise g
+        return got
 
     try:
-        loaded = asyncio.run(asyncio.wait_for(load_all(), timeout * 3))
+        loaded = asyncio.run(load_all())
     except Exception as e:  # noqa: BLE001 - the store's error, said once
         text = str(e).strip().splitlines()
         hint = "" if key_id and secret else (

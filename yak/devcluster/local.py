@@ -400,16 +400,26 @@ class LocalCluster:
         weed = find_weed()
         data = self.dir / "s3"
         data.mkdir(parents=True, exist_ok=True)  # weed refuses a -dir that does not exist
-        proc = ManagedProcess(STORE, weed_argv(weed, data, self.plan.store),
-                              self.dir / "logs" / f"{STORE}.log", env=STORE_ENV,
-                              ports=self.plan.store, cwd=data)
-        self.add_process(proc)
-        try:
-            proc.wait_ready(lambda: s3_ready(self.plan.store[0]), timeout)
-        except ClusterStateError:
-            proc.terminate(STOP_GRACE_S)
-            raise
-        return proc
+        for attempt in (1, 2):
+            proc = ManagedProcess(STORE, weed_argv(weed, data, self.plan.store),
+                                  self.dir / "logs" / f"{STORE}.log", env=STORE_ENV,
+                                  ports=self.plan.store, cwd=data)
+            self.add_process(proc)
+            try:
+                proc.wait_ready(lambda: s3_ready(self.plan.store[0]), timeout)
+                return proc
+            except ClusterStateError as e:
+                exited = not proc.is_alive()
+                proc.terminate(STOP_GRACE_S)
+                if attempt == 2 or not exited:
+                    raise
+                # SeaweedFS itself panicked once while starting again on its data (a Go
+                # stack at server.go:410, in the suite); the cause is not known. Said,
+                # and tried once more on the same data (its log keeps both starts).
+                print(f"yak: the object store exited while starting ({e}); starting it"
+                      " once more", file=sys.stderr, flush=True)
+                time.sleep(2.0)
+        raise AssertionError("unreachable")
 
     def broker_process(self, node_id: int, rack: str | None = None) -> ManagedProcess:
         """Broker `node_id` as `up` runs it: its own data directory and ports, the cluster's
