@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -200,6 +201,9 @@ def _heavy_topic(c, topic: str) -> None:
         _fill(c.bootstrap, topic, p, 20_000)
 
 
+# slow: 4 real brokers and minutes of moves; the planner's bytes and racks phases are
+# covered in CI by tests/cluster/test_balancer.py (pure, property-tested). `make test-slow`.
+@pytest.mark.slow
 def test_rebalance_and_continuous_mode_even_bytes(cluster_factory) -> None:  # noqa: F811
     """Replica counts even (2 per broker) but broker 1 holds the bytes: `yak cluster
     rebalance` shows each broker's bytes before -> after and swaps a big partition for a
@@ -251,6 +255,9 @@ def test_rebalance_and_continuous_mode_even_bytes(cluster_factory) -> None:  # n
           _broker_bytes(c[1].bootstrap))
 
 
+# slow: 4 real brokers and minutes of moves; the planner's bytes and racks phases are
+# covered in CI by tests/cluster/test_balancer.py (pure, property-tested). `make test-slow`.
+@pytest.mark.slow
 def test_rebalance_spreads_replicas_over_racks(cluster_factory) -> None:  # noqa: F811
     """Partitions placed with both replicas in one rack (an explicit assignment, as one
     made before the racks were set) are spread over racks a and b by `yak cluster
