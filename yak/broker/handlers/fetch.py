@@ -179,8 +179,8 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
             metrics.record_fetched(topic.name, buffers, size)
         topics.append(topic)
     out, total = encode_fetch_response(v, topics, throttle, 0, 0)
-    # v1+ opens with throttle_time_ms
-    return RawResponse(out, total, flexible_header=v >= 12, throttle_offset=0 if v else None)
+    # every version served (4+) opens with throttle_time_ms
+    return RawResponse(out, total, flexible_header=v >= 12, throttle_offset=0)
 
 
 def _exists(topics: Any, name: str, partition: int) -> bool:

@@ -13,17 +13,14 @@ transport as they are, no kio dataclass per partition or acquired range, no join
 responses before any partition is looked at (`_top`) stay kio's.
 
 The request quota's throttle is known only after the handler returns (the connection
-measures the handler's time): the connection sets it as it does on a kio response, by
-`dataclasses.replace(response, throttle_time=...)`, which `ShareFetchRaw` turns into a
-write of the encoded body's throttle_time_ms field.
+measures the handler's time): the connection writes it into the encoded body at
+`RawResponse.throttle_offset` (0: the body opens with throttle_time_ms), as for Produce
+and Fetch.
 """
 
 from __future__ import annotations
 
-import datetime
-import struct
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from yak.broker.context import RawResponse, RequestContext
@@ -43,22 +40,6 @@ MIN_VERSION = 1
 MAX_VERSION = 2
 
 Key = tuple[uuid.UUID, int]
-
-_NO_THROTTLE = datetime.timedelta(0)
-
-
-@dataclass(slots=True)
-class ShareFetchRaw(RawResponse):
-    """The encoded ShareFetch response. Its throttle_time_ms is the first four bytes of
-    the first buffer (the codec's head, a bytearray); setting `throttle_time` (the
-    connection's request quota, after the handler) writes it there."""
-
-    throttle_time: datetime.timedelta = _NO_THROTTLE
-
-    def __post_init__(self) -> None:
-        ms = timedelta_to_ms(self.throttle_time)
-        if ms:
-            struct.pack_into(">i", self.buffers[0], 0, ms)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -167,7 +148,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         acquisition_lock_timeout_ms=share.lock_duration_ms(group_id),
         throttle_ms=ctx.throttle_time_ms,
         node_endpoints=node_endpoints(ctx, "share_fetch", leaders))
-    return ShareFetchRaw(out, size, flexible_header=True)
+    return RawResponse(out, size, flexible_header=True, throttle_offset=0)
 
 
 def _top(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
