@@ -27,6 +27,9 @@ bounded on both sides:
 - writing: when the transport's write buffer is above its high-water mark (a slow
   consumer), this connection stops handling requests until it drains. Other
   connections, producers included, keep running.
+
+Just over 600 lines: reading, ordering and writing share the connection's state (the
+queue, the turn chain, mute and back-pressure), so they stay one class.
 """
 
 from __future__ import annotations
