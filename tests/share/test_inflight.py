@@ -168,7 +168,8 @@ class RecordModel:
         return self.end_offset
 
     def acquire(
-        self, member_id: str, batches: Iterable[tuple[int, ...]], max_records: int
+        self, member_id: str, batches: Iterable[tuple[int, ...]], max_records: int,
+        record_limit: bool = True,
     ) -> list[AcquiredRange]:
         now = self.clock.now_ms()
         self.expire(now)
@@ -199,7 +200,9 @@ class RecordModel:
                 offset += 1
             if offset > last or taken >= max_records:
                 continue
-            n = min(last + 1 - offset, max_records - taken, self.max_record_locks - len(records))
+            n = min(last + 1 - offset, self.max_record_locks - len(records))
+            if record_limit:  # else batch-optimized: the new records' batch to its end
+                n = min(n, max_records - taken)
             if n <= 0:
                 break
             for o in range(offset, offset + n):
@@ -442,7 +445,8 @@ LOG = st.lists(
 
 TYPES = st.sampled_from(list(AckType))
 OPS = st.one_of(
-    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 30), st.integers(1, 6)),
+    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 30), st.integers(1, 6),
+              st.booleans()),
     st.tuples(
         st.just("ack"), st.sampled_from(MEMBERS), st.integers(-5, 25), st.integers(0, 12), TYPES
     ),
@@ -470,7 +474,8 @@ OPS = st.one_of(
         st.just(0),
         st.sampled_from([[AckType.ACCEPT], [AckType.RELEASE], [AckType.REJECT]]),
     ),
-    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 30), st.integers(1, 6)),
+    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 30), st.integers(1, 6),
+              st.booleans()),
     st.tuples(st.just("tick"), st.integers(0, 2 * LOCK_MS)),
     st.tuples(st.just("leave"), st.sampled_from(MEMBERS)),
     st.tuples(
@@ -561,8 +566,8 @@ def test_batches_behave_as_records(
             at = a.next_fetch_offset()
             assert at == m.next_fetch_offset()
             read = [b for b in log if b[1] >= at][: op[3]]
-            got = a.acquire(op[1], read, op[2])
-            assert got == m.acquire(op[1], read, op[2]), (read, op)
+            got = a.acquire(op[1], read, op[2], op[4])
+            assert got == m.acquire(op[1], read, op[2], op[4]), (read, op)
             acquired += [(op[1], r) for r in got]
         elif kind == "held":
             if not acquired:
@@ -657,3 +662,20 @@ def test_the_log_read_is_planned_from_the_record_size_seen() -> None:
     sp.read_seen([(200, 209, False, b"x" * 30_000)])  # records grew: the plan follows
     assert sp.record_bytes == (100 + 3000) / 2
     assert sp.read_bytes(50 << 20, 500) == READ_MAX_BYTES
+
+
+def test_batch_optimized_acquisition_takes_the_batch_to_its_end() -> None:
+    """ShareFetch's default acquire mode (batch-optimized, Kafka's): new records are taken
+    to the end of the log batch holding the max_records-th one, never into the next
+    batch; record-limit mode stops at max_records; the lock cap is exact either way."""
+    sp = SharePartition("g", "t", 0, ManualClock(), max_record_locks=900)
+    sp.initialize(0, 0, "earliest")
+    log = [(0, 599), (600, 1199)]
+    assert sp.acquire("a", log, 500, record_limit=False) == [AcquiredRange(0, 599, 1)]
+    # the lock cap (900 in flight) cuts the next batch where it stands
+    assert sp.acquire("b", log[1:], 500, record_limit=False) == [AcquiredRange(600, 899, 1)]
+    strict = SharePartition("g", "t", 0, ManualClock())
+    strict.initialize(0, 0, "earliest")
+    assert strict.acquire("a", log, 500, record_limit=True) == [AcquiredRange(0, 499, 1)]
+    # 100 records left in the first batch, so the second is taken too, to its end
+    assert strict.acquire("a", log, 500, record_limit=False) == [AcquiredRange(500, 1199, 1)]

@@ -275,12 +275,21 @@ class SharePartition:
         return self.end_offset
 
     def acquire(
-        self, member_id: str, batches: Iterable[tuple[int, ...]], max_records: int
+        self, member_id: str, batches: Iterable[tuple[int, ...]], max_records: int,
+        record_limit: bool = True,
     ) -> list[AcquiredRange]:
         """Acquire for `member_id` the records of the log batches read (each as
         (base offset, last offset[, gap]), ascending): AVAILABLE ones inside the window and
         new ones at its end, at most `max_records`, and never more in flight than
-        `max_record_locks`. Each acquired record's delivery count goes up by one and its
+        `max_record_locks`. `record_limit` False is ShareFetch's batch-optimized acquire
+        mode (KIP-1206's default, mode 0, and Kafka's only behaviour before it): for new
+        records `max_records` is a soft limit, the log batch holding the last record it
+        allows is taken to its end, as Kafka's `SharePartition.acquireNewBatchRecords`
+        does. The batch goes back whole either way; a strict limit that stops inside it
+        leaves its rest to the next fetch, which sends the whole batch again (with 1 MB
+        batches of 1 KiB records and 500 records a fetch, every byte went out twice:
+        docs/benchmarks/share-groups.md). Redeliveries and the lock cap stay exact. Each
+        acquired record's delivery count goes up by one and its
         lock runs `lock_duration_ms` from now. A batch marked as a gap (a control batch,
         an aborted transaction's batch under read_committed) is never handed out: it is
         archived as the window reaches it, so it cannot stall the window. Per in-flight
@@ -328,8 +337,9 @@ class SharePartition:
             # New records at the end, as one run. Offsets skipped between the old end and
             # this batch do not exist (compacted away), so the end jumps.
             offset = max(base, end)
-            n = min(last + 1 - offset, max_records - taken,
-                    self.max_record_locks - fl.records)
+            n = min(last + 1 - offset, self.max_record_locks - fl.records)
+            if record_limit:
+                n = min(n, max_records - taken)
             if n <= 0:
                 break  # the record-lock cap: nothing more until the window moves
             fl.append(offset, offset + n - 1, acquired, 1, member_id, deadline)
