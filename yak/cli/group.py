@@ -41,6 +41,7 @@ from yak.cli.common import (
     secured,
     wait,
 )
+from yak.cli.offset_reset import reset_targets
 
 app = typer.Typer(
     help="List, describe (with lag), reset and delete offsets of, and delete consumer groups.",
@@ -433,13 +434,7 @@ def reset_offsets(
             fail(f"group {group!r} has no committed offsets on any existing topic")
     starts = _offsets(admin, {tp: OffsetSpec.earliest() for tp in tps}, timeout)
     ends = _offsets(admin, {tp: OffsetSpec.latest() for tp in tps}, timeout)
-    if to_earliest:
-        target = starts
-    elif to_latest:
-        target = ends
-    elif to_offset is not None:
-        target = {k: min(max(to_offset, starts[k]), ends[k]) for k in ends}
-    elif shift_by is not None:
+    if shift_by is not None:
         missing_c = sorted(k for k in ends if k not in current)
         if missing_c:
             t, p = missing_c[0]
@@ -447,13 +442,13 @@ def reset_offsets(
                 f"cannot shift the offset of {group!r} on {t}-{p}: it has no committed offset "
                 "(use --to-earliest, --to-latest or --to-offset for it)"
             )
-        target = {k: min(max(current[k] + shift_by, starts[k]), ends[k]) for k in ends}
-    else:
-        if by_duration is not None:
-            ts = int(time.time() * 1000) - duration_ms
-        found = _offsets(admin, {tp: OffsetSpec.for_timestamp(ts) for tp in tps}, timeout)
-        # No record at or after the time: the end of the log, as Kafka's tool does.
-        target = {k: (v if v >= 0 else ends[k]) for k, v in found.items()}
+    if by_duration is not None:
+        ts = int(time.time() * 1000) - duration_ms
+    target = reset_targets(
+        starts, ends, to_earliest=to_earliest, to_latest=to_latest, to_offset=to_offset,
+        shift_by=shift_by, current=current,
+        by_time=lambda: _offsets(admin, {tp: OffsetSpec.for_timestamp(ts) for tp in tps}, timeout),
+    )
     if not dry_run:
         req = ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for (t, p), o in sorted(target.items())]

@@ -38,6 +38,7 @@ from yak.cli.common import (
     wait,
 )
 from yak.cli.group import _parse_datetime
+from yak.cli.offset_reset import reset_targets
 
 app = typer.Typer(
     help="List, describe (start offsets, lag), reset offsets of, and delete share groups.",
@@ -221,16 +222,9 @@ def reset_offsets(
                 fail(f"share group {group!r} has no start offset on any existing topic")
         starts = client.list_offsets({tp: _EARLIEST for tp in tps})
         ends = client.list_offsets({tp: _LATEST for tp in tps})
-        if to_earliest:
-            target = starts
-        elif to_latest:
-            target = ends
-        elif to_offset is not None:
-            target = {k: min(max(to_offset, starts[k]), ends[k]) for k in ends}
-        else:
-            by_time = client.list_offsets({tp: ts for tp in tps})
-            # no record at or after the time: the log end, as Kafka's tools do
-            target = {k: (v if v >= 0 else ends[k]) for k, v in by_time.items()}
+        target = reset_targets(
+            starts, ends, to_earliest=to_earliest, to_latest=to_latest, to_offset=to_offset,
+            by_time=lambda: client.list_offsets({tp: ts for tp in tps}))
         if not dry_run:
             errors = client.alter_share_group_offsets(group, target)
             bad = sorted((k, e) for k, e in errors.items() if e)
