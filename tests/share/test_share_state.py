@@ -212,7 +212,7 @@ def test_a_read_by_a_newer_leader_fences_the_deposed_one_before_its_first_write(
         coord = _coordinator(log)
         key = ShareKey("g", TID, 0)
         assert await coord.write(key, 0, 3, 0, [(0, 9, 0, 1)]) is ErrorCode.none
-        assert coord.read(key, 4)[0] is ErrorCode.none  # the new leader loads
+        assert (await coord.read_state(key, 4))[0] is ErrorCode.none  # the new leader loads
         assert await coord.write(key, 0, 3, 0, [(0, 0, 2, 1)]) is ErrorCode.fenced_leader_epoch
         assert coord.read(key, 3)[0] is ErrorCode.fenced_leader_epoch
         _, st = coord.read(key, 4)

@@ -222,14 +222,10 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ the state RPCs
 
     def read(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
-        """ReadShareGroupState: the state (None: never initialized). An older leader epoch
-        is fenced. A newer one fences the older leaders at once, in memory (durably with
-        its next write): a deposed leader that lives on (paused past its session, then
-        resumed) must not write between the new leader's read and its first write, or
-        what it writes (an accept) is missing from the window the new leader read, and
-        the new leader hands the record out again (the share chaos workload found that:
-        acknowledged twice). Kafka's coordinator records the epoch on read as well; here
-        a coordinator failover before the new leader's first write forgets it."""
+        """The state as applied so far (None: never initialized), with no side effect:
+        ReadShareGroupStateSummary, DescribeShareGroupOffsets, a reset's read (leader
+        epoch -1). An older leader epoch than the one stored is fenced. A share-partition
+        leader loading its state reads with `read_state`, which records a newer epoch."""
         p = self.partition_for(key)
         err = self.runtime.shard_error(p)
         if err is not None:
@@ -237,9 +233,62 @@ class ShareCoordinator:
         st = self.runtime.schedule_read_operation(p, lambda s: s.states.get(key))
         if st is not None and 0 <= leader_epoch < st.leader_epoch:
             return ErrorCode.fenced_leader_epoch, None
-        if st is not None and leader_epoch > st.leader_epoch:
-            st.leader_epoch = leader_epoch
         return ErrorCode.none, st
+
+    async def read_state(self, key: ShareKey,
+                         leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        """ReadShareGroupState by a share-partition leader at `leader_epoch` (Kafka's
+        readStateAndMaybeUpdateLeaderEpoch, a write operation there too): the state
+        (None: never initialized) once every write of the shard submitted before it has
+        completed, so it holds what an older leader wrote up to now. An older leader
+        epoch is FENCED_LEADER_EPOCH. A newer one fences the older leaders: at once in
+        the shard's memory, so a deposed leader that lives on (paused past its session,
+        then resumed) cannot write between this read and the new leader's first write
+        (what it wrote, an accept, would be missing from the window read here, and the
+        record handed out again: found by the share chaos workload); and durably, by a
+        ShareUpdate carrying the epoch and no batches, answered only once committed, so
+        a share-coordinator failover after the read still refuses the old leader. A
+        read at the epoch stored (or -1) writes nothing."""
+        if leader_epoch < 0:
+            return self.read(key, leader_epoch)
+        p = self.partition_for(key)
+        counted: list[ShareStateShard] = []  # the shard whose in_flight this read took
+
+        def op(shard: ShareStateShard) -> CoordinatorResult[ShareState | None]:
+            st = shard.states.get(key)
+
+            def apply() -> ShareState | None:
+                return shard.states.get(key)
+
+            if st is None or leader_epoch == st.leader_epoch:
+                return CoordinatorResult([], apply=apply)
+            if leader_epoch < st.leader_epoch:
+                raise error_for_code(ErrorCode.fenced_leader_epoch,
+                                     f"leader epoch {leader_epoch} < {st.leader_epoch}")
+            st.leader_epoch = leader_epoch  # the fence, before any later write's check
+            shard.in_flight[key] = shard.in_flight.get(key, 0) + 1  # no snapshot meanwhile
+            counted.append(shard)
+            record = (rec.encode_key(rec.UPDATE, key),
+                      rec.encode_update(st.snapshot_epoch, leader_epoch, -1, ()))
+
+            def apply_update() -> ShareState | None:
+                shard._update(key, leader_epoch, -1, ())  # as the replay will
+                return shard.states.get(key)
+
+            return CoordinatorResult([record], apply=apply_update)
+
+        try:
+            return ErrorCode.none, await self.runtime.schedule_write_operation(
+                "share-read", p, op)
+        except KafkaError as e:
+            return e.code, None
+        finally:
+            for shard in counted:
+                n = shard.in_flight.get(key, 0) - 1
+                if n > 0:
+                    shard.in_flight[key] = n
+                else:
+                    shard.in_flight.pop(key, None)
 
     async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: Sequence[StateBatch],
@@ -278,6 +327,10 @@ class ShareCoordinator:
                 at = self._log_end(p) if self._log_end is not None else None
 
                 def apply() -> ErrorCode:
+                    # a newer leader's read since this operation ran raised the fence
+                    now = shard.states.get(key)
+                    if now is not None:
+                        merged.leader_epoch = max(merged.leader_epoch, now.leader_epoch)
                     shard.states[key] = merged
                     if at is not None and at >= 0:
                         shard.snapshot_offsets[key] = at

@@ -70,7 +70,7 @@ class CoordinatorPersister:
         err = await self.coordinator.ensure_ready(key)
         if err is not None:
             return ReadResult(err)
-        code, st = self.coordinator.read(key, leader_epoch)
+        code, st = await self.coordinator.read_state(key, leader_epoch)
         if code is not ErrorCode.none or st is None:
             return ReadResult(code)
         return ReadResult(ErrorCode.none, st.state_epoch, st.start_offset, list(st.batches))

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if key is not None and coordinator is not None:
                 code = await coordinator.ensure_ready(key) or ErrorCode.none
                 if code is ErrorCode.none:
-                    code, st = coordinator.read(key, p.leader_epoch)
+                    code, st = await coordinator.read_state(key, p.leader_epoch)
                     if st is not None:
                         fields.update(state_epoch=st.state_epoch, start_offset=st.start_offset,
                                       state_batches=tuple(build(
