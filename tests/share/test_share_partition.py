@@ -153,7 +153,7 @@ def test_gap_batches_are_never_handed_out_and_do_not_stall_the_window() -> None:
 
 def test_read_committed_gaps_aborted_batches_and_markers() -> None:
     from yak.protocol.records import Record, build_batch
-    from yak.share.manager import _batches
+    from yak.share.log_read import read_batches as _batches
 
     def batch(base: int, n: int, pid: int = -1, txn: bool = False,
               control: bool = False) -> bytes:

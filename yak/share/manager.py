@@ -34,7 +34,6 @@ from yak.clock import Clock
 from yak.errors import ErrorCode, KafkaError
 from yak.partition.partition import FetchIsolation
 from yak.partition.replica_manager import ReplicaManager
-from yak.protocol.records import iter_batches
 from yak.share.dead_letters import DeadLetters, LeaderOf, Send
 from yak.share.group import ShareGroups, TopicLookup
 from yak.share.group_configs import (
@@ -45,6 +44,7 @@ from yak.share.group_configs import (
     reset_end,
 )
 from yak.share.load_failures import LoadFailures
+from yak.share.log_read import acquired_records, read_batches
 from yak.share.metrics import ShareMetrics
 from yak.share.partition import AcquiredRange, InvalidRecordState, SharePartition
 from yak.share.persister import CoordinatorPersister
@@ -337,18 +337,21 @@ class ShareManager:
                     wanted: Sequence[tuple[str, int]], *, max_records: int, max_bytes: int,
                     max_wait_ms: int, acked: Sequence[tuple[str, int]] = (),
                     ack_errors: dict[tuple[str, int], ErrorCode] | None = None,
+                    record_limit: bool = False, regions: bool = False,
                     ) -> list[SharePartitionResult]:
         """Acquire for `member_id`. `acked`: the partitions whose acknowledgements the
         caller just applied: made durable with the acquisitions (one write per share
         partition), or before waiting when nothing is acquired; `ack_errors` gets the
-        ones whose write failed."""
+        ones whose write failed. `record_limit`: SharePartition.acquire's; `regions`: the
+        records as `FileRegion`s (yak/share/log_read.py), for a sendfile connection."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         acks_pending = bool(acked) and self.persister is not None
         if self.persister is not None:
             await self._ensure_loaded(group_id, wanted)
         while True:
-            results = self._acquire(group_id, member_id, wanted, max_records, max_bytes)
+            results = self._acquire(group_id, member_id, wanted, max_records, max_bytes,
+                                    record_limit, regions)
             if any(r.acquired or r.error is not ErrorCode.none for r in results):
                 if self.persister is not None:
                     failed = await self._make_durable(group_id, member_id, wanted, results,
@@ -508,7 +511,8 @@ class ShareManager:
         return failed
 
     def _acquire(self, group_id: str, member_id: str, wanted: Sequence[tuple[str, int]],
-                 max_records: int, max_bytes: int) -> list[SharePartitionResult]:
+                 max_records: int, max_bytes: int, record_limit: bool = False,
+                 regions: bool = False) -> list[SharePartitionResult]:
         out: list[SharePartitionResult] = []
         budget = max(1, max_records)
         bytes_left = max_bytes
@@ -552,46 +556,23 @@ class ShareManager:
             if offset >= bound:
                 continue
             try:
-                info = p.read(offset, sp.read_bytes(bytes_left, budget), isolation, True)
+                info = p.read(offset, sp.read_bytes(bytes_left, budget), isolation, True,
+                              regions)
+                batches = read_batches(info.buffers,
+                                       info.aborted_transactions if committed else None)
             except KafkaError as e:
                 r.error = e.code
                 continue
-            batches = _batches(info.buffers, info.aborted_transactions if committed else None)
             sp.read_seen(batches)
             r.acquired = sp.acquire(member_id, [(b, e, gap) for b, e, gap, _ in batches],
-                                    budget)
+                                    budget, record_limit)
             if not r.acquired:
                 continue
             budget -= sum(a.last_offset - a.first_offset + 1 for a in r.acquired)
             lo, hi = r.acquired[0].first_offset, r.acquired[-1].last_offset
-            r.records = [v for b, e, _, v in batches if e >= lo and b <= hi]
+            r.records = acquired_records(batches, lo, hi)
             bytes_left -= sum(len(v) for v in r.records)
         return out
-
-
-def _batches(buffers: Iterable[Any], aborted: list[tuple[int, int]] | None,
-             ) -> list[tuple[int, int, bool, memoryview]]:
-    """(base, last, gap, view) per batch read. Gaps are never handed out: control batches,
-    and under read_committed (`aborted` given: (producer id, first offset) of the aborted
-    transactions in the range, Kafka's FetchResponse list) the batches of an aborted
-    transaction, from its first offset up to its abort marker (Kafka's consumer rule)."""
-    pending = sorted(aborted or (), key=lambda a: a[1])
-    open_aborts: set[int] = set()
-    out: list[tuple[int, int, bool, memoryview]] = []
-    i = 0
-    for buf in buffers:
-        view = memoryview(buf)
-        for pos, h in iter_batches(view):
-            while i < len(pending) and pending[i][1] <= h.last_offset:
-                open_aborts.add(pending[i][0])
-                i += 1
-            if h.is_control:
-                open_aborts.discard(h.producer_id)  # the abort (or commit) marker
-                gap = True
-            else:
-                gap = h.is_transactional and h.producer_id in open_aborts
-            out.append((h.base_offset, h.last_offset, gap, view[pos:pos + h.size]))
-    return out
 
 
 def topic_partitions(ids: Callable[[uuid.UUID], str | None],

@@ -7,7 +7,9 @@ Topics are named by id; one topic repeated in a request (librdkafka may do so) i
 by id. The acknowledgements are applied before the first await, so they take effect in
 the connection's order, then made durable (the share coordinator) before the fetch.
 Records go back as whole batches; AcquiredRecords says which offsets the member holds
-and with which delivery count. The response is encoded by hand
+and with which delivery count. On a plaintext connection (the connection's `sendfile`
+extra, as for Fetch) the batches stay in the segment files as `FileRegion`s
+(yak/share/log_read.py) and go out by `sendfile`, never copied through Python. The response is encoded by hand
 (yak/protocol/share_fetch_codec.py, a RawResponse): the read's batch views go to the
 transport as they are, no kio dataclass per partition or acquired range, no join. Error
 responses before any partition is looked at (`_top`) stay kio's.
@@ -40,6 +42,9 @@ MIN_VERSION = 1
 MAX_VERSION = 2
 
 Key = tuple[uuid.UUID, int]
+# ShareFetch v2's share_acquire_mode (KIP-1206): 0 batch-optimized (the default, and v1's
+# only mode: max_records is a soft limit, whole batches acquired), 1 record-limit.
+RECORD_LIMIT = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -115,7 +120,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = await share.fetch(
             group_id, member_id, wanted, max_records=request.max_records,
             max_bytes=request.max_bytes, max_wait_ms=timedelta_to_ms(request.max_wait),
-            acked=list(acked), ack_errors=ack_errors)
+            acked=list(acked), ack_errors=ack_errors,
+            record_limit=ctx.api_version >= 2 and request.share_acquire_mode == RECORD_LIMIT,
+            regions=ctx.extras.get("sendfile", False))
     else:
         results = []
         ack_errors = await share.persist(group_id, acked)
