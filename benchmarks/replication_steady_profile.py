@@ -7,7 +7,7 @@ the three profiles merged (written at SIGTERM): the top functions by internal an
 cumulative time.
 
     .venv/bin/python benchmarks/replication_steady_profile.py TREE [--size 1024]
-        [--messages 100000] [--top 30] [--rf 3] [--set KEY=VALUE ...]
+        [--messages 100000] [--top 30] [--rf 3] [--set KEY=VALUE ...] [--keep DIR]
 
 Unlike `replication_profile.py` (a catch-up of large responses in one process), this is
 the produce-time shape: many small fetch responses, the leader's long polls woken per
@@ -56,6 +56,8 @@ def main() -> None:
     ap.add_argument("--rf", type=int, default=3)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="copy the brokers' .prof files here (for callers/callees)")
     a = ap.parse_args()
     tree = a.tree.resolve()
     cb = load_cluster_bench(tree)
@@ -94,6 +96,10 @@ def main() -> None:
         files = sorted(str(p) for p in keep.rglob("*.prof"))
         if not files:
             raise SystemExit(f"no profiles under {keep}")
+        if a.keep is not None:
+            a.keep.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy(f, a.keep / Path(f).name)
         stats = pstats.Stats(*files)
         total = stats.total_tt  # type: ignore[attr-defined]
         print(f"{len(files)} brokers' event-loop threads: {total:.2f} CPU s, "

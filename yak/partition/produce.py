@@ -320,9 +320,11 @@ class AppendPath:
             if r.info is None:
                 if w in pending:
                     w.cancel()
+                    self.produce_purgatory.forget(r.topic, r.partition, w)
                 continue  # already failed by its other wait
             if w in pending:
                 w.cancel()
+                self.produce_purgatory.forget(r.topic, r.partition, w)
                 p = self._partitions.get((r.topic, r.partition))
                 # Kafka's DelayedProduce: the ISR fell below min.insync.replicas after the
                 # append (the high watermark cannot move then), else a plain timeout.

@@ -15,6 +15,8 @@ re-checks them when that partition changes. Yak has the same two:
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 from collections.abc import Iterable
 
 __all__ = ["FetchPurgatory", "ProducePurgatory", "TopicPartition"]
@@ -72,64 +74,80 @@ class FetchPurgatory:
 
 
 class ProducePurgatory:
-    """acks=all appends waiting for the high watermark to reach an offset."""
+    """acks=all appends waiting for the high watermark to reach an offset.
+
+    A partition's waiters are kept sorted by the offset they need, so a high watermark
+    move completes a prefix of them: the work is per waiter completed, never a scan of
+    every waiter still parked (at RF=3 a busy partition has tens parked, and the high
+    watermark moves once per follower fetch). Futures completed elsewhere (a timeout,
+    `fail`) are dropped with the prefix they sit in, or by `forget`."""
 
     def __init__(self) -> None:
-        self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
+        self._waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[bool]]]] = {}
+        self._seq = itertools.count()  # ties in `required` keep arrival order
 
     def watch(self, topic: str, partition: int, required_offset: int) -> asyncio.Future[bool]:
         """A future that becomes True once the high watermark is >= `required_offset`,
-        or False if the partition stops being led here (`fail`)."""
+        or False if the partition stops being led here (`fail`). A caller that gives up
+        on it (request timeout) calls `forget`."""
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        key = (topic, partition)
-        self._waiters.setdefault(key, []).append((required_offset, fut))
-        # A waiter given up on (request timeout) must not stay registered.
-        fut.add_done_callback(lambda f: self._discard(key, f))
+        waiters = self._waiters.setdefault((topic, partition), [])
+        entry = (required_offset, next(self._seq), fut)
+        if not waiters or waiters[-1][0] <= required_offset:
+            waiters.append(entry)  # the usual case: appends come in offset order
+        else:
+            bisect.insort(waiters, entry)
         return fut
 
-    def _discard(self, key: TopicPartition, fut: asyncio.Future[bool]) -> None:
+    def forget(self, topic: str, partition: int, fut: asyncio.Future[bool]) -> None:
+        """Drop a waiter given up on (a timed-out request), so it does not stay
+        registered while the high watermark stands still."""
+        key = (topic, partition)
         waiters = self._waiters.get(key)
         if waiters is None:
             return
-        kept = [w for w in waiters if w[1] is not fut]
-        if kept:
-            self._waiters[key] = kept
-        else:
+        for i, w in enumerate(waiters):
+            if w[2] is fut:
+                del waiters[i]
+                break
+        if not waiters:
             del self._waiters[key]
 
     def check(self, topic: str, partition: int, high_watermark: int) -> None:
-        """The high watermark moved: complete the waiters it satisfies."""
-        waiters = self._waiters.get((topic, partition))
-        if not waiters:
+        """The high watermark moved: complete the waiters it satisfies (a prefix)."""
+        key = (topic, partition)
+        waiters = self._waiters.get(key)
+        if not waiters or waiters[0][0] > high_watermark:
             return
-        keep = []
-        for required, fut in waiters:
-            if fut.done():
-                continue
-            if high_watermark >= required:
+        n = bisect.bisect_right(waiters, high_watermark, key=_required)
+        for _, _, fut in waiters[:n]:
+            if not fut.done():
                 fut.set_result(True)
-            else:
-                keep.append((required, fut))
-        if keep:
-            self._waiters[(topic, partition)] = keep
+        if n == len(waiters):
+            del self._waiters[key]
         else:
-            del self._waiters[(topic, partition)]
+            del waiters[:n]
 
     def fail(self, topic: str, partition: int) -> None:
         """Leadership moved away (or the partition was deleted): nobody waits any more."""
-        for _, fut in self._waiters.pop((topic, partition), ()):
+        for _, _, fut in self._waiters.pop((topic, partition), ()):
             if not fut.done():
                 fut.set_result(False)
 
     def fail_all(self) -> None:
         waiters, self._waiters = self._waiters, {}
         for group in waiters.values():
-            for _, fut in group:
+            for _, _, fut in group:
                 if not fut.done():
                     fut.set_result(False)
 
     def waiting(self) -> int:
-        return sum(len(g) for g in self._waiters.values())
+        """Waiters not completed yet (metrics, tests)."""
+        return sum(1 for g in self._waiters.values() for w in g if not w[2].done())
+
+
+def _required(entry: tuple[int, int, asyncio.Future[bool]]) -> int:
+    return entry[0]
 
 
 def _expire(fut: asyncio.Future[bool]) -> None:
