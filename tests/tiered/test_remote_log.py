@@ -240,12 +240,12 @@ def test_unfinished_uploads_are_swept_by_the_next_leader(rm: ReplicaManager,
         real = rlm.manifests.commit
         calls = 0
 
-        async def dying(new: Manifest) -> bool:
+        async def dying(old: Manifest, new: Manifest) -> bool:
             nonlocal calls
             calls += 1
             if calls > 1:
                 raise asyncio.CancelledError()  # the process is gone
-            return await real(new)
+            return await real(old, new)
         rlm.manifests.commit = dying  # type: ignore[method-assign]
         with pytest.raises(asyncio.CancelledError):
             await rlm._leader_round(rlm._tiered()[0], rlm._states[("t", 0)])

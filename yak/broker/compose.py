@@ -65,6 +65,7 @@ from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
+from yak.cluster.remote_log_metadata import KVRemoteLogMetadata
 from yak.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from yak.cluster.replica_selector import replica_selector
 from yak.cluster.replication_throttle import ReplicationThrottle
@@ -413,7 +414,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     if authorizer is not None:
         parts.append(Part("authorizer", start_authorizer))
     parts.append(Part("client quotas", start_quotas, stop_quotas))
-    tiered = make_tiered(config, replica_manager)
+    tiered = make_tiered(config, replica_manager, KVRemoteLogMetadata(node.client, node.keys))
     if tiered is not None:
         parts.append(tiered)  # started last (partitions hosted), stopped first
         metrics.registry.register(TieredCollector(replica_manager.remote_log))  # at scrape
@@ -512,11 +513,12 @@ def make_share(config: BrokerConfig, replica_manager: ReplicaManager,
         leader_of, send)  # leader_of, send: dead-letter copies led elsewhere
 
 
-def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part | None:
+def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager,
+                metadata: KVRemoteLogMetadata | None = None) -> Part | None:
     """Tiered storage (issue 25, docs/tiered.md): with `remote.log.storage.system.enable`,
     the remote log manager over the replica manager's hosted partitions, plugged into its
-    fetch path. A bad URI, or a store that does not answer at start-up, is one line and
-    exit 2."""
+    fetch path, committing its remote log metadata in the metadata store (`metadata`). A
+    bad URI, or a store that does not answer at start-up, is one line and exit 2."""
     tiered_config = _construct("remote log manager",
                                lambda: TieredConfig.from_settings(config.raw))
     if not tiered_config.enabled:
@@ -527,7 +529,8 @@ def make_tiered(config: BrokerConfig, replica_manager: ReplicaManager) -> Part |
                                 p.is_leader) for p in replica_manager.partitions()]
 
     rlm = _construct("remote log manager",
-                     lambda: RemoteLogManager(tiered_config, config.node_id, hosted))
+                     lambda: RemoteLogManager(tiered_config, config.node_id, hosted,
+                                              metadata=metadata))
     replica_manager.remote_log = rlm
 
     async def start() -> None:

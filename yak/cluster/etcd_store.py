@@ -452,7 +452,8 @@ class EtcdMetadataStore:
         return info
 
     async def delete_topic(self, name: str) -> TopicInfo:
-        """Delete the topic, its partition records and configs in one transaction."""
+        """Delete the topic, its partition records, configs and remote log metadata in one
+        transaction."""
         for _ in range(3):
             entry = self._topics.get(name)
             if entry is None:
@@ -464,7 +465,8 @@ class EtcdMetadataStore:
                 [Compare.mod_revision(kv.key, "==", kv.mod_revision)],
                 [Op.delete(kv.key), Op.delete(self.keys.partitions + rec.topic_id + "/",
                                               prefix=True),
-                 Op.delete(self.keys.config(TOPIC_RESOURCE, name))],
+                 Op.delete(self.keys.config(TOPIC_RESOURCE, name)),
+                 Op.delete(self.keys.remote_log_topic(rec.topic_id), prefix=True)],
                 [Op.get(kv.key)])
             if r.succeeded:
                 await self.wait_for_revision(r.revision)

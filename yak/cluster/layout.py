@@ -109,6 +109,19 @@ class ClusterKeys:
     def broker_load(self, node_id: int) -> str:
         return f"{self.broker_loads}{node_id}"
 
+    @property
+    def remote_log(self) -> str:
+        """Prefix of tiered storage's remote log metadata, the commit point of each tiered
+        partition's remote segments (`yak/cluster/remote_log_metadata.py`, docs/tiered.md):
+        `remote_log/<topic id>/<partition>/head` and `.../segments/<base>-<segment id>`."""
+        return self.root + "remote_log/"
+
+    def remote_log_topic(self, topic_id: str) -> str:
+        return f"{self.remote_log}{topic_id}/"
+
+    def remote_log_partition(self, topic_id: str, partition: int) -> str:
+        return f"{self.remote_log}{topic_id}/{partition}/"
+
     @staticmethod
     def node_id_of(broker_key: str) -> int:
         return int(broker_key.rsplit("/", 1)[1])

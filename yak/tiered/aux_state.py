@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from yak.tiered.metadata import ManifestStore, RemoteLogSegmentMetadata, partition_dir
 from yak.tiered.reader import RemoteCorruptionError, RemoteSegmentReader
+from yak.tiered.remote_metadata import RemoteLogMetadata
 
 __all__ = ["RemoteAuxState", "parse_epoch_checkpoint", "remote_aux_state"]
 
@@ -67,10 +68,11 @@ def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-async def remote_aux_state(manifests: ManifestStore, reader: RemoteSegmentReader,
-                           topic: str, topic_id: str, partition: int,
+async def remote_aux_state(manifests: RemoteLogMetadata | ManifestStore,
+                           reader: RemoteSegmentReader, topic: str, topic_id: str, partition: int,
                            leader_local_start: int) -> RemoteAuxState | None:
-    """From the newest manifest: the remote segment holding `leader_local_start - 1` and
+    """From the committed metadata (the metadata store's, else the bucket's newest
+    manifest): the remote segment holding `leader_local_start - 1` and
     its producer snapshot and leader epochs. None if no remote segment holds that offset
     (nothing to restore: the follower starts empty at the leader's local start)."""
     if leader_local_start <= 0:

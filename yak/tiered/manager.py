@@ -65,6 +65,7 @@ from yak.tiered.metadata import (
 from yak.tiered.orphans import find_orphans
 from yak.tiered.quota import RemoteFetchQuota
 from yak.tiered.reader import ChunkCache, RemoteRead, RemoteSegmentReader
+from yak.tiered.remote_metadata import MAX_CHANGES_PER_COMMIT, MetadataBackend, RemoteLogMetadata
 from yak.tiered.segments import segments_to_copy
 from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
 
@@ -108,7 +109,8 @@ class _State:
 class RemoteLogManager:
     def __init__(self, config: TieredConfig, node_id: int,
                  hosted: Callable[[], Iterable[HostedPartition]],
-                 store: RemoteStore | None = None) -> None:
+                 store: RemoteStore | None = None,
+                 metadata: MetadataBackend | None = None) -> None:
         assert config.uri is not None
         self.config = config
         self.node_id = node_id
@@ -116,7 +118,9 @@ class RemoteLogManager:
         self.store = store or RemoteStore(parse_uri(config.uri), {
             "access_key_id": config.access_key_id,
             "secret_access_key": config.secret_access_key})
-        self.manifests = ManifestStore(self.store)
+        # The commit point is the metadata store (`metadata`, the cluster layer's, handed in
+        # by the composition); the bucket's manifest follows it (`yak.tiered.remote_metadata`).
+        self.manifests = RemoteLogMetadata(ManifestStore(self.store), metadata)
         self.cache = ChunkCache(config.cache_bytes)
         self.reader = RemoteSegmentReader(self.store, self.cache)
         self._states: dict[tuple[str, int], _State] = {}
@@ -202,9 +206,12 @@ class RemoteLogManager:
             st = self._states[(h.topic, h.partition)] = _State(h.topic_id)
         return st
 
-    async def _load(self, h: HostedPartition) -> Manifest:
+    async def _load(self, h: HostedPartition, *, leader: bool = False) -> Manifest:
         st = self._state(h)
-        m = await self.manifests.load(h.topic, h.topic_id, h.partition)
+        if leader:  # a leadership starts: repair a crash between commit and publication
+            m = await self.manifests.reconcile(h.topic, h.topic_id, h.partition)
+        else:
+            m = await self.manifests.load(h.topic, h.topic_id, h.partition)
         st.manifest = m
         h.log.tiered_upto = m.copied_upto
         return m
@@ -237,11 +244,13 @@ class RemoteLogManager:
 
     async def _leader_round(self, h: HostedPartition, st: _State) -> None:
         if st.manifest is None or st.epoch != h.leader_epoch:
-            # A new leadership: carry on from the newest manifest, whoever wrote it.
-            await self._load(h)
+            # A new leadership: carry on from the committed metadata, whoever wrote it.
+            await self._load(h, leader=True)
             st.epoch = h.leader_epoch
             st.orphans_due_ms = 0
         assert st.manifest is not None
+        if self.manifests.unpublished(st.manifest):
+            await self.manifests.publish(st.manifest)  # a publication that failed here
         if st.manifest.leader_epoch > h.leader_epoch:
             return  # a newer leader owns the remote log; our leadership is stale
         if _now_ms() >= st.orphans_due_ms:
@@ -253,18 +262,22 @@ class RemoteLogManager:
         await self._remote_retention(h, st)
 
     async def _commit(self, h: HostedPartition, st: _State, **changes: Any) -> Manifest:
-        """Commit the next manifest version; _Fenced if someone else committed it."""
+        """Commit the next version in the metadata store, then publish it to the bucket;
+        _Fenced if someone else committed it. A failed publication raises after the
+        commit (the round backs off; the next one publishes first): objects are deleted
+        only after the version without them is in both copies."""
         assert st.manifest is not None
         new = replace(st.manifest, version=st.manifest.version + 1,
                       leader_epoch=max(h.leader_epoch, st.manifest.leader_epoch),
                       broker_id=self.node_id, **changes)
-        if not await self.manifests.commit(new):
+        if not await self.manifests.commit(st.manifest, new):
             latest = await self.manifests.load(h.topic, h.topic_id, h.partition)
             st.manifest = latest
             h.log.tiered_upto = latest.copied_upto
             raise _Fenced(f"manifest version {new.version} was committed by broker"
                           f" {latest.broker_id} at leader epoch {latest.leader_epoch}")
         st.manifest = new
+        await self.manifests.publish(new)
         return new
 
     async def _sweep(self, h: HostedPartition, st: _State) -> None:
@@ -273,7 +286,7 @@ class RemoteLogManager:
         assert st.manifest is not None
         stale = [s for s in st.manifest.segments
                  if s.state in (SegmentState.COPY_SEGMENT_STARTED,
-                                SegmentState.DELETE_SEGMENT_STARTED)]
+                                SegmentState.DELETE_SEGMENT_STARTED)][:MAX_CHANGES_PER_COMMIT]
         if not stale:
             return
         d = partition_dir(h.topic, h.topic_id, h.partition)
@@ -316,7 +329,7 @@ class RemoteLogManager:
         bound = min(plog.high_watermark, plog.last_stable_offset, plog.recovery_point)
         todo = await asyncio.to_thread(
             segments_to_copy, plog, st.manifest.copied_upto, bound,
-            self.config.copier_pool_size, self.node_id)
+            min(self.config.copier_pool_size, MAX_CHANGES_PER_COMMIT), self.node_id)
         if not todo:
             return
         metas = [m for m, _, _ in todo]
@@ -399,7 +412,7 @@ class RemoteLogManager:
             while n < len(rest) and total - rest[n].size >= cfg.retention_bytes:
                 total -= rest[n].size
                 n += 1
-        drop += rest[:n]
+        drop = (drop + rest[:n])[:MAX_CHANGES_PER_COMMIT]  # the rest next round
         if not drop:
             if st.requested_start > st.manifest.log_start_offset:
                 await self._commit(h, st, log_start_offset=st.requested_start)
@@ -437,12 +450,24 @@ class RemoteLogManager:
                 st.task.cancel()
                 stopping.append(st.task)
         self.cache.drop_prefix(topic_prefix(topic, topic_id))
-        task = asyncio.create_task(
-            delete_remote_topic(self.store, self.config, topic, topic_id, stopping),
-            name=f"yak-rlm-delete-{topic}")
+        task = asyncio.create_task(self._delete_topic(topic, topic_id, stopping),
+                                   name=f"yak-rlm-delete-{topic}")
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
         return task
+
+    async def _delete_topic(self, topic: str, topic_id: str,
+                            stopping: list[asyncio.Task[None]]) -> None:
+        """The objects first, the metadata store's records last (as the manifests are the
+        last objects deleted): a deletion cut short leaves metadata naming what is gone,
+        never objects nothing names. The metadata store's topic deletion drops the records
+        too; this catches a commit that raced it."""
+        await delete_remote_topic(self.store, self.config, topic, topic_id, stopping)
+        try:
+            await self.manifests.delete_topic(topic_id)
+        except Exception as e:  # noqa: BLE001 - the metadata store's; the topic is gone
+            log.warning("%s: dropping the deleted topic's remote log metadata failed: %s",
+                        topic, e)
 
     # ------------------------------------------------------------------ reads
 

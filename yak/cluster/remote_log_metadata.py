@@ -1,0 +1,131 @@
+"""Tiered storage's remote log metadata in the metadata store (issue 25; docs/tiered.md,
+"Where the metadata lives"): the commit point of each tiered partition's remote log, on the
+one metadata path (etcd in a cluster, the local store in a single broker: `KVClient`).
+
+Keys (`ClusterKeys.remote_log_partition`), one per segment so that no value nears etcd's
+request size limit (1.5 MiB) however long the remote log grows:
+
+    remote_log/<topic id>/<partition>/head                      version, leader epoch,
+                                                                broker, remote log start
+    remote_log/<topic id>/<partition>/segments/<base>-<id>      one RemoteLogSegmentMetadata
+
+A version is committed in one transaction: the head compared on its mod revision (the
+version before; absent for the first), the head put, and the segments that changed put or
+deleted. So the head and its segments change together, and of two brokers that both
+believe they lead exactly one commits a version. One range read of the partition's prefix
+reads a consistent version. Segment keys without a head (an adoption cut short) are
+ignored. This implements `yak.tiered.remote_metadata.MetadataBackend`; the tiered layer
+never imports this one, the composition hands it in.
+"""
+
+from __future__ import annotations
+
+import json
+
+from yak.cluster.etcd_values import Compare, KeyValue, Op
+from yak.cluster.kv import KVClient
+from yak.cluster.layout import ClusterKeys
+from yak.tiered.metadata import Manifest, RemoteLogSegmentMetadata
+
+__all__ = ["KVRemoteLogMetadata"]
+
+HEAD_FORMAT = 1
+# etcd refuses a transaction of more than --max-txn-ops operations (128 by default); the
+# remote log manager changes at most 100 segments per commit (MAX_CHANGES_PER_COMMIT).
+MAX_TXN_OPS = 120
+
+
+class KVRemoteLogMetadata:
+    """The remote log metadata of every tiered partition, in one cluster's namespace."""
+
+    def __init__(self, client: KVClient, keys: ClusterKeys) -> None:
+        self.client = client
+        self.keys = keys
+        # (topic id, partition) -> (version, the head's mod revision): the compare of the
+        # next commit without a read first.
+        self._heads: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def _head(self, topic_id: str, partition: int) -> str:
+        return self.keys.remote_log_partition(topic_id, partition) + "head"
+
+    def _segment(self, topic_id: str, partition: int, s: RemoteLogSegmentMetadata) -> str:
+        return (f"{self.keys.remote_log_partition(topic_id, partition)}segments/"
+                f"{s.base_offset:020d}-{s.segment_id}")
+
+    async def load(self, topic: str, topic_id: str, partition: int) -> Manifest | None:
+        prefix = self.keys.remote_log_partition(topic_id, partition)
+        r = await self.client.range(prefix, prefix=True)
+        head: KeyValue | None = None
+        segments = []
+        for kv in r.kvs:
+            if kv.key == prefix + "head":
+                head = kv
+            elif kv.key.startswith(prefix + "segments/"):
+                segments.append(RemoteLogSegmentMetadata.from_json(json.loads(kv.value)))
+        if head is None:
+            self._heads.pop((topic_id, partition), None)
+            return None
+        h = json.loads(head.value)
+        if h.get("format") != HEAD_FORMAT:
+            raise ValueError(f"{head.key}: unknown format {h.get('format')!r}")
+        m = Manifest(topic=str(h.get("topic", topic)), partition=partition, topic_id=topic_id,
+                     version=int(h["version"]), leader_epoch=int(h["leader_epoch"]),
+                     broker_id=int(h["broker_id"]),
+                     log_start_offset=int(h["log_start_offset"]),
+                     segments=tuple(sorted(segments, key=lambda s: s.base_offset)))
+        self._heads[(topic_id, partition)] = (m.version, head.mod_revision)
+        return m
+
+    async def commit(self, old: Manifest, new: Manifest) -> bool:
+        key = (new.topic_id, new.partition)
+        head = self._head(new.topic_id, new.partition)
+        if old.version == 0:
+            guard = Compare.create_revision(head, "==", 0)
+        else:
+            cached = self._heads.get(key)
+            if cached is None or cached[0] != old.version:
+                kv = await self.client.get(head)
+                if kv is None or int(json.loads(kv.value)["version"]) != old.version:
+                    return False
+                cached = (old.version, kv.mod_revision)
+            guard = Compare.mod_revision(head, "==", cached[1])
+        before = {s.segment_id: s for s in old.segments}
+        after = {s.segment_id: s for s in new.segments}
+        ops = [Op.put(self._segment(new.topic_id, new.partition, s),
+                      json.dumps(s.to_json(), separators=(",", ":")))
+               for sid, s in after.items() if before.get(sid) != s]
+        ops += [Op.delete(self._segment(new.topic_id, new.partition, s))
+                for sid, s in before.items() if sid not in after]
+        if len(ops) + 1 > MAX_TXN_OPS:
+            if old.version != 0:
+                raise ValueError(f"{len(ops)} segment changes in one remote log metadata"
+                                 f" commit (at most {MAX_TXN_OPS - 1})")
+            # Taking a long manifest from the bucket into an empty store: stray keys of an
+            # earlier try dropped and the segments written in batches while no head
+            # exists (a reader sees nothing until the head), then the head.
+            absent = Compare.create_revision(head, "==", 0)
+            seg_prefix = self.keys.remote_log_partition(new.topic_id, new.partition)
+            r = await self.client.txn([absent], [Op.delete(seg_prefix + "segments/",
+                                                           prefix=True)])
+            if not r.succeeded:
+                return False
+            for i in range(0, len(ops), MAX_TXN_OPS):
+                r = await self.client.txn([absent], ops[i:i + MAX_TXN_OPS])
+                if not r.succeeded:
+                    return False
+            ops = []
+        value = json.dumps({
+            "format": HEAD_FORMAT, "topic": new.topic, "version": new.version,
+            "leader_epoch": new.leader_epoch, "broker_id": new.broker_id,
+            "log_start_offset": new.log_start_offset}, separators=(",", ":"))
+        r = await self.client.txn([guard], [Op.put(head, value), *ops])
+        if not r.succeeded:
+            self._heads.pop(key, None)
+            return False
+        self._heads[key] = (new.version, r.revision)
+        return True
+
+    async def delete_topic(self, topic_id: str) -> None:
+        for key in [k for k in self._heads if k[0] == topic_id]:
+            del self._heads[key]
+        await self.client.delete(self.keys.remote_log_topic(topic_id), prefix=True)
