@@ -37,6 +37,9 @@ class SeaweedS3:
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
         self.s3_port = 0
+        # Kept from the first start: a restart (stop, start) answers at the same endpoint,
+        # on the same data, as a store that went down and came back.
+        self._ports: dict[str, int] | None = None
         self.log_path = os.path.join(workdir, "weed.log")
 
     @property
@@ -46,7 +49,7 @@ class SeaweedS3:
     def start(self, timeout: float = 60.0) -> None:
         data = os.path.join(self.workdir, "weed-data")
         os.makedirs(data, exist_ok=True)
-        p = {name: free_port() for name in (
+        p = self._ports = self._ports or {name: free_port() for name in (
             "master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc",
             "s3", "s3_grpc", "iam", "debug", "metrics")}
         self.s3_port = p["s3"]
