@@ -6,17 +6,22 @@ topic with `remote.storage.enable=true`, one task per `remote.log.manager.task.i
   uploaded once with its `.index`, `.timeindex`, `.txnindex`, producer snapshot and the
   leader epochs it spans, at most `remote.log.manager.copier.thread.pool.size` uploads at a
   time over the broker and at most `remote.log.manager.copy.max.bytes.per.second`. The
-  manifest (`yak.tiered.metadata`) is committed first with the segments COPY_SEGMENT_STARTED
-  and then COPY_SEGMENT_FINISHED; only then does `PartitionLog.tiered_upto` move, which is
-  what lets local retention (`local.retention.*`) delete the local copies;
+  remote log metadata is committed first with the segments COPY_SEGMENT_STARTED and then
+  COPY_SEGMENT_FINISHED, each version in the metadata store and then as the bucket's
+  manifest (`yak.tiered.remote_metadata`, `yak.tiered.metadata`); only then does
+  `PartitionLog.tiered_upto` move, which is what lets local retention
+  (`local.retention.*`) delete the local copies;
 - on the leader, remote retention: segments past `retention.ms` / `retention.bytes` (the
   whole log's) are marked DELETE_SEGMENT_STARTED with the remote log start offset moved
   past them, their objects deleted, then dropped from the manifest;
-- a new leader reads the newest manifest and carries on after its last copied offset (no
-  duplicate uploads); entries left STARTED by a leader that died between upload and commit
-  are swept (their objects deleted) before anything else, and segment files no manifest
-  names (orphans) once older than `remote.log.manager.orphan.grace.ms` (`yak.tiered.orphans`);
-- on a follower, the manifest is re-read so its local retention honours what was uploaded;
+- a new leader reads the committed metadata (republishing a version the bucket missed, or
+  taking the bucket's if the metadata store has none) and carries on after its last copied
+  offset (no duplicate uploads); entries left STARTED by a leader that died between
+  upload and commit are swept (their objects deleted) before anything else, and segment
+  files no manifest names (orphans) once older than `remote.log.manager.orphan.grace.ms`
+  (`yak.tiered.orphans`);
+- on a follower, the committed metadata is re-read so its local retention honours what was
+  uploaded;
   a follower below its leader's local log start restarts its log after the remote part
   with the producer snapshot and leader epochs of the remote segment before it
   (`follower_aux_state`, `yak.tiered.aux_state`);
