@@ -170,7 +170,8 @@ def test_the_state_topic_is_pruned_and_still_replays(
                                "share.coordinator.state.topic.prune.interval.ms": "1000"})
     bs = broker.bootstrap
     _setup(bs, "q", "g")
-    _produce(bs, "q", 10)
+    for i in range(10):  # a batch each: a fetch acquires whole batches (batch-optimized)
+        _produce(bs, "q", 1, first=i)
     with ExitStack() as stack:  # implicit acks: a write per fetch, 10 fetches
         c = ShareConsumer({"bootstrap.servers": bs, "group.id": "g", "max.poll.records": 1})
         stack.callback(c.close)
