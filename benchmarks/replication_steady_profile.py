@@ -7,7 +7,8 @@ the three profiles merged (written at SIGTERM): the top functions by internal an
 cumulative time.
 
     .venv/bin/python benchmarks/replication_steady_profile.py TREE [--size 1024]
-        [--messages 100000] [--top 30] [--rf 3] [--set KEY=VALUE ...] [--keep DIR]
+        [--messages 100000] [--top 30] [--rf 3] [--partitions 3] [--set KEY=VALUE ...]
+        [--keep DIR]
 
 Unlike `replication_profile.py` (a catch-up of large responses in one process), this is
 the produce-time shape: many small fetch responses, the leader's long polls woken per
@@ -54,6 +55,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--rf", type=int, default=3)
+    ap.add_argument("--partitions", type=int, default=3,
+                    help="1: one leader and two pure followers (see --keep)")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--keep", type=Path, default=None,
@@ -78,13 +81,13 @@ def main() -> None:
 
             topic = f"steady-rf{a.rf}"
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics([NewTopic(topic, 3, a.rf, config={
+            admin.create_topics([NewTopic(topic, a.partitions, a.rf, config={
                 "min.insync.replicas": str(min(a.rf, 2))})])[topic].result(60)
             time.sleep(2)  # leaders and followers settled
             for p in cluster.procs.values():
                 os.kill(p.pid, signal.SIGUSR1)
             spec = BenchSpec(bootstrap=cluster.bootstrap, topic=topic,
-                             message_size=a.size, count=a.messages, partitions=3,
+                             message_size=a.size, count=a.messages, partitions=a.partitions,
                              replication_factor=a.rf, acks="all", linger_ms=5.0,
                              timeout_s=300,
                              topic_config={"min.insync.replicas": str(min(a.rf, 2))})

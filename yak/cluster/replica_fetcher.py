@@ -100,7 +100,7 @@ class FetcherConfig:
     broker_epoch: Callable[[], int] = lambda: -1
     fetch_wait_max_ms: int = 500
     fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 1 << 20
+    fetch_max_bytes: int = 4 << 20  # replica.fetch.max.bytes: Yak's default (yak/settings.py)
     fetch_response_max_bytes: int = 10 << 20
     fetch_backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
