@@ -250,6 +250,7 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = _d("leader.imbalance.per.broker.percentage")
     controlled_shutdown_enable: bool = _d("controlled.shutdown.enable")
     broker_liveness_probe_enable: bool = _d("broker.liveness.probe.enable")
+    broker_liveness_unresponsive_ms: int = _d("broker.liveness.unresponsive.ms")
     broker_load_report_interval_ms: int = _d("broker.load.report.interval.ms")
     cordoned_log_dirs: list[str] = field(default_factory=lambda: _d("cordoned.log.dirs"))
     partition_autobalancing_mode: str = _d("partition.autobalancing.mode")

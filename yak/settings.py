@@ -579,6 +579,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
            doc="Yak's (issue 27): the controller fences a broker at once when its"
            " connection to it closes and its listener then refuses connections (the"
            " process is gone), without waiting for broker.session.timeout.ms"),
+        _b("broker.liveness.unresponsive.ms", "int", "2000", "cluster",
+           "broker_liveness_unresponsive_ms", lo=0,
+           doc="Yak's (issue 27): the probe also pings each broker on its connection"
+           " (ApiVersions, every 250 ms) and fences one that answered nothing for this"
+           " long (frozen: SIGSTOP, a long GC pause), unless the prober itself was late;"
+           " 0: never judged frozen, only by its session"),
         _b("process.roles", "list", "broker,controller", "cluster", effect=ACCEPTED,
            check=_check_roles),
         _b("controller.quorum.voters", "list", "", "cluster", effect=ACCEPTED,

@@ -74,8 +74,12 @@ def keys(request: pytest.FixtureRequest) -> ClusterKeys:
 
 # ---------------------------------------------------------------- Yak brokers on etcd
 
-# Short sessions so failover tests take seconds (Kafka's defaults are 9000/2000 ms).
-FAST_SESSION = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
+# Short sessions so failover tests take seconds (Kafka's defaults are 9000/2000 ms). These
+# tests SIGSTOP a broker to hold it stopped yet registered (a replica that cannot catch up,
+# markers that cannot land): the frozen-broker verdict stays off here
+# (broker.liveness.unresponsive.ms; it is tested by tests/cluster/test_liveness_pause.py).
+FAST_SESSION = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+                "broker.liveness.unresponsive.ms": "0"}
 
 
 class YakCluster:

@@ -577,6 +577,7 @@ def _cluster_node(config: BrokerConfig, replica_manager: ReplicaManager) -> Clus
         imbalance_percentage=config.leader_imbalance_per_broker_percentage,
         controlled_shutdown=config.controlled_shutdown_enable,
         liveness_probe=config.broker_liveness_probe_enable,
+        liveness_unresponsive_ms=config.broker_liveness_unresponsive_ms,
     )
 
 

@@ -226,6 +226,9 @@ _CLUSTER_FAMILIES = {
                         "Brokers this broker fenced because their process was gone "
                         "(connection closed, then refused), before their session expired: "
                         "as controller, any broker; as any broker, the active controller."),
+    "liveness_frozen": ("counter", "yak_controller_liveness_frozen",
+                        "Brokers this broker fenced as frozen: no answer to its liveness "
+                        "pings for broker.liveness.unresponsive.ms (yak/cluster/liveness.py)."),
 }
 
 

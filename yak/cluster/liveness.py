@@ -38,9 +38,17 @@ and every write of the old one compares on the key's create revision, so even a 
 verdict could only cost the old controller its term, never give two brokers one. Several
 brokers may reach the same verdict at once: a second revoke finds the lease gone.
 
-Nothing here can fence a live broker: the only trigger is the kernel's refusal on the
-broker's own host, repeated. A controller that loses its term stops probing the others at
-once (it goes on probing the next controller, as every broker does).
+A controller that loses its term stops probing the others at once (it goes on probing the
+next controller, as every broker does).
+
+**A frozen broker** (SIGSTOP, a long GC pause; issue 27) keeps its connection and its port,
+so the probe also pings on that connection (ApiVersions, one in flight, every 250 ms;
+liveness_pings.py) and fences a broker that has answered nothing for
+`broker.liveness.unresponsive.ms` (2000 ms; 0 turns it off), through the same checked
+revoke, unless this prober's own loop was late in the window. The kill verdict's trigger
+(the kernel's refusal, repeated) cannot fence a live broker; this one can fence a live but
+stalled one. What that costs (availability only: it registers again) and why it can never
+cost an acknowledged write is in liveness_pings.py's docstring.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from yak.cluster.etcd import EtcdError, LeaseNotFoundError
 from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
+from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, watch
 
 __all__ = ["BrokerLiveness"]
 
@@ -68,12 +77,13 @@ class BrokerLiveness:
     the active controller from `open()` to `aclose()` (every broker, all the time).
 
     `resolve(node_id)` gives the broker's inter-broker (host, port). `fenced` counts the
-    brokers (and controllers) this broker fenced (a metric).
+    brokers (and controllers) this broker fenced as gone, `frozen` those it fenced as
+    unresponsive for `unresponsive_ms` (metrics; 0 ms: never judged frozen).
     """
 
     def __init__(self, store: EtcdMetadataStore, client: KVClient, keys: ClusterKeys,
                  node_id: int, resolve: Callable[[int], tuple[str, int] | None], *,
-                 refusals: int = 3, window_s: float = 0.3) -> None:
+                 refusals: int = 3, window_s: float = 0.3, unresponsive_ms: int = 0) -> None:
         self.store = store
         self.client = client
         self.keys = keys
@@ -82,6 +92,8 @@ class BrokerLiveness:
         self.refusals = max(1, refusals)
         self.window_s = window_s
         self.fenced = 0
+        self.frozen = 0
+        self.unresponsive_s = max(0, unresponsive_ms) / 1000
         self._running = False  # open(): probe the controller (every broker)
         self._active = False  # start(): probe every broker (the controller's term)
         self._probes: dict[int, tuple[int, asyncio.Task[None]]] = {}  # node -> (epoch, task)
@@ -177,12 +189,21 @@ class BrokerLiveness:
                     await asyncio.sleep(RETRY_IDLE_S)
                     continue
                 reader, writer = got
-                log.info("liveness: probing broker %d (epoch %d) on an idle connection",
-                         node, epoch)
+                pings = self._pingable(node)
+                log.info("liveness: probing broker %d (epoch %d) on %s connection",
+                         node, epoch, "a pinged" if pings else "an idle")
                 while True:
-                    with contextlib.suppress(OSError):
-                        while await reader.read(4096):
-                            pass  # a broker never writes unasked; drain whatever comes
+                    if pings:
+                        judge = await watch(reader, writer, self.unresponsive_s)
+                        if judge is not None:  # answered nothing for the bound: frozen
+                            writer.close()
+                            writer = None
+                            await self._fence(node, epoch, judge.evidence(judge.judged_at))
+                            return
+                    else:
+                        with contextlib.suppress(OSError):
+                            while await reader.read(4096):
+                                pass  # a broker never writes unasked; drain whatever comes
                     writer.close()
                     writer = None
                     verdict = await self._reconnect(node)
@@ -191,11 +212,21 @@ class BrokerLiveness:
                     if isinstance(verdict, tuple):
                         reader, writer = verdict
                         continue
-                    await self._fence(node, epoch)
+                    await self._fence(node, epoch, None)
                     return
         finally:
             if writer is not None:
                 writer.close()
+
+    def _pingable(self, node: int) -> bool:
+        """Ping only where plain Kafka framing is spoken: the endpoint probed is PLAINTEXT
+        or SASL_PLAINTEXT (ApiVersions comes before authentication)."""
+        b = self.store.brokers().get(node)
+        addr = self.resolve(node)
+        if not self.unresponsive_s or b is None or addr is None:
+            return False
+        return any((ep.host, ep.port) == addr and ep.security_protocol in PINGABLE_PROTOCOLS
+                   for ep in b.record.end_points)
 
     async def _reconnect(self, node: int
                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | bool | None:
@@ -212,16 +243,18 @@ class BrokerLiveness:
                 return None
         return True
 
-    async def _fence(self, node: int, epoch: int) -> None:
+    async def _fence(self, node: int, epoch: int, frozen: str | None) -> None:
+        """Revoke the probed registration; `frozen` is the freeze verdict's evidence, None
+        for the kill verdict."""
         self._fencing.add(node)
         try:
-            await self._revoke(node, epoch)
+            await self._revoke(node, epoch, frozen)
         finally:
             self._fencing.discard(node)
             if self._running:  # once this probe has ended: a probe of whoever comes next
                 asyncio.get_running_loop().call_soon(self._sync)
 
-    async def _revoke(self, node: int, epoch: int) -> None:
+    async def _revoke(self, node: int, epoch: int, frozen: str | None) -> None:
         b = self.store.brokers().get(node)
         if b is None or b.epoch != epoch:
             return  # gone or registered anew meanwhile
@@ -246,14 +279,19 @@ class BrokerLiveness:
             log.warning("liveness: could not fence broker %d (epoch %d): %s; its session"
                         " expiry will", node, epoch, e)
             return
-        self.fenced += 1
         # Several brokers may fence one dead controller at once (etcd's revoke of a lease
         # already gone is no error): each logs and counts its own.
         role = (f"controller {node} (broker epoch {epoch}, controller epoch {controller[1]})"
                 if as_controller and controller is not None else f"broker {node} (epoch {epoch})")
-        log.warning("liveness: %s refused %d connections in %.1f s after its connection"
-                    " closed: its process is gone; fenced (lease %x revoked)",
-                    role, self.refusals, self.window_s, kv.lease)
+        if frozen is None:
+            self.fenced += 1
+            log.warning("liveness: %s refused %d connections in %.1f s after its connection"
+                        " closed: its process is gone; fenced (lease %x revoked)",
+                        role, self.refusals, self.window_s, kv.lease)
+        else:
+            self.frozen += 1
+            log.warning("liveness: %s %s: frozen; fenced (lease %x revoked)",
+                        role, frozen, kv.lease)
         if as_controller and controller is not None:
             await self._revoke_controller_key(node, controller[1], kv.lease)
 

@@ -98,7 +98,8 @@ class ClusterNode:
                  rack: str | None = None, inter_broker_listener: str = "PLAINTEXT",
                  auto_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
                  imbalance_percentage: int = 10, controlled_shutdown: bool = True,
-                 etcd_timeout_s: float = 5.0, liveness_probe: bool = True) -> None:
+                 etcd_timeout_s: float = 5.0, liveness_probe: bool = True,
+                 liveness_unresponsive_ms: int = 0) -> None:
         self.client, namespace, _endpoints = open_kv(metadata_url, data_dir,
                                                      etcd_timeout_s=etcd_timeout_s)
         self.node_id = node_id
@@ -132,7 +133,8 @@ class ClusterNode:
         # The controller also fences a broker whose process is gone (its listener refuses
         # connections) without waiting for its session to expire (yak/cluster/liveness.py).
         self.liveness = (BrokerLiveness(self.store, self.client, self.keys, node_id,
-                                        self.resolve)
+                                        self.resolve,
+                                        unresponsive_ms=liveness_unresponsive_ms)
                          if liveness_probe and not self.single_node else None)
         self.topics: ClusterTopicManager | None = None
         self.fetchers: ReplicaFollower | None = None
@@ -347,6 +349,7 @@ class ClusterNode:
             "leader_partitions": leaders,
             "partitions": hosted,
             "liveness_fenced": self.liveness.fenced if self.liveness is not None else 0,
+            "liveness_frozen": self.liveness.frozen if self.liveness is not None else 0,
         }
 
     # ------------------------------------------------------------------ the view
