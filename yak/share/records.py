@@ -24,6 +24,7 @@ Kafka's tools cannot read these bytes (docs/share-groups.md says so).
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 import uuid
 from collections.abc import Iterable, Sequence
@@ -88,13 +89,21 @@ class ShareState:
 
 def partition_for(key: ShareKey, num_partitions: int) -> int:
     """Kafka's `Utils.abs(key.asCoordinatorKey().hashCode()) % partitions`."""
+    return _key_hash(key) % num_partitions
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_hash(key: ShareKey) -> int:
+    """abs(Java's String.hashCode) of the coordinator key, computed once per key: it is a
+    loop per character in Python, and every state write of a share partition asks for
+    its key's partition (0.05 s of a 200,000-record share run's profile before)."""
     h = 0
     data = key.coordinator_key().encode("utf-16-be")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     if h >= 1 << 31:
         h -= 1 << 32
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+    return 0 if h == -(1 << 31) else abs(h)
 
 
 def encode_key(version: int, key: ShareKey) -> bytes:
