@@ -13,6 +13,15 @@ is what Kafka's SimpleAssignor does while a group has no more members than parti
 per topic can usefully serve; the spreading of large groups is left (docs/share-groups.md).
 
 Members live in memory only: a restart forgets them, and clients rejoin with epoch 0.
+
+Only the group's coordinator (the leader of its `__consumer_offsets` partition, where
+FindCoordinator sends the members) keeps a group: a heartbeat elsewhere is
+NOT_COORDINATOR, and a broker that stops coordinating a group forgets it without
+removing its members (`forget_elsewhere`), since they live on at the new coordinator.
+Before, a broker that had been the coordinator once (then paused past its session, so the
+members joined the group again elsewhere) kept the group: it refused those members'
+share sessions (UNKNOWN_MEMBER_ID) once the members it knew had gone silent there, and
+closing their share sessions at that moment released what they held.
 """
 
 from __future__ import annotations
@@ -28,6 +37,34 @@ __all__ = ["HeartbeatResult", "ShareGroups", "ShareMember"]
 
 # topic name -> (topic id, partition count), None for a topic that does not exist
 TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def coordinator_partition(group_id: str, num_partitions: int) -> int:
+    """The group's `__consumer_offsets` partition: Kafka's
+    `Utils.abs(groupId.hashCode()) % partitions` (yak/group/records.py's `partition_for`,
+    which this layer may not import)."""
+    h = 0
+    data = group_id.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+def coordinated_elsewhere(group_id: str, node_id: int, topics: TopicLookup,
+                          leader_of: Callable[[str, int], int] | None) -> bool:
+    """Does another broker lead the group's `__consumer_offsets` partition (its
+    coordinator) now? False while that is not known: no such topic yet, no leader, or no
+    leadership lookup (unit tests)."""
+    found = topics(OFFSETS_TOPIC)
+    if leader_of is None or found is None or found[1] <= 0:
+        return False
+    leader = leader_of(OFFSETS_TOPIC, coordinator_partition(group_id, found[1]))
+    return leader >= 0 and leader != node_id
 
 
 @dataclass
@@ -72,6 +109,7 @@ class ShareGroups:
         max_size: int = 200,
         on_member_removed: Callable[[str, str, bool], None] | None = None,
         configs: Callable[[str], Mapping[str, str]] | None = None,
+        elsewhere: Callable[[str], bool] | None = None,
     ) -> None:
         self.clock = clock
         self.topics = topics
@@ -82,6 +120,8 @@ class ShareGroups:
         self.configs = configs or (lambda _group_id: {})
         self.max_size = max_size
         self.on_member_removed = on_member_removed
+        # is the group coordinated by another broker now? (None: always here, one broker)
+        self.elsewhere = elsewhere or (lambda _group_id: False)
         self.groups: dict[str, ShareGroup] = {}
 
     def get(self, group_id: str) -> ShareGroup | None:
@@ -104,6 +144,10 @@ class ShareGroups:
         now = self.clock.now_ms()
         if not group_id:
             return HeartbeatResult(ErrorCode.invalid_request, error_message="group id empty")
+        if self.elsewhere(group_id):
+            self.groups.pop(group_id, None)  # its members live on at the coordinator
+            return HeartbeatResult(ErrorCode.not_coordinator, member_id,
+                                   error_message="another broker coordinates this group")
         g = self.groups.get(group_id)
         if g is not None:  # this group's silent members go first (the rest: the sweep)
             session_ms = self._group_ms(group_id, "share.session.timeout.ms",
@@ -168,6 +212,15 @@ class ShareGroups:
             if found is not None:
                 out[found[0]] = tuple(range(found[1]))
         return out
+
+    def forget_elsewhere(self) -> list[str]:
+        """Forget the groups another broker coordinates now, with no member removed (no
+        `on_member_removed`): the members heartbeat the new coordinator, and their share
+        sessions and acquisitions here stay theirs."""
+        gone = [gid for gid in self.groups if self.elsewhere(gid)]
+        for gid in gone:
+            del self.groups[gid]
+        return gone
 
     def expire_members(self, now_ms: int | None = None) -> list[tuple[str, str]]:
         """Remove members silent for longer than the session timeout."""

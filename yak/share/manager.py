@@ -35,7 +35,7 @@ from yak.errors import ErrorCode, KafkaError
 from yak.partition.partition import FetchIsolation
 from yak.partition.replica_manager import ReplicaManager
 from yak.share.dead_letters import DeadLetters, LeaderOf, Send
-from yak.share.group import ShareGroups, TopicLookup
+from yak.share.group import ShareGroups, TopicLookup, coordinated_elsewhere
 from yak.share.group_configs import (
     DLQ_TOPIC,
     GroupConfigStore,
@@ -105,7 +105,9 @@ class ShareManager:
         self.groups = ShareGroups(clock, topics, session_timeout_ms=config.session_timeout_ms,
                                   heartbeat_interval_ms=config.heartbeat_interval_ms,
                                   max_size=config.max_size, configs=self._cfg,
-                                  on_member_removed=self._member_removed)
+                                  on_member_removed=self._member_removed,
+                                  elsewhere=lambda g: coordinated_elsewhere(
+                                      g, node_id, topics, leader_of))
         self.sessions = ShareSessionCache(config.max_share_sessions)
         self.metrics = ShareMetrics()  # per-partition counters, load times (metrics.py)
         self.load_failures = LoadFailures()  # logged and counted (load_failures.py)
@@ -139,6 +141,7 @@ class ShareManager:
         """Silent members leave; expired locks are released; the share session a member
         kept after leaving (for its final acknowledgements) goes once a session timeout
         has passed without that final request, with what the member still holds."""
+        self.groups.forget_elsewhere()  # the coordinator moved: not gone, not expired
         self.groups.expire_members()
         if self.config_store is not None:
             self._reconfigure()  # a group's configs changed through another broker
@@ -306,7 +309,7 @@ class ShareManager:
         if not member_id:
             return ErrorCode.invalid_request
         g = self.groups.get(group_id)
-        if g is not None and member_id not in g.members:
+        if g is not None and member_id not in g.members and not self.groups.elsewhere(group_id):
             return ErrorCode.unknown_member_id
         return ErrorCode.none
 
