@@ -20,7 +20,10 @@ never imports this one, the composition hands it in.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
+from dataclasses import replace
 
 from yak.cluster.etcd_values import Compare, KeyValue, Op
 from yak.cluster.kv import KVClient
@@ -41,9 +44,10 @@ class KVRemoteLogMetadata:
     def __init__(self, client: KVClient, keys: ClusterKeys) -> None:
         self.client = client
         self.keys = keys
-        # (topic id, partition) -> (version, the head's mod revision): the compare of the
-        # next commit without a read first.
-        self._heads: dict[tuple[str, int], tuple[int, int]] = {}
+        # (topic id, partition) -> (the head's mod revision, that version): the compare of
+        # the next commit without a read first, and a re-read that costs one small get
+        # while nothing changed (a follower's round; decoding a long remote log is not).
+        self._known: dict[tuple[str, int], tuple[int, Manifest]] = {}
 
     def _head(self, topic_id: str, partition: int) -> str:
         return self.keys.remote_log_partition(topic_id, partition) + "head"
@@ -53,28 +57,21 @@ class KVRemoteLogMetadata:
                 f"{s.base_offset:020d}-{s.segment_id}")
 
     async def load(self, topic: str, topic_id: str, partition: int) -> Manifest | None:
+        key = (topic_id, partition)
         prefix = self.keys.remote_log_partition(topic_id, partition)
+        known = self._known.get(key)
+        if known is not None:
+            head = await self.client.get(prefix + "head")
+            if head is not None and head.mod_revision == known[0]:
+                return known[1]
         r = await self.client.range(prefix, prefix=True)
-        head: KeyValue | None = None
-        segments = []
-        for kv in r.kvs:
-            if kv.key == prefix + "head":
-                head = kv
-            elif kv.key.startswith(prefix + "segments/"):
-                segments.append(RemoteLogSegmentMetadata.from_json(json.loads(kv.value)))
-        if head is None:
-            self._heads.pop((topic_id, partition), None)
+        # Decoding one segment per key is ~0.1 ms; a long remote log's off the event loop.
+        found = await asyncio.to_thread(_decode, topic, topic_id, partition, prefix, r.kvs)
+        if found is None:
+            self._known.pop(key, None)
             return None
-        h = json.loads(head.value)
-        if h.get("format") != HEAD_FORMAT:
-            raise ValueError(f"{head.key}: unknown format {h.get('format')!r}")
-        m = Manifest(topic=str(h.get("topic", topic)), partition=partition, topic_id=topic_id,
-                     version=int(h["version"]), leader_epoch=int(h["leader_epoch"]),
-                     broker_id=int(h["broker_id"]),
-                     log_start_offset=int(h["log_start_offset"]),
-                     segments=tuple(sorted(segments, key=lambda s: s.base_offset)))
-        self._heads[(topic_id, partition)] = (m.version, head.mod_revision)
-        return m
+        self._known[key] = found
+        return found[1]
 
     async def commit(self, old: Manifest, new: Manifest) -> bool:
         key = (new.topic_id, new.partition)
@@ -82,13 +79,15 @@ class KVRemoteLogMetadata:
         if old.version == 0:
             guard = Compare.create_revision(head, "==", 0)
         else:
-            cached = self._heads.get(key)
-            if cached is None or cached[0] != old.version:
+            known = self._known.get(key)
+            if known is not None and known[1].version == old.version:
+                rev = known[0]
+            else:
                 kv = await self.client.get(head)
                 if kv is None or int(json.loads(kv.value)["version"]) != old.version:
                     return False
-                cached = (old.version, kv.mod_revision)
-            guard = Compare.mod_revision(head, "==", cached[1])
+                rev = kv.mod_revision
+            guard = Compare.mod_revision(head, "==", rev)
         before = {s.segment_id: s for s in old.segments}
         after = {s.segment_id: s for s in new.segments}
         ops = [Op.put(self._segment(new.topic_id, new.partition, s),
@@ -120,12 +119,37 @@ class KVRemoteLogMetadata:
             "log_start_offset": new.log_start_offset}, separators=(",", ":"))
         r = await self.client.txn([guard], [Op.put(head, value), *ops])
         if not r.succeeded:
-            self._heads.pop(key, None)
+            self._known.pop(key, None)
             return False
-        self._heads[key] = (new.version, r.revision)
+        # Every key of one transaction gets its revision: the head's mod revision now.
+        self._known[key] = (r.revision, replace(
+            new, segments=tuple(sorted(new.segments, key=lambda s: s.base_offset))))
         return True
 
     async def delete_topic(self, topic_id: str) -> None:
-        for key in [k for k in self._heads if k[0] == topic_id]:
-            del self._heads[key]
+        for key in [k for k in self._known if k[0] == topic_id]:
+            del self._known[key]
         await self.client.delete(self.keys.remote_log_topic(topic_id), prefix=True)
+
+
+def _decode(topic: str, topic_id: str, partition: int, prefix: str,
+            kvs: Sequence[KeyValue]) -> tuple[int, Manifest] | None:
+    """(the head's mod revision, the version) from a range of the partition's keys; None
+    without a head (segment keys alone are an adoption cut short, not a version)."""
+    head: KeyValue | None = None
+    segments = []
+    for kv in kvs:
+        if kv.key == prefix + "head":
+            head = kv
+        elif kv.key.startswith(prefix + "segments/"):
+            segments.append(RemoteLogSegmentMetadata.from_json(json.loads(kv.value)))
+    if head is None:
+        return None
+    h = json.loads(head.value)
+    if h.get("format") != HEAD_FORMAT:
+        raise ValueError(f"{head.key}: unknown format {h.get('format')!r}")
+    return head.mod_revision, Manifest(
+        topic=str(h.get("topic", topic)), partition=partition, topic_id=topic_id,
+        version=int(h["version"]), leader_epoch=int(h["leader_epoch"]),
+        broker_id=int(h["broker_id"]), log_start_offset=int(h["log_start_offset"]),
+        segments=tuple(sorted(segments, key=lambda s: s.base_offset)))
