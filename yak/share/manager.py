@@ -350,6 +350,9 @@ class ShareManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         acks_pending = bool(acked) and self.persister is not None
+        # the windows the acks went to (no await since): what they must be written from
+        windows = {tp: sp for tp in acked
+                   if (sp := self.partitions.get((group_id, tp[0], tp[1]))) is not None}
         if self.persister is not None:
             await self._ensure_loaded(group_id, wanted)
         while True:
@@ -358,13 +361,13 @@ class ShareManager:
             if any(r.acquired or r.error is not ErrorCode.none for r in results):
                 if self.persister is not None:
                     failed = await self._make_durable(group_id, member_id, wanted, results,
-                                                      acked if acks_pending else ())
+                                                      acked if acks_pending else (), windows)
                     if ack_errors is not None:
                         ack_errors.update((tp, failed[tp]) for tp in acked if tp in failed)
                 return results
             if acks_pending:  # durable before this request waits, not after
                 acks_pending = False
-                failed = await self.persist(group_id, acked)
+                failed = await self.persist(group_id, acked, windows)
                 if ack_errors is not None:
                     ack_errors.update(failed)
             remaining = deadline - loop.time()
@@ -436,17 +439,24 @@ class ShareManager:
         self.metrics.loaded(started)
         return ErrorCode.none, ""
 
-    async def persist(self, group_id: str,
-                      parts: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    async def persist(self, group_id: str, parts: Iterable[tuple[str, int]],
+                      windows: dict[tuple[str, int], SharePartition] | None = None,
+                      ) -> dict[tuple[str, int], ErrorCode]:
         """Make every change noted so far on these share partitions durable (the
-        acknowledgements just applied); the partitions whose write failed, with why."""
+        acknowledgements just applied); the partitions whose write failed, with why.
+        `windows`: the share partitions the acknowledgements were applied to, written
+        even if this broker dropped them since (led elsewhere now, or read again): an
+        acknowledgement is answered only once written (or refused: FENCED_LEADER_EPOCH
+        once a newer leader read the state), never as if a dropped window held it."""
         if self.persister is None:
             return {}
-        keys = [tp for tp in dict.fromkeys(parts)
-                if (group_id, tp[0], tp[1]) in self.partitions]
+        given = windows or {}
+        sps = {tp: sp for tp in dict.fromkeys(parts)
+               if (sp := given[tp] if tp in given
+                   else self.partitions.get((group_id, tp[0], tp[1]))) is not None}
         codes = await asyncio.gather(*(
-            self._flush(group_id, t, self.partitions[(group_id, t, p)]) for t, p in keys))
-        return {tp: c for tp, c in zip(keys, codes, strict=True) if c is not ErrorCode.none}
+            self._flush(group_id, tp[0], sp) for tp, sp in sps.items()))
+        return {tp: c for tp, c in zip(sps, codes, strict=True) if c is not ErrorCode.none}
 
     async def _flush(self, group_id: str, topic: str, sp: SharePartition) -> ErrorCode:
         """Until every change noted on `sp` before this call is durable. One write of a
@@ -496,13 +506,14 @@ class ShareManager:
                             wanted: Sequence[tuple[str, int]],
                             results: list[SharePartitionResult],
                             acked: Sequence[tuple[str, int]] = (),
+                            windows: dict[tuple[str, int], SharePartition] | None = None,
                             ) -> dict[tuple[str, int], ErrorCode]:
         """Acquisitions are written (their delivery counts) before records go out, with
         the acknowledgements of `acked`; a partition whose write failed hands its records
         back and returns none (no error: the client fetches again, and librdkafka treats
         a partition's coordinator errors as fatal). Returns the failed writes."""
         parts = [*acked, *(tp for tp, r in zip(wanted, results, strict=True) if r.acquired)]
-        failed = await self.persist(group_id, parts)
+        failed = await self.persist(group_id, parts, windows)
         for tp, r in zip(wanted, results, strict=True):
             code = failed.get(tp)
             if code is None or not r.acquired:
