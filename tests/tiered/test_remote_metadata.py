@@ -33,12 +33,20 @@ from tests.tiered.test_remote_log import (  # noqa: F401 - `rm` is a fixture
     rm,
     round_,
 )
+from yak.cluster.etcd import EtcdClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.local_kv import LocalKV
 from yak.cluster.remote_log_metadata import KVRemoteLogMetadata
+from yak.devcluster.local import free_ports
 from yak.partition import ReplicaManager
 from yak.storage import LogConfig
-from yak.tiered import Manifest, ManifestStore, RemoteLogManager, SegmentState
+from yak.tiered import (
+    Manifest,
+    ManifestStore,
+    RemoteLogManager,
+    RemoteStorageError,
+    SegmentState,
+)
 from yak.tiered.metadata import RemoteLogSegmentMetadata, partition_dir
 
 KEYS = ClusterKeys("t")
@@ -121,6 +129,24 @@ def test_one_key_per_segment_and_a_compare_and_set_on_the_version(tmp_path: Path
         await kv.put(KEYS.remote_log_partition(str(TID), 0) + "segments/x",
                      json.dumps(seg(0, 1).to_json()))
         assert await c.load("t", str(TID), 0) is None
+    asyncio.run(main())
+
+
+def test_an_unreachable_metadata_store_is_a_retriable_storage_error() -> None:
+    """Nothing listens on the port: the manager backs off (a WARNING line) and a remote
+    read answers KAFKA_STORAGE_ERROR, as for the bucket's failures."""
+    async def main() -> None:
+        client = EtcdClient(f"127.0.0.1:{free_ports(1)[0]}", timeout=1.0,
+                            connect_timeout=0.3)
+        b = KVRemoteLogMetadata(client, KEYS)
+        try:
+            with pytest.raises(RemoteStorageError, match="metadata store"):
+                await b.load("t", str(TID), 0)
+            with pytest.raises(RemoteStorageError, match="metadata store"):
+                await b.commit(Manifest("t", 0, str(TID)),
+                               Manifest("t", 0, str(TID), 1, 0, 1, 0, (seg(0, 9),)))
+        finally:
+            await client.aclose()
     asyncio.run(main())
 
 

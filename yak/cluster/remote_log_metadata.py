@@ -25,17 +25,26 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from yak.cluster.etcd_values import Compare, KeyValue, Op
+from yak.cluster.etcd_values import Compare, EtcdError, KeyValue, Op
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.tiered.metadata import Manifest, RemoteLogSegmentMetadata
+from yak.tiered.store import RemoteStorageError
 
-__all__ = ["KVRemoteLogMetadata"]
+__all__ = ["KVRemoteLogMetadata", "RemoteLogMetadataError"]
 
 HEAD_FORMAT = 1
 # etcd refuses a transaction of more than --max-txn-ops operations (128 by default); the
 # remote log manager changes at most 100 segments per commit (MAX_CHANGES_PER_COMMIT).
 MAX_TXN_OPS = 120
+
+
+class RemoteLogMetadataError(RemoteStorageError):
+    """The metadata store failed or is unreachable. A RemoteStorageError, so the tiered
+    layer treats it as it treats the bucket's failures: a leader's round backs off (one
+    WARNING line), a remote read or a follower's rebuild answers a retriable error. A
+    commit whose outcome is unknown may have landed: the next commit's compare-and-set
+    then fails, the leader re-reads and sweeps the STARTED entries it never uploaded."""
 
 
 class KVRemoteLogMetadata:
@@ -57,6 +66,26 @@ class KVRemoteLogMetadata:
                 f"{s.base_offset:020d}-{s.segment_id}")
 
     async def load(self, topic: str, topic_id: str, partition: int) -> Manifest | None:
+        try:
+            return await self._load(topic, topic_id, partition)
+        except EtcdError as e:
+            raise RemoteLogMetadataError(f"metadata store: {e}") from e
+
+    async def commit(self, old: Manifest, new: Manifest) -> bool:
+        try:
+            return await self._commit(old, new)
+        except EtcdError as e:
+            raise RemoteLogMetadataError(f"metadata store: {e}") from e
+
+    async def delete_topic(self, topic_id: str) -> None:
+        for key in [k for k in self._known if k[0] == topic_id]:
+            del self._known[key]
+        try:
+            await self.client.delete(self.keys.remote_log_topic(topic_id), prefix=True)
+        except EtcdError as e:
+            raise RemoteLogMetadataError(f"metadata store: {e}") from e
+
+    async def _load(self, topic: str, topic_id: str, partition: int) -> Manifest | None:
         key = (topic_id, partition)
         prefix = self.keys.remote_log_partition(topic_id, partition)
         known = self._known.get(key)
@@ -73,7 +102,7 @@ class KVRemoteLogMetadata:
         self._known[key] = found
         return found[1]
 
-    async def commit(self, old: Manifest, new: Manifest) -> bool:
+    async def _commit(self, old: Manifest, new: Manifest) -> bool:
         key = (new.topic_id, new.partition)
         head = self._head(new.topic_id, new.partition)
         if old.version == 0:
@@ -125,11 +154,6 @@ class KVRemoteLogMetadata:
         self._known[key] = (r.revision, replace(
             new, segments=tuple(sorted(new.segments, key=lambda s: s.base_offset))))
         return True
-
-    async def delete_topic(self, topic_id: str) -> None:
-        for key in [k for k in self._known if k[0] == topic_id]:
-            del self._known[key]
-        await self.client.delete(self.keys.remote_log_topic(topic_id), prefix=True)
 
 
 def _decode(topic: str, topic_id: str, partition: int, prefix: str,
