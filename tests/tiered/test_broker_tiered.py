@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from obstore.store import S3Store
 from tests.conftest import REPO, YakBroker, free_port
 from tests.tiered.seaweed import SeaweedS3
 from tests.waiting import wait_until
+from yak.cluster.local_kv import KV_FILE
 from yak.tiered import Manifest
 
 BUCKET = "yak-tiered"
@@ -304,6 +307,28 @@ def test_a_restarted_broker_carries_on_from_the_manifest(
     bases = [s.base_offset for s in m.copied]
     assert len(bases) == len(set(bases)) and len([k for k in keys if k.endswith(".log")]) \
         == len(bases)
+
+    # A single broker commits in its local metadata store (the data dir's file) first: the
+    # same version and segments as the bucket's manifest, one key per segment.
+    def local_store() -> tuple[dict, list[dict]]:  # type: ignore[type-arg]
+        doc = json.loads((b.data_dir / KV_FILE).read_text())
+        head: dict = {}  # type: ignore[type-arg]
+        segs = []
+        for kv in doc["kvs"]:
+            if "/remote_log/" in kv["key"]:
+                value = json.loads(base64.b64decode(kv["value"]))
+                if kv["key"].endswith("/head"):
+                    head = value
+                else:
+                    segs.append(value)
+        return head, segs
+
+    def in_step() -> bool:
+        head, segs = local_store()
+        _keys, m = bucket_manifest(s3, "restart")
+        return head.get("version") == m.version and sorted(
+            d["segment_id"] for d in segs) == sorted(s.segment_id for s in m.segments)
+    wait_for(in_step, 30, "the local store's version as the bucket's")
 
 
 @pytest.mark.slow
