@@ -38,8 +38,10 @@ worker thread so the event loop never waits on the disk) before the call returns
 acknowledged metadata change survives a crash. Keys on leases are not written: their
 leases die with the process, as an etcd lease dies with its holder's session. The revision
 is written, so revisions (broker and controller epochs) keep growing across restarts.
-Metadata changes are rare (admin operations, leadership changes), so rewriting the whole
-file is cheaper than any journal would be to get right.
+Metadata changes are rare (admin operations, leadership changes, tiered storage's remote
+log commits: two per copy round), so rewriting the whole file is cheaper than any journal
+would be to get right; each key's JSON is kept until the key changes, so a write encodes
+only what changed (plus one join) on the event loop.
 
 Why one module of about 600 lines: the key-value state, its file and its watches share one
 lock, one revision counter and one publish order; split, each part would reach into the
@@ -144,6 +146,7 @@ class LocalKV:
         self._leases: dict[int, _Lease] = {}
         self._next_lease = 0
         self._watches: list[LocalWatch] = []
+        self._fragments: dict[str, tuple[KeyValue, str]] = {}  # `_snapshot_doc`'s, per key
         self._written = 0  # the revision the file holds
         self._opened = False
 
@@ -218,14 +221,32 @@ class LocalKV:
     # ------------------------------------------------------------------ persistence
 
     def _snapshot_doc(self) -> tuple[int, bytes]:
-        """Under the lock: the durable state (keys without a lease) as the file's bytes."""
-        kvs = [{"key": kv.key, "value": _b64(kv.value), "create_revision": kv.create_revision,
-                "mod_revision": kv.mod_revision, "version": kv.version}
-               for kv in self._kvs.values() if not kv.lease]
-        kvs.sort(key=lambda d: d["key"])
-        doc = {"version": FORMAT_VERSION, "revision": self._revision,
-               "next_lease": self._next_lease, "kvs": kvs}
-        return self._revision, json.dumps(doc, indent=None, separators=(",", ":")).encode()
+        """Under the lock: the durable state (keys without a lease) as the file's bytes.
+
+        Each key's JSON is kept until the key changes, so a write costs the changed keys'
+        encoding plus a join, not the whole store's (the remote log metadata puts one key
+        per remote segment here: with 1,000 of them a write took 7.4 ms on the event loop
+        when every key was encoded each time)."""
+        fragments: dict[str, tuple[KeyValue, str]] = {}
+        parts = []
+        for kb in self._sorted:
+            kv = self._kvs[kb.decode("utf-8", "surrogateescape")]
+            if kv.lease:
+                continue
+            hit = self._fragments.get(kv.key)
+            if hit is not None and hit[0] is kv:
+                text = hit[1]
+            else:
+                text = json.dumps({"key": kv.key, "value": _b64(kv.value),
+                                   "create_revision": kv.create_revision,
+                                   "mod_revision": kv.mod_revision, "version": kv.version},
+                                  separators=(",", ":"))
+            fragments[kv.key] = (kv, text)
+            parts.append(text)
+        self._fragments = fragments
+        head = json.dumps({"version": FORMAT_VERSION, "revision": self._revision,
+                           "next_lease": self._next_lease}, separators=(",", ":"))
+        return self._revision, (head[:-1] + ',"kvs":[' + ",".join(parts) + "]}").encode()
 
     def _write_file(self, revision: int, data: bytes) -> None:
         with self._persist_lock:
