@@ -127,3 +127,36 @@ def test_the_ping_is_a_framed_api_versions_v0() -> None:
     size, key, version, correlation, n = struct.unpack(">ihhih", frame[:14])
     assert (size, key, version, correlation) == (len(frame) - 4, 18, 0, 7)
     assert frame[14:14 + n] == b"yak-liveness"
+
+
+class _Image:
+    """The two things `BrokerLiveness` reads of the metadata store for this choice."""
+
+    def __init__(self, protocol: int) -> None:
+        from yak.cluster.etcd_store import BrokerInfo
+        from yak.cluster.records import BrokerEndpoint, RegisterBrokerRecord
+
+        eps = (BrokerEndpoint("CLIENTS", "127.0.0.1", 9092, 0),
+               BrokerEndpoint("BROKERS", "127.0.0.1", 9093, protocol))
+        self._brokers = {2: BrokerInfo(2, 7, RegisterBrokerRecord(2, "x", eps))}
+
+    def add_listener(self, _cb: object) -> None:
+        pass
+
+    def brokers(self) -> dict:  # type: ignore[type-arg]
+        return self._brokers
+
+
+def test_only_plain_kafka_listeners_are_pinged() -> None:
+    """The probe's endpoint (inter-broker, port 9093) decides: PLAINTEXT (0) and
+    SASL_PLAINTEXT (2) are pinged; SSL (1) and SASL_SSL (3), where 14 plain bytes would
+    never be answered, are not; nor anything while the bound is 0."""
+    from yak.cluster.liveness import BrokerLiveness
+
+    def liveness(protocol: int, unresponsive_ms: int = 2000) -> BrokerLiveness:
+        return BrokerLiveness(_Image(protocol), None, None, 1,  # type: ignore[arg-type]
+                              lambda _n: ("127.0.0.1", 9093), unresponsive_ms=unresponsive_ms)
+
+    assert [liveness(p)._pingable(2) for p in (0, 1, 2, 3)] == [True, False, True, False]
+    assert not liveness(0, unresponsive_ms=0)._pingable(2)
+    assert not liveness(0)._pingable(3)  # not registered
