@@ -185,6 +185,9 @@ def test_metadata_in_etcd_a_crash_between_the_two_writes_and_a_leader_change(
         if node != old:
             assert "Traceback" not in c[node].log(), node
 
-    # DeleteTopics drops the topic's remote log metadata with it.
-    admin.delete_topics([TOPIC])[TOPIC].result(30)
+    # DeleteTopics drops the topic's remote log metadata with it. A new admin client: the
+    # first one's cached controller may be the killed broker (librdkafka waits for it).
+    live = AdminClient({"bootstrap.servers": ",".join(
+        c[n].bootstrap for n in (1, 2, 3) if n != old)})
+    live.delete_topics([TOPIC])[TOPIC].result(30)
     wait_for(lambda: _etcd(etcd, c) == {}, 30, "the topic's remote log metadata dropped")
