@@ -49,6 +49,7 @@ from yak.wire import BrokerConnectionError, KafkaConnection
 log = logging.getLogger(__name__)
 
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode: exactly max_records (KIP-1206)
 ACK_TYPES = {"accept": ACCEPT, "release": RELEASE, "reject": REJECT}
 FETCH_ROUND_MS = 250
 MAX_FETCH_BYTES = 8 * 1024 * 1024
@@ -300,7 +301,10 @@ class ShareMember:
 
     async def _fetch(self, node: int, parts: list[tuple[uuid.UUID, int]], max_records: int,
                      wait_ms: int) -> list[ShareRecord]:
-        m = _mod("share_fetch", 1)
+        # v2 with share_acquire_mode 1 (record_limit, KIP-1206): the gateway hands a
+        # WebSocket/gRPC client at most max_in_flight records, so it asks for exactly
+        # max_records; v1's batch-optimized mode takes the last batch to its end.
+        m = _mod("share_fetch", 2)
         s = self._session(node)
         async with s.lock:
             forgotten: dict[uuid.UUID, list[int]] = {}
@@ -318,7 +322,7 @@ class ShareMember:
                 group_id=self.group, member_id=self.member_id, share_session_epoch=s.epoch,
                 max_wait=datetime.timedelta(milliseconds=wait_ms if s.epoch else 0),
                 min_bytes=1, max_bytes=MAX_FETCH_BYTES, max_records=max_records,
-                batch_size=max_records,
+                batch_size=max_records, share_acquire_mode=RECORD_LIMIT, is_renew_ack=False,
                 topics=tuple(m.FetchTopic(topic_id=t, partitions=tuple(ps))
                              for t, ps in wanted.items()),
                 forgotten_topics_data=tuple(m.ForgottenTopic(topic_id=t, partitions=tuple(ps))
