@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from yak.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
@@ -65,6 +65,10 @@ class LeaderThrottle(Protocol):
     quota: Any
 
     def applies(self, topic: str, partition: int, in_sync: bool) -> bool: ...
+
+    def max_bytes(self, fetch_max_bytes: int) -> int:
+        """A throttled partition's read size (a tenth of a second of the rate)."""
+        ...
 
 
 class ReadReplicaSelector(Protocol):
@@ -289,7 +293,10 @@ class FetchPath:
                                                  p.last_stable_offset, p.log_start_offset))
                 continue
             slots.append(len(read_wanted))
-            read_wanted.append(w)
+            # A throttled partition reads in small steps, not a whole replica.fetch.max.bytes
+            # (4 MiB by default: one such burst alone is four seconds of a 1 MB/s quota).
+            read_wanted.append(replace(w, max_bytes=throttle.max_bytes(w.max_bytes))
+                               if h else w)
             read_resolved.append(p)
         read, total, errors = self._read_all(params, read_wanted, read_resolved)
         out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
