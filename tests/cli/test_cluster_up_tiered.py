@@ -20,6 +20,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -218,6 +219,7 @@ def test_cluster_up_tiered_uploads_and_tiered_status_shows_it(tmp_path: Path) ->
     assert not d.exists()
 
 
+@pytest.mark.slow  # 46 s; the suite nears its 30-minute budget (make test-slow runs it)
 def test_a_stopped_tiered_cluster_comes_back_up_on_its_data(tmp_path: Path) -> None:
     """Both `up`s with the AWS variables exported, as a user of `yak tiered status` has."""
     d = tmp_path / "yc"

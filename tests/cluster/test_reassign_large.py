@@ -246,6 +246,7 @@ def _decommission_status(bootstrap: str, broker: int) -> dict:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # 31 s; the suite nears its 30-minute budget (make test-slow runs it)
 def test_decommission_under_load_then_restart_the_cluster(cluster_factory) -> None:
     """Broker 4 is drained while a keyed acks=all producer writes and a consumer group
     (whose offsets topic has a replica on 4 too) reads; 4 stops, then 1, 2 and 3 restart.
