@@ -43,6 +43,8 @@ class Writer(threading.Thread):
     partition every 10 ms; records (send time, ack time, value) of every acknowledged
     write."""
 
+    client: dict[str, Any] = {}  # producer settings over librdkafka's defaults
+
     def __init__(self, bootstrap: str, partition: int) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
@@ -56,7 +58,7 @@ class Writer(threading.Thread):
         from confluent_kafka import Producer
 
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                      "acks": "all", "log_level": 0})
+                      "acks": "all", "log_level": 0, **self.client})
         n = 0
         while not self.stop.is_set():
             value = f"v{n}".encode()

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from tests.cluster.test_dead_leader_fast import (
-    TOPIC,
     Writer,
     _log,
     _metadata,
@@ -44,28 +42,7 @@ class RefreshingWriter(Writer):
     """`Writer` (idempotent, acks=all, one partition, every 10 ms) whose producer also
     refreshes its metadata every second and times requests out after 3 s (`CLIENT`)."""
 
-    def run(self) -> None:
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                      "acks": "all", "log_level": 0,
-                      **CLIENT})
-        n = 0
-        while not self.stop.is_set():
-            value = f"v{n}".encode()
-            sent = time.monotonic()
-
-            def cb(err: Any, msg: Any, sent: float = sent, value: bytes = value) -> None:
-                with self.lock:
-                    if err is None:
-                        self.acks.append((sent, time.monotonic(), value))
-                    else:
-                        self.failed.append(str(err))
-
-            p.produce(TOPIC, value=value, partition=self.partition, on_delivery=cb)
-            n += 1
-            p.poll(0.01)
-        p.flush(60)
+    client = CLIENT
 
 
 def test_a_frozen_leader_is_replaced_before_its_session_expires(tmp_path: Path) -> None:
