@@ -583,7 +583,8 @@ BROKER_SETTINGS: dict[str, Setting] = {
            "broker_liveness_unresponsive_ms", lo=0,
            doc="Yak's (issue 27): the probe also pings each broker on its connection"
            " (ApiVersions, every 250 ms) and fences one that answered nothing for this"
-           " long (frozen: SIGSTOP, a long GC pause), unless the prober itself was late;"
+           " long (frozen: SIGSTOP, a long GC pause), unless the prober itself was late"
+           " or no majority of the brokers agrees (a cut-off prober judges nobody);"
            " 0: never judged frozen, only by its session"),
         _b("process.roles", "list", "broker,controller", "cluster", effect=ACCEPTED,
            check=_check_roles),

@@ -49,6 +49,15 @@ revoke, unless this prober's own loop was late in the window. The kill verdict's
 (the kernel's refusal, repeated) cannot fence a live broker; this one can fence a live but
 stalled one. What that costs (availability only: it registers again) and why it can never
 cost an acknowledged write is in liveness_pings.py's docstring.
+
+Silence alone is no verdict, because a prober cut off from the network hears silence too
+(run F: a cut-off controller fenced both healthy brokers). A silent broker is judged only
+when a majority of the registered brokers stands behind it (liveness_quorum.py): in the
+controller's term, this prober and the other probed brokers that answered within half the
+bound (a controller that hears none of them judges none); a broker probing only the
+controller records its suspicion in etcd and judges once a majority of the brokers
+suspect the same registration. Until then it goes on pinging, and an answer withdraws the
+suspicion.
 """
 
 from __future__ import annotations
@@ -62,7 +71,8 @@ from yak.cluster.etcd import EtcdError, LeaseNotFoundError
 from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, watch
+from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, FreezeJudge, watch
+from yak.cluster.liveness_quorum import Hearing, Suspicions, peers_agree
 
 __all__ = ["BrokerLiveness"]
 
@@ -94,6 +104,10 @@ class BrokerLiveness:
         self.fenced = 0
         self.frozen = 0
         self.unresponsive_s = max(0, unresponsive_ms) / 1000
+        # The frozen verdict's second source (liveness_quorum.py): whom this prober heard
+        # lately (in the controller's term), and its suspicions in etcd (otherwise).
+        self.hearing = Hearing()
+        self.suspicions = Suspicions(client, keys, node_id, self.unresponsive_s)
         self._running = False  # open(): probe the controller (every broker)
         self._active = False  # start(): probe every broker (the controller's term)
         self._probes: dict[int, tuple[int, asyncio.Task[None]]] = {}  # node -> (epoch, task)
@@ -194,11 +208,14 @@ class BrokerLiveness:
                          node, epoch, "a pinged" if pings else "an idle")
                 while True:
                     if pings:
-                        judge = await watch(reader, writer, self.unresponsive_s)
+                        second = _Second(self, node, epoch)
+                        judge = await watch(reader, writer, self.unresponsive_s,
+                                            second=second)
                         if judge is not None:  # answered nothing for the bound: frozen
                             writer.close()
                             writer = None
-                            await self._fence(node, epoch, judge.evidence(judge.judged_at))
+                            await self._fence(node, epoch, judge.evidence(judge.judged_at)
+                                              + "; " + second.evidence)
                             return
                     else:
                         with contextlib.suppress(OSError):
@@ -215,6 +232,7 @@ class BrokerLiveness:
                     await self._fence(node, epoch, None)
                     return
         finally:
+            self.hearing.forget(node)
             if writer is not None:
                 writer.close()
 
@@ -312,3 +330,43 @@ class BrokerLiveness:
         except (EtcdError, ValueError, KeyError) as e:
             log.warning("liveness: could not revoke the controller key's lease of broker"
                         " %d: %s; its session expiry will", node, e)
+
+
+class _Second:
+    """The second source of one probe's frozen verdict on `node` at broker `epoch`
+    (liveness_quorum.py): in the controller's term, the other probed brokers' answers;
+    otherwise (a lone probe of the controller), the other brokers' suspicions in etcd."""
+
+    def __init__(self, liveness: BrokerLiveness, node: int, epoch: int) -> None:
+        self.liveness = liveness
+        self.node = node
+        self.epoch = epoch
+        self.evidence = ""
+        self._told = False  # the first refusal of this suspicion is logged, not every tick
+
+    def heard(self, now: float) -> None:
+        self.liveness.hearing.heard(self.node, now)
+
+    async def agrees(self, judge: FreezeJudge, now: float) -> bool:
+        lv = self.liveness
+        registered = set(lv.store.brokers())
+        if lv.node_id not in registered:
+            ok, self.evidence = False, "this prober is not registered itself; not judged"
+        elif lv._active:
+            ok, self.evidence = peers_agree(lv.hearing, self.node, list(lv._probes),
+                                            len(registered), now, lv.unresponsive_s / 2)
+        else:
+            ok, self.evidence = await lv.suspicions.agree(self.node, self.epoch, registered,
+                                                          now)
+        if not ok and not self._told:
+            self._told = True
+            log.info("liveness: broker %d (epoch %d) %s; %s", self.node, self.epoch,
+                     judge.evidence(now), self.evidence)
+        return ok
+
+    async def withdraw(self) -> None:
+        if self._told:
+            log.info("liveness: broker %d (epoch %d) answered again; suspicion withdrawn",
+                     self.node, self.epoch)
+        self._told = False
+        await self.liveness.suspicions.withdraw(self.node)

@@ -8,10 +8,12 @@ partitions it leads take no writes meanwhile (issue 27).
 
 So the probe also asks: it sends ApiVersions (v0: 14 bytes, answered by the broker's event
 loop without touching a partition, and allowed before SASL authentication) on its
-connection, one at a time, at most every `interval` (250 ms), and `watch` returns a
-`FreezeJudge` whose verdict is "frozen" when the broker has answered nothing for
-`broker.liveness.unresponsive.ms` (2000 ms by default). liveness.py then fences it through
-the same checked revoke the kill verdict uses.
+connection, one at a time (another after half the bound unanswered), at most every
+`interval` (250 ms), and `watch` returns a `FreezeJudge` whose verdict is "frozen" when the
+broker has answered nothing for `broker.liveness.unresponsive.ms` (2000 ms by default) and
+the verdict's second source agrees (liveness_quorum.py: a majority of the brokers must
+stand behind it, so a prober that is itself cut off judges nobody). liveness.py then
+fences it through the same checked revoke the kill verdict uses.
 
 Why this shape, and not corroboration by the followers' fetch silence: the followers' fetch
 to a leader is parked for up to `replica.fetch.wait.max.ms` (500 ms), so silence on it says
@@ -58,9 +60,10 @@ import contextlib
 import struct
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["PINGABLE_PROTOCOLS", "FreezeJudge", "PING_INTERVAL_S", "api_versions_request",
-           "watch"]
+__all__ = ["PINGABLE_PROTOCOLS", "Corroboration", "FreezeJudge", "PING_INTERVAL_S",
+           "api_versions_request", "watch"]
 
 PING_INTERVAL_S = 0.25  # at most this between two pings (less for a bound under 2 s)
 PINGABLE_PROTOCOLS = frozenset({0, 2})  # Kafka's SecurityProtocol ids: PLAINTEXT, SASL_PLAINTEXT
@@ -126,34 +129,72 @@ class FreezeJudge:
                 f" own lateness)")
 
 
+class Corroboration(Protocol):
+    """The second source a silence needs before it is a verdict (liveness_quorum.py says
+    which, and why): told of every answer, asked while the judge finds the broker silent,
+    told when a suspicion it was asked about ended without a verdict."""
+
+    evidence: str  # one line for the log: why `agrees` said what it said last
+
+    def heard(self, now: float) -> None: ...
+
+    async def agrees(self, judge: FreezeJudge, now: float) -> bool: ...
+
+    async def withdraw(self) -> None: ...
+
+
 async def _read_answers(reader: asyncio.StreamReader, judge: FreezeJudge,
-                        clock: Callable[[], float]) -> None:
+                        clock: Callable[[], float], second: Corroboration | None) -> None:
     """Every answer (any frame) is a sign of life; returns when the connection ends."""
     with contextlib.suppress(OSError, asyncio.IncompleteReadError):
         while True:
             size = struct.unpack(">i", await reader.readexactly(4))[0]
             await reader.readexactly(size)
-            judge.heard(clock())
+            now = clock()
+            judge.heard(now)
+            if second is not None:
+                second.heard(now)
 
 
 async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bound_s: float,
-                *, clock: Callable[[], float] = time.monotonic) -> FreezeJudge | None:
+                *, clock: Callable[[], float] = time.monotonic,
+                second: Corroboration | None = None) -> FreezeJudge | None:
     """Ping the broker on this connection until it closes (None) or the judge finds it
-    frozen (the judge, for its evidence). The caller closes the writer."""
+    frozen (the judge, for its evidence) and `second`, when given, agrees; while it does
+    not, the pings and the judge go on (an answer ends the suspicion). The caller closes
+    the writer."""
     now = clock()
     judge = FreezeJudge(bound_s, now)
     interval = min(PING_INTERVAL_S, bound_s / 8)
-    answers = asyncio.get_running_loop().create_task(_read_answers(reader, judge, clock),
-                                                     name="liveness-answers")
+    answers = asyncio.get_running_loop().create_task(
+        _read_answers(reader, judge, clock, second), name="liveness-answers")
+    suspected = False  # `second` was asked, and no verdict came of it yet
+    sent_at = now  # the last ping
     try:
         due = now
         while True:
             now = clock()
             judge.tick(now - due, now)
             if judge.frozen(now):
-                return judge
-            if judge.answers >= judge.pings:  # one in flight at a time
+                if second is None:
+                    return judge
+                heard_at = judge.heard_at
+                suspected = True
+                # Still silent once the second source has answered: the verdict.
+                if await second.agrees(judge, now) and judge.heard_at == heard_at:
+                    suspected = False
+                    return judge
+            elif suspected:
+                suspected = False
+                await second.withdraw()  # type: ignore[union-attr]
+            # One in flight at a time; but one unanswered for half the bound is followed
+            # by another: a proxy or middlebox may have dropped it, and a prober that
+            # judged nothing (a suspicion without a second source) must hear the broker
+            # again once the network heals.
+            answered = judge.heard_at is not None and judge.heard_at >= sent_at
+            if answered or judge.pings == 0 or now - sent_at >= bound_s / 2:
                 judge.pings += 1
+                sent_at = now
                 try:
                     writer.write(api_versions_request(judge.pings))
                 except (OSError, RuntimeError):
@@ -166,3 +207,6 @@ async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, boun
         answers.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await answers
+        if suspected and second is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(second.withdraw(), 1.0)
