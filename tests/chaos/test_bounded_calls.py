@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from yak.chaos.queue import _bounded, _Stuck
+from yak.chaos.pipeline import _bounded, _Stuck
 
 
 def test_a_call_that_returns_gives_its_result_or_its_error() -> None:

@@ -4,8 +4,9 @@ given up): it must land on the group's committed offsets before consuming again.
 (the group's coordinator was being bounced), the rewind gave up, and the pipeline consumed
 on from its position: 58 inputs were never transformed (`lost_write` in the checker).
 
-A unit test of the workload's own retry logic: the consumer is a stand-in that fails the
-way librdkafka did; the broker is not involved."""
+Unit tests of the workload's own retry logic: the consumer is a stand-in that fails the
+way librdkafka did (once, or for good: then the consumer is replaced). The diagnosis of a
+blocked rewind is tested over the wire against a real broker."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from yak.chaos import queue
+from yak.chaos import pipeline as queue
 from yak.chaos.history import Recorder
-from yak.chaos.queue import Pipeline
+from yak.chaos.pipeline import Pipeline
 
 
 class FlakyCommittedConsumer:
@@ -96,3 +97,73 @@ def test_a_stopping_pipeline_gives_up_without_consuming_from_the_stale_position(
     pipeline._rewind(c)
     assert c.position == {0: 40932, 1: 40933}
     assert rec.snapshot() == []
+
+
+class StuckCommittedConsumer(FlakyCommittedConsumer):
+    """`committed()` times out every time, as the pipeline's consumer did in runs E and F
+    (for 14 and 23 minutes); `close()` is recorded."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.closed = False
+
+    def committed(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.calls += 1
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                        "Failed to get committed offsets: Local: Timed out"))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_rewind_that_never_reads_the_committed_offsets_gives_the_consumer_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline, rec = _pipeline()
+    diagnosed: list[int] = []
+    monkeypatch.setattr(pipeline, "_diagnose_committed",
+                        lambda _assignment, failures: diagnosed.append(failures))
+    c = StuckCommittedConsumer()
+    assert pipeline._rewind(c) is False
+    assert c.calls == queue.REWIND_REPLACE_AFTER  # bounded, not for the rest of the run
+    assert diagnosed == [queue.REWIND_DIAGNOSE_EVERY]  # the coordinator's answer first
+    assert c.position == {0: 40932, 1: 40933}  # never consumed on from the stale position
+    assert rec.snapshot() == []  # no "reset": it did not land
+
+
+def test_a_given_up_consumer_is_closed_and_a_new_member_joins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline, rec = _pipeline()
+    fresh = object()
+    monkeypatch.setattr(pipeline, "_consumer", lambda: fresh)
+    old = StuckCommittedConsumer()
+    assert pipeline._replace_consumer(old, 3) is fresh
+    assert old.closed
+    [op] = rec.snapshot()
+    assert op["fault"] == "client" and "pipeline consumer replaced" in op["detail"]
+
+
+def test_the_diagnosis_reads_the_coordinator_answer_for_an_assignment_with_offsets(
+        broker: Any) -> None:
+    """The diagnosis asks the group's coordinator (OffsetFetch, require_stable) over the
+    wire. It is given the consumer's assignment, whose partitions carry offsets; in runs E
+    and F the admin client refused those ("must not have 'offset' value"), so 45 diagnoses
+    recorded nothing about the coordinator."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("chaos-queue", 2, 1)])["chaos-queue"].result(15)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "chaos-eos",
+                  "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition("chaos-queue", 0, 7)], asynchronous=False)
+    finally:
+        c.close()
+    rec = Recorder()
+    pipeline = Pipeline("e0", rec, threading.Event(), bootstrap=broker.bootstrap,
+                        input_topic="chaos-queue", output_topic="chaos-eos-out",
+                        output_partitions=2)
+    assignment = [TopicPartition("chaos-queue", 0, -1001), TopicPartition("chaos-queue", 1, 5)]
+    pipeline._diagnose_committed(assignment, 3)
+    [op] = rec.snapshot()
+    assert "'partitions': {'chaos-queue-0': 7, 'chaos-queue-1': -1001}" in op["detail"], op

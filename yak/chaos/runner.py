@@ -45,11 +45,11 @@ from yak.chaos.checker_share import check_history
 from yak.chaos.env import ChaosCluster, ClusterSpec
 from yak.chaos.faults import FaultPlan, Nemesis
 from yak.chaos.history import Recorder
+from yak.chaos.pipeline import Pipeline
 from yak.chaos.queue import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     ConsumerSpec,
-    Pipeline,
     QueueConsumer,
     QueueProducer,
     final_reads,
