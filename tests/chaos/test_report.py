@@ -330,7 +330,7 @@ def test_unsupported_faults_are_reported_not_dropped() -> None:
 
 def test_a_fault_on_the_controller_waits_for_one_to_be_elected(monkeypatch: pytest.MonkeyPatch) -> None:
     """Between controllers (an election after the previous fault) the nemesis asks again
-    instead of failing the run at once; with none for TARGET_WAIT_S it is an error."""
+    instead of failing the run at once; with none for TARGET_WAIT_S the fault is skipped."""
     import yak.chaos.faults as faults
 
     c = StandIn()
@@ -342,6 +342,100 @@ def test_a_fault_on_the_controller_waits_for_one_to_be_elected(monkeypatch: pyte
     monkeypatch.setattr(faults, "TARGET_WAIT_S", 1.5)
     c.controller = lambda: None  # type: ignore[attr-defined]
     t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="no controller known .* for 1.5 s"):
+    with pytest.raises(faults.FaultSkipped, match="no controller known .* for 1.5 s"):
         nem._pick_target("kill-controller")
     assert 1.4 < time.monotonic() - t0 < 5
+
+
+def test_a_leader_fault_asks_again_when_metadata_cannot_be_read() -> None:
+    """Run F: a `kill-leader` and a `pause-leader` failed the run because one Metadata
+    read failed ("Broker transport failure", "Timed out") while the cluster failed over."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    c = StandIn()
+    answers: list[Any] = [KafkaException(KafkaError(KafkaError._TRANSPORT)), {0: -1, 1: -1},
+                          {0: 1, 1: -1}]
+
+    def leaders(topic: str, timeout: float = 5.0) -> dict[int, int]:
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    c.leaders = leaders  # type: ignore[method-assign]
+    nem = Nemesis(c, Recorder(), FaultPlan(["kill-leader"]))  # type: ignore[arg-type]
+    assert nem._pick_target("kill-leader") == 1
+    assert answers == []
+
+
+def test_a_fault_without_a_known_victim_is_skipped_not_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import yak.chaos.faults as faults
+
+    monkeypatch.setattr(faults, "TARGET_WAIT_S", 0.5)
+
+    def no_metadata(topic: str, timeout: float = 5.0) -> dict[int, int]:
+        raise RuntimeError("Failed to get metadata: Local: Timed out")
+
+    c = StandIn()
+    c.leaders = no_metadata  # type: ignore[method-assign]
+    rec = Recorder()
+    nem = Nemesis(c, rec, FaultPlan(["pause-leader"], schedule=[  # type: ignore[arg-type]
+        {"at": 0.0, "fault": "pause-leader", "hold": 0.1}]))
+    nem.start()
+    nem.join(10)
+    assert not nem.errors and not c.calls  # nothing paused, and the run has no error
+    assert len(nem.not_started) == 1 and "Metadata unreadable" in nem.not_started[0]
+    [op] = rec.snapshot()
+    assert op["phase"] == "skipped" and op["fault"] == "pause-leader"
+
+
+class StandInEtcd:
+    """Three members; `leader()` fails `failures` times (no member answered in time)."""
+
+    def __init__(self, failures: int, down: int = 0) -> None:
+        from types import SimpleNamespace
+
+        self.failures = failures
+        self.members = [SimpleNamespace(name=f"etcd{i}", alive=i > down, killed=False)
+                        for i in (1, 2, 3)]
+        for m in self.members:
+            m.is_alive = lambda m=m: m.alive
+            m.kill = lambda m=m: setattr(m, "killed", True)
+
+    def leader(self, timeout: float = 5.0) -> Any:
+        from yak.devcluster.process import ClusterStateError
+
+        if self.failures:
+            self.failures -= 1
+            raise ClusterStateError(f"no etcd leader within {timeout:g} s")
+        return self.members[1]
+
+    def restart_member(self, name: str) -> None:
+        pass
+
+
+def test_etcd_kill_waits_for_an_etcd_leader_then_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run F: two `etcd-kill`s failed the run with "no etcd leader within 5 s" on a
+    machine at load 19; the victim is now looked for up to TARGET_WAIT_S, and a fault
+    with none is skipped, as is one drawn while a member is still down."""
+    import yak.chaos.faults as faults
+
+    c = StandIn()
+    c.etcd = StandInEtcd(failures=2)
+    nem = Nemesis(c, Recorder(), FaultPlan(["etcd-kill"]))  # type: ignore[arg-type]
+    assert nem._etcd_victim().name == "etcd2"
+
+    monkeypatch.setattr(faults, "TARGET_WAIT_S", 0.5)
+    c.etcd = StandInEtcd(failures=0, down=1)  # etcd1 not restarted yet
+    with pytest.raises(faults.FaultSkipped, match="etcd1 not running"):
+        nem._etcd_victim()
+    c.etcd = StandInEtcd(failures=10**6)
+    rec = Recorder()
+    nem = Nemesis(c, rec, FaultPlan(["etcd-kill"], schedule=[  # type: ignore[arg-type]
+        {"at": 0.0, "fault": "etcd-kill", "hold": 0.1}]))
+    nem.start()
+    nem.join(10)
+    assert not nem.errors and nem.not_started
+    assert not any(m.killed for m in c.etcd.members)
+    assert [op["phase"] for op in rec.snapshot()] == ["skipped"]

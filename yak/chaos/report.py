@@ -350,6 +350,10 @@ def summary_markdown(s: dict[str, Any]) -> str:
         lines += ["Faults not run here, and why:", ""]
         lines += [f"- `{k}`: {v}" for k, v in s["skipped_faults"].items()]
         lines.append("")
+    if s.get("faults_not_started"):
+        lines += ["Faults skipped when drawn (no victim known in time; not errors):", ""]
+        lines += [f"- {f}" for f in s["faults_not_started"]]
+        lines.append("")
     if s.get("errors"):
         lines += ["Errors during the run (a run with errors does not pass):", ""]
         lines += [f"- {e}" for e in s["errors"]]

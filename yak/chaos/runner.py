@@ -441,6 +441,7 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
     extra = {
         "duration_s": round(duration, 2),
         "skipped_faults": nemesis.skipped,
+        "faults_not_started": nemesis.not_started,
         "client_errors": client_errors,
         "pipeline": {"commits": sum(p.commits for p in pipelines),
                      "aborts": sum(p.aborts for p in pipelines)} if pipelines else None,
