@@ -376,6 +376,10 @@ def build_broker(config: BrokerConfig) -> Broker:
     metrics.registry.register(ShareMetricsCollector(share))  # yak_share_*, at scrape time
     # KIP-848 groups' own consumer.* configs (GROUP resource, issue 24) from the same store
     group_coordinator.membership.consumer.group_configs = share.group_config
+    # share groups' membership as records of __consumer_offsets (issue 24, share/group.py)
+    share.groups.store = group_coordinator
+    group_coordinator.shards.on_share_loaded = share.groups.load_partition
+    group_coordinator.shards.on_share_unloaded = share.groups.unload_partition
     # Dynamic broker configs (issue 23): applied once the image is read, before storage
     # opens the logs (they open with the dynamic topic defaults), then live.
     dynamic_configs = DynamicBrokerConfigs(node.store, config, topics, node.controller)

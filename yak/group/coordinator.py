@@ -34,9 +34,10 @@ from yak.coordinator import (
     CoordinatorResult,
     CoordinatorRuntime,
     PartitionWriter,
+    Record,
 )
 from yak.coordinator.timer import Clock, SystemClock, TimerQueue
-from yak.errors import ErrorCode
+from yak.errors import ErrorCode, KafkaError
 from yak.group.api import (
     FetchedOffset,
     GroupConfig,
@@ -172,6 +173,26 @@ class GroupCoordinator:
             except Exception:  # noqa: BLE001 - the client finds the coordinator again
                 return ErrorCode.coordinator_not_available
         return self.shards.route_error(group_id)
+
+    # ================================================================ share groups
+
+    async def share_group_error(self, group_id: str) -> ErrorCode | None:
+        """May a share group's membership be written here now (KIP-932; the share layer's
+        `MembershipStore`)? As any write's check: the first creates the topic."""
+        return await self._write_error(group_id)
+
+    async def write_share_records(self, group_id: str, records: Sequence[Record]) -> ErrorCode:
+        """Write a share group's records (yak/share/group_records.py) to its partition as
+        one write operation of its shard: appended before the first await, answered once
+        committed, after every earlier write of the shard; a failure mapped as every
+        coordinator write's (`storage_error_code`)."""
+        try:
+            await self.runtime.schedule_write_operation(
+                "share-group", self.partition_for(group_id),
+                lambda _shard: CoordinatorResult(records=list(records)))
+        except KafkaError as e:
+            return storage_error_code(e)
+        return ErrorCode.none
 
     # ================================================================ membership
 

@@ -211,6 +211,12 @@ class _Reader:
         return b
 
 
+def is_share_group_key(buf: bytes) -> bool:
+    """A share group's record (KIP-932: key versions 10-15), kept for the share layer
+    (yak/share/group_records.py reads them)."""
+    return len(buf) >= 2 and 10 <= int.from_bytes(buf[:2], "big", signed=True) <= 15
+
+
 def decode_key(buf: bytes) -> OffsetKey | GroupKey | None:
     """None for key versions Yak does not know (Kafka skips those too)."""
     r = _Reader(buf)

@@ -97,6 +97,9 @@ class GroupShard:
         self.groups: dict[str, Group] = {}
         self.consumer_groups: dict[str, CGroup] = {}
         self.txn_groups: dict[int, set[str]] = {}
+        # share groups' records (KIP-932, key versions 10-15), the last live value per
+        # key, for the share layer at the end of the load (`GroupShards.on_share_loaded`)
+        self.share_records: dict[bytes, bytes] = {}
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
                value: bytes | None) -> None:
@@ -120,6 +123,12 @@ class GroupShard:
         groups (the bulk of a partition: no second pass over them when the load ends);
         a group's record waits for the end, where only its last one is built into the
         group, with its members' timers."""
+        if rec.is_share_group_key(key):
+            if value is None:
+                self.share_records.pop(key, None)
+            else:
+                self.share_records[key] = value
+            return
         try:
             k = rec.decode_key(key)
             if isinstance(k, rec.OffsetKey):
@@ -237,6 +246,11 @@ class GroupShards:
         self.cluster = False  # True: shards follow the partition layer's leadership
         runtime.on_loaded = self._on_loaded
         runtime.on_unloaded = self._on_unloaded
+        # The share groups' (yak/share/group.py, which this layer never imports; the
+        # composition sets these): a loaded partition's share-group records, and a
+        # partition no longer coordinated here.
+        self.on_share_loaded: Callable[[int, dict[bytes, bytes]], object] | None = None
+        self.on_share_unloaded: Callable[[int], object] | None = None
 
     def route_error(self, group_id: str | None) -> ErrorCode | None:
         """Empty ids are Kafka's INVALID_GROUP_ID; so are ids too long to be written as a
@@ -306,8 +320,10 @@ class GroupShards:
         self._offsets.load_open_transactions(shard.groups, shard.txn_groups,
                                              shard.open_transactions, now)
         found = len(shard.groups)
+        if self.on_share_loaded is not None:
+            self.on_share_loaded(ctx.partition, shard.share_records)
         # the groups hold the state from here on
-        shard.group_values, shard.open_transactions = {}, {}
+        shard.group_values, shard.open_transactions, shard.share_records = {}, {}, {}
         log.log(logging.INFO if found else logging.DEBUG,
                 "group coordinator: loaded __consumer_offsets-%d at epoch %d (%d groups)",
                 ctx.partition, ctx.epoch, found)
@@ -315,5 +331,7 @@ class GroupShards:
     def _on_unloaded(self, ctx: ShardContext[GroupShard]) -> None:
         """Exactly this shard's groups go, with the shard."""
         shard = ctx.shard
+        if self.on_share_unloaded is not None:
+            self.on_share_unloaded(ctx.partition)
         self._membership.unload_groups(shard.groups.values(), shard.consumer_groups.values())
         shard.groups, shard.consumer_groups, shard.txn_groups = {}, {}, {}

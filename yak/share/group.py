@@ -12,7 +12,18 @@ The assignor gives every member every partition of the topics it subscribes to, 
 is what Kafka's SimpleAssignor does while a group has no more members than partitions
 per topic can usefully serve; the spreading of large groups is left (docs/share-groups.md).
 
-Members live in memory only: a restart forgets them, and clients rejoin with epoch 0.
+Durable on the group coordinator's runtime (Kafka's GroupMetadataManager, issue 24): with
+a `store` (the group coordinator, handed in by the composition), every change of a group
+is noted (`_note`: which of Kafka's records of which member) and written as those records
+(`group_records.py`) to the group's `__consumer_offsets` partition before the heartbeat
+that made it is answered (`flush`; the records are built from memory when written, so a
+failed write's notes are simply written again by the next one). The coordinator's replay
+of the partition hands them back (`load_partition`: members, their epochs and
+assignments, the group epoch; every session timer restarts, as in Kafka), and a partition
+that moves away takes its groups with it (`unload_partition`, no member removed). So a
+restart or a failover keeps the group epoch, and members go on with their epochs; a
+member that rejoins (epoch 0) bumps the epoch past every one before. Without a store
+(unit tests) membership is in memory only.
 
 Only the group's coordinator (the leader of its `__consumer_offsets` partition, where
 FindCoordinator sends the members) keeps a group: a heartbeat elsewhere is
@@ -27,11 +38,13 @@ closing their share sessions at that moment released what they held.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from yak.clock import Clock
 from yak.errors import ErrorCode
+from yak.share import group_records as gr
 
 __all__ = ["HeartbeatResult", "ShareGroups", "ShareMember"]
 
@@ -67,6 +80,25 @@ def coordinated_elsewhere(group_id: str, node_id: int, topics: TopicLookup,
     return leader >= 0 and leader != node_id
 
 
+class MembershipStore(Protocol):
+    """Where share groups are durable: the group coordinator (`yak.group`, which this
+    layer may not import; the composition hands it in)."""
+
+    async def share_group_error(self, group_id: str) -> ErrorCode | None:
+        """None when this broker coordinates the group now (creating
+        `__consumer_offsets` first if it does not exist); else NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS or the like."""
+        ...
+
+    async def write_share_records(self, group_id: str,
+                                  records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append `records` to the group's partition, committed (acks=all) in submission
+        order; appended before the first await."""
+        ...
+
+    def partition_for(self, group_id: str) -> int: ...
+
+
 @dataclass
 class ShareMember:
     member_id: str
@@ -77,6 +109,7 @@ class ShareMember:
     client_host: str
     last_seen_ms: int
     assignment: dict[uuid.UUID, tuple[int, ...]] = field(default_factory=dict)
+    previous_epoch: int = -1
 
 
 @dataclass
@@ -110,6 +143,7 @@ class ShareGroups:
         on_member_removed: Callable[[str, str, bool], None] | None = None,
         configs: Callable[[str], Mapping[str, str]] | None = None,
         elsewhere: Callable[[str], bool] | None = None,
+        store: MembershipStore | None = None,
     ) -> None:
         self.clock = clock
         self.topics = topics
@@ -123,6 +157,9 @@ class ShareGroups:
         # is the group coordinated by another broker now? (None: always here, one broker)
         self.elsewhere = elsewhere or (lambda _group_id: False)
         self.groups: dict[str, ShareGroup] = {}
+        self.store = store
+        # group -> the records to write for it: (key version, member id or "")
+        self.pending: dict[str, set[tuple[int, str]]] = {}
 
     def get(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)
@@ -145,7 +182,7 @@ class ShareGroups:
         if not group_id:
             return HeartbeatResult(ErrorCode.invalid_request, error_message="group id empty")
         if self.elsewhere(group_id):
-            self.groups.pop(group_id, None)  # its members live on at the coordinator
+            self._forget(group_id)  # its members live on at the coordinator
             return HeartbeatResult(ErrorCode.not_coordinator, member_id,
                                    error_message="another broker coordinates this group")
         g = self.groups.get(group_id)
@@ -174,6 +211,8 @@ class ShareGroups:
                                 client_id, client_host, now)
                 g.members[member_id] = m
                 g.epoch += 1
+                self._note(group_id, gr.MEMBER_METADATA, member_id)
+                self._note(group_id, gr.GROUP_METADATA)
             m.epoch = 0
         else:
             m = g.members.get(member_id) if g is not None else None
@@ -187,17 +226,51 @@ class ShareGroups:
             if subs != m.subscribed:
                 m.subscribed = subs
                 g.epoch += 1
+                self._note(group_id, gr.MEMBER_METADATA, member_id)
+                self._note(group_id, gr.GROUP_METADATA)
         target = self._target(m)
         # Kafka sends the assignment when the member's epoch or assignment moves, and to
         # every full request (one naming the subscription); null otherwise.
         send = None
         if m.epoch != g.epoch or target != m.assignment or subscribed is not None:
+            if m.epoch != g.epoch or target != m.assignment:
+                self._note(group_id, gr.CURRENT_ASSIGNMENT, member_id)
+                if m.epoch != g.epoch:
+                    m.previous_epoch = m.epoch
             m.assignment = target
             m.epoch = g.epoch
             send = target
         interval_ms = self._group_ms(group_id, "share.heartbeat.interval.ms",
                                      self.heartbeat_interval_ms)
         return HeartbeatResult(ErrorCode.none, member_id, m.epoch, interval_ms, send)
+
+    async def durable_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        subscribed: Iterable[str] | None,
+        rack_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> HeartbeatResult:
+        """`heartbeat`, answered once what it changed is durable (with a store): the
+        group must be coordinated here (its partition loaded), and the records of the
+        change are written before the answer. A failed write answers its error (the
+        client retries or finds the coordinator again) and leaves the notes for the
+        next write; nothing else awaits between the change and its write's append."""
+        if self.store is not None and group_id:
+            code = await self.store.share_group_error(group_id)
+            if code is not None:
+                return HeartbeatResult(code, member_id or None,
+                                       error_message="the group is not coordinated here now")
+        res = self.heartbeat(group_id, member_id, member_epoch, subscribed, rack_id,
+                             client_id, client_host)
+        code = await self.flush(group_id)
+        if code is not ErrorCode.none:
+            return HeartbeatResult(code, res.member_id,
+                                   error_message="the group's records were not written")
+        return res
 
     def _group_ms(self, group_id: str, key: str, default: int) -> int:
         """The group's own `key` (checked within the broker's bounds when it was set),
@@ -219,7 +292,7 @@ class ShareGroups:
         sessions and acquisitions here stay theirs."""
         gone = [gid for gid in self.groups if self.elsewhere(gid)]
         for gid in gone:
-            del self.groups[gid]
+            self._forget(gid)
         return gone
 
     def expire_members(self, now_ms: int | None = None) -> list[tuple[str, str]]:
@@ -239,5 +312,121 @@ class ShareGroups:
         """`expired`: silent past the session timeout (else it left with epoch -1)."""
         del g.members[member_id]
         g.epoch += 1
+        for version in (gr.MEMBER_METADATA, gr.CURRENT_ASSIGNMENT):
+            self._note(g.group_id, version, member_id)  # tombstones
+        self._note(g.group_id, gr.GROUP_METADATA)
         if self.on_member_removed is not None:
             self.on_member_removed(g.group_id, member_id, expired)
+
+    # ------------------------------------------------------------------ durability
+
+    def _note(self, group_id: str, version: int, member_id: str = "") -> None:
+        if self.store is not None:
+            self.pending.setdefault(group_id, set()).add((version, member_id))
+
+    def _forget(self, group_id: str) -> None:
+        """Drop a group that another broker coordinates now: nothing of it is written
+        from here any more (its notes go; writing them would tombstone live state)."""
+        self.groups.pop(group_id, None)
+        self.pending.pop(group_id, None)
+
+    def take_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """The records of the changes noted for the group, built from memory now (a
+        member or group that is gone: its tombstone)."""
+        notes = self.pending.pop(group_id, None)
+        if not notes:
+            return []
+        g = self.groups.get(group_id)
+        out: list[tuple[bytes, bytes | None]] = []
+        for version, member_id in sorted(notes):
+            key = gr.encode_key(version, group_id, member_id)
+            m = g.members.get(member_id) if g is not None else None
+            value: bytes | None = None
+            if version == gr.GROUP_METADATA and g is not None:
+                value = gr.encode_group_epoch(g.epoch)
+            elif version == gr.MEMBER_METADATA and m is not None:
+                value = gr.encode_member_metadata(gr.MemberMetadata(
+                    m.rack_id, m.client_id, m.client_host, m.subscribed))
+            elif version == gr.CURRENT_ASSIGNMENT and m is not None:
+                value = gr.encode_current_assignment(gr.CurrentAssignment(
+                    m.epoch, m.previous_epoch, gr.STABLE, dict(m.assignment)))
+            out.append((key, value))
+        return out
+
+    async def flush(self, group_id: str) -> ErrorCode:
+        """Write the group's noted changes (none: nothing to do). On failure the notes
+        are kept for the next write, unless the group moved away meanwhile."""
+        if self.store is None:
+            return ErrorCode.none
+        notes = set(self.pending.get(group_id, ()))
+        records = self.take_records(group_id)
+        if not records:
+            return ErrorCode.none
+        code = await self.store.write_share_records(group_id, records)
+        if code is not ErrorCode.none and group_id in self.groups:
+            self.pending.setdefault(group_id, set()).update(notes)
+        return code
+
+    def load_partition(self, partition: int,
+                       records: Mapping[bytes, bytes]) -> list[str]:
+        """The group coordinator replayed `partition` of `__consumer_offsets` (this
+        broker coordinates its groups from now on): its share groups, from the last live
+        record of each key. Every member's session starts now (Kafka restarts the
+        session timers on load too). Returns the groups loaded."""
+        now = self.clock.now_ms()
+        epochs: dict[str, int] = {}
+        metas: dict[tuple[str, str], gr.MemberMetadata] = {}
+        assigned: dict[tuple[str, str], gr.CurrentAssignment] = {}
+        for key, value in records.items():
+            k = gr.decode_key(key)
+            if k is None:
+                continue
+            if k.version == gr.GROUP_METADATA:
+                epochs[k.group_id] = gr.decode_group_epoch(value)
+            elif k.version == gr.MEMBER_METADATA:
+                metas[(k.group_id, k.member_id)] = gr.decode_member_metadata(value)
+            elif k.version == gr.CURRENT_ASSIGNMENT:
+                assigned[(k.group_id, k.member_id)] = gr.decode_current_assignment(value)
+        if self.store is not None:
+            for gid in [gid for gid in self.groups
+                        if self.store.partition_for(gid) == partition]:
+                self._forget(gid)
+        for gid, epoch in epochs.items():
+            self.groups[gid] = ShareGroup(gid, epoch)
+        for (gid, mid), meta in metas.items():
+            g = self.groups.get(gid)
+            if g is None:  # a member record without its group's: not Kafka's log
+                continue
+            a = assigned.get((gid, mid))
+            m = ShareMember(mid, 0, meta.subscribed, meta.rack_id, meta.client_id,
+                            meta.client_host, now)
+            if a is not None:
+                m.epoch, m.previous_epoch = a.member_epoch, a.previous_member_epoch
+                m.assignment = dict(a.partitions)
+            g.members[mid] = m
+        return list(epochs)
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """Another broker coordinates `partition` now: its groups go without a member
+        removed (they live on there)."""
+        if self.store is None:
+            return []
+        gone = [gid for gid in self.groups if self.store.partition_for(gid) == partition]
+        for gid in gone:
+            self._forget(gid)
+        return gone
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """Tombstones for the group and its members' records (DeleteGroups of an empty
+        share group), then it is forgotten here."""
+        g = self.groups.get(group_id)
+        if self.store is None or g is None:
+            self.groups.pop(group_id, None)
+            return ErrorCode.none
+        notes = {(gr.GROUP_METADATA, "")} | {
+            (v, mid) for mid in g.members
+            for v in (gr.MEMBER_METADATA, gr.CURRENT_ASSIGNMENT)}
+        self.groups.pop(group_id)
+        self.pending[group_id] = notes
+        records = self.take_records(group_id)  # the group is gone: all tombstones
+        return await self.store.write_share_records(group_id, records)

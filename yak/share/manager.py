@@ -17,8 +17,10 @@ is read from it on first use (`_ensure_loaded`; never initialized: by
 its changes are written (`_flush`, one write per share partition at a time, each taking
 every change noted so far) before a ShareFetch returns what it acquired and before an
 acknowledgement is answered. Group configs are documents of the metadata store when a
-`GroupConfigStore` is given (`group_configs.py`). Membership and sessions are still in
-memory (docs/share-groups.md says what a restart loses). Dead letters: `dead_letters.py`.
+`GroupConfigStore` is given (`group_configs.py`). Membership is durable on the group
+coordinator when `group.py`'s store is set (its expiries written by the sweep); sessions
+are in memory (docs/share-groups.md). Dead letters: `dead_letters.py`. Over 600 lines:
+the facade is the one place the handlers reach; the pieces are its neighbours.
 """
 
 from __future__ import annotations
@@ -159,9 +161,14 @@ class ShareManager:
             # archiving by expiry or release: written now, not at the next fetch
             for (g, t, _p), sp in self.partitions.items():
                 if sp.has_changes():
-                    task = asyncio.get_running_loop().create_task(self._flush(g, t, sp))
-                    self._background.add(task)
-                    task.add_done_callback(self._background.discard)
+                    self._spawn(self._flush(g, t, sp))
+        for group_id in list(self.groups.pending):  # members expired: their tombstones
+            self._spawn(self.groups.flush(group_id))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ group configs
 

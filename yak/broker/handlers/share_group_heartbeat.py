@@ -1,6 +1,7 @@
 """ShareGroupHeartbeat (KIP-932): join, stay in and leave a share group.
 
-Membership and the assignment are decided in yak/share/group.py; the assignment is keyed
+Membership and the assignment are decided in yak/share/group.py, and answered once
+written to `__consumer_offsets` (`durable_heartbeat`); the assignment is keyed
 by topic id and sent only when it changed (null otherwise), as Kafka answers.
 """
 
@@ -36,7 +37,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _answer(ctx, ErrorCode.coordinator_not_available, request.member_id, -1)
     if request.member_epoch == 0:
         share.prepare_state()  # a join: the share-state topic, before the first fetch
-    res = share.groups.heartbeat(
+    res = await share.groups.durable_heartbeat(
         request.group_id, request.member_id, request.member_epoch,
         None if subscribed is None else list(subscribed), request.rack_id,
         ctx.client_id or "", client_host(ctx))
