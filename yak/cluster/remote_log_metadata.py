@@ -119,9 +119,11 @@ class KVRemoteLogMetadata:
             guard = Compare.mod_revision(head, "==", rev)
         before = {s.segment_id: s for s in old.segments}
         after = {s.segment_id: s for s in new.segments}
-        ops = [Op.put(self._segment(new.topic_id, new.partition, s),
-                      json.dumps(s.to_json(), separators=(",", ":")))
-               for sid, s in after.items() if before.get(sid) != s]
+        # An unchanged entry is the same object in both versions: `is` first, so a commit
+        # compares and encodes only what changed (`encoded` is the entry's cached JSON).
+        ops = [Op.put(self._segment(new.topic_id, new.partition, s), s.encoded.decode())
+               for sid, s in after.items()
+               if before.get(sid) is not s and before.get(sid) != s]
         ops += [Op.delete(self._segment(new.topic_id, new.partition, s))
                 for sid, s in before.items() if sid not in after]
         if len(ops) + 1 > MAX_TXN_OPS:

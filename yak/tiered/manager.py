@@ -355,10 +355,11 @@ class RemoteLogManager:
             if m.segment_id not in done:
                 break
             keep.add(m.segment_id)
+        this_round = {m.segment_id for m in metas}  # once, not per entry of a long log
         segs = tuple(s.with_state(SegmentState.COPY_SEGMENT_FINISHED, now)
                      if s.segment_id in keep else s
                      for s in st.manifest.segments
-                     if s.segment_id in keep or s.segment_id not in {m.segment_id for m in metas})
+                     if s.segment_id in keep or s.segment_id not in this_round)
         await self._commit(h, st, segments=segs)
         plog.tiered_upto = st.manifest.copied_upto
         self.segments_copied += len(keep)
