@@ -49,7 +49,7 @@ Fault names (`FAULTS`):
 
 `unsupported(name, cluster)` says why a fault cannot run here (one line), or None; the
 run reports skipped faults with that reason instead of dropping them silently. A fault
-whose victim cannot be known in time (no leader, controller or etcd leader readable for
+whose victim cannot be known in time (no partition leader or etcd leader readable for
 `TARGET_WAIT_S`) is skipped that once (`FaultSkipped`, `faults_not_started` in the
 summary): choosing a victim is the tool's job, so it is not an error of the run.
 
@@ -111,7 +111,7 @@ GROUPS = {
 
 TARGET_WAIT_S = 30.0
 """How long a fault aimed at the controller, a leader or etcd's leader waits for one to be
-known before it is skipped (`FaultSkipped`)."""
+known (then a leader's or etcd's is skipped, `FaultSkipped`; the controller's is an error)."""
 
 ETCD_LEADER_ASK_S = 2.0
 """One round of asking every live etcd member for its leader (`LocalEtcd.leader`): each
@@ -119,12 +119,13 @@ answer is bounded at 0.5 s, which a saturated machine misses (run F: twice in 5 
 
 
 class FaultSkipped(Exception):
-    """A fault that could not start because its target is unknown for now: no leader, no
-    controller or no etcd leader could be read within `TARGET_WAIT_S` (the cluster is
-    between leaders, the previous fault's healing is not over, or the machine is too
-    loaded to answer). Choosing a victim is the test tool's job, not the system's: the run
-    records the fault as skipped (`faults_not_started` in the summary), not as an error.
-    An unavailable cluster still shows, in the availability figures and in the checker."""
+    """A fault that could not start because its victim is unknown for now: no partition
+    leader or no etcd leader could be read within `TARGET_WAIT_S` (the cluster is between
+    leaders, the previous fault's healing is not over, or the machine is too loaded to
+    answer). Choosing a victim is the test tool's job, not the system's: the run records
+    the fault as skipped (`faults_not_started` in the summary), not as an error. An
+    unavailable cluster still shows, in the availability figures and in the checker. (No
+    controller for that long stays an error, as since run C: that is the cluster's.)"""
 
 STORE_CRASH_STALL_S = 1.5
 """store-crash-commit: how long the store is stopped before the leader is killed; the
@@ -475,6 +476,9 @@ class Nemesis(threading.Thread):
                     if leaders:
                         return self.rng.choice(leaders)
                 if time.monotonic() >= deadline or self.stop_event.wait(1.0):
+                    if name.endswith("-controller"):
+                        # a cluster without a controller for that long is Yak's failure
+                        raise RuntimeError(f"{what} for {TARGET_WAIT_S:g} s")
                     raise FaultSkipped(f"{what} for {TARGET_WAIT_S:g} s")
         return self.rng.choice(alive)
 
