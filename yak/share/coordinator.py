@@ -49,12 +49,14 @@ from yak.errors import ErrorCode, KafkaError, error_for_code
 from yak.share import records as rec
 from yak.share.records import ShareKey, ShareState, StateBatch
 
-__all__ = ["ShareCoordinator", "ShareStateShard", "share_state_topic_configs"]
+__all__ = ["ShareCoordinator", "ShareStateShard", "share_state_topic_configs", "unread_by"]
 
 log = logging.getLogger(__name__)
 
 # How long a first read waits for its partition to load after the topic's creation.
 FIRST_LOAD_WAIT_MS = 3000
+# A deleted key no share-partition leader has read since (`ShareStateShard.deleted`).
+NO_READ = 2**31 - 1
 
 
 def share_state_topic_configs(min_isr: int) -> dict[str, str]:
@@ -62,6 +64,18 @@ def share_state_topic_configs(min_isr: int) -> dict[str, str]:
     retention, decides what may go), acks=all through min.insync.replicas."""
     return {"cleanup.policy": "delete", "retention.ms": "-1",
             "min.insync.replicas": str(min_isr)}
+
+
+def unread_by(st: ShareState, leader_epoch: int) -> bool:
+    """Whether a write from a share-partition leader at `leader_epoch` comes from a
+    window that never read this state: the state was initialized with no start chosen
+    (start -1, InitializeShareGroupState after a group delete) and no leader read it at
+    that epoch (a leader's read raises the stored leader epoch before it answers). A
+    leader always reads before it writes, so only a window of the deleted incarnation
+    writes so: it gets FENCED_STATE_EPOCH and reads the state again, instead of
+    writing the old group's progress into the new one. Writes without a leader epoch
+    (-1: resets, pruning) are not leaders' and pass."""
+    return st.start_offset < 0 <= leader_epoch and st.leader_epoch < leader_epoch
 
 
 class ShareStateShard:
@@ -73,6 +87,13 @@ class ShareStateShard:
         self.states: dict[ShareKey, ShareState] = {}
         self.in_flight: dict[ShareKey, int] = {}  # writes submitted, not yet completed
         self.snapshot_offsets: dict[ShareKey, int] = {}  # each key's latest snapshot
+        # Deleted keys (DeleteShareGroupState, or a tombstone replayed) -> the lowest
+        # leader epoch that may create their state again by a write: NO_READ until a
+        # share-partition leader reads the key, then that leader's epoch. A window of
+        # the deleted group on its leader never read the key since, so its write cannot
+        # bring the deleted state back (`ShareCoordinator.write`). Kept until the key is
+        # created again; not durable beyond the tombstones' replay.
+        self.deleted: dict[ShareKey, int] = {}
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
                value: bytes | None) -> None:
@@ -81,6 +102,7 @@ class ShareStateShard:
             if value is None:
                 self.states.pop(k, None)
                 self.snapshot_offsets.pop(k, None)
+                self.deleted[k] = NO_READ
                 return
             v = rec.decode_value(version, value)
         except (ValueError, UnicodeDecodeError) as e:
@@ -89,6 +111,7 @@ class ShareStateShard:
         if version == rec.SNAPSHOT:
             self.states[k] = v
             self.snapshot_offsets[k] = offset
+            self.deleted.pop(k, None)
         else:
             self._update(k, v.leader_epoch, v.start_offset, v.batches)
 
@@ -260,6 +283,10 @@ class ShareCoordinator:
             def apply() -> ShareState | None:
                 return shard.states.get(key)
 
+            if st is None and key in shard.deleted:
+                was = shard.deleted[key]  # this leader may create the key again
+                shard.deleted[key] = leader_epoch if was == NO_READ else max(was,
+                                                                             leader_epoch)
             if st is None or leader_epoch == st.leader_epoch:
                 return CoordinatorResult([], apply=apply)
             if leader_epoch < st.leader_epoch:
@@ -309,18 +336,34 @@ class ShareCoordinator:
                 # the state was reset (AlterShareGroupOffsets) since this leader read it
                 raise error_for_code(ErrorCode.fenced_state_epoch,
                                      f"state epoch {state_epoch} < {st.state_epoch}")
+            if st is not None and unread_by(st, leader_epoch):
+                # initialized (InitializeShareGroupState, start -1) after this leader read
+                # the key: its window is of a deleted incarnation (a group deleted and
+                # created again); it must read the new state (see `unread_by`)
+                raise error_for_code(ErrorCode.fenced_state_epoch,
+                                     f"state initialized since leader epoch {leader_epoch} "
+                                     "read it")
             if snapshot and st is None:
                 return CoordinatorResult([], response=ErrorCode.none)  # deleted meanwhile
+            if st is None and leader_epoch < shard.deleted.get(key, -1):
+                # Kafka's answer to a write of an uninitialized share partition; here:
+                # deleted, and this writer did not read it since (a window of the
+                # deleted group, or an admin write)
+                raise error_for_code(ErrorCode.invalid_request,
+                                     "Write operation on uninitialized share partition "
+                                     "not allowed")
             whole = (st is None or state_epoch > st.state_epoch
                      or ((snapshot or st.updates >= self.snapshot_every) and pending == 0))
             if whole:
-                start = start_offset if start_offset >= 0 or st is None else st.start_offset
+                # -1 keeps the stored start (-1 stays -1: initialized, no start chosen)
+                start = start_offset if start_offset >= 0 else (
+                    0 if st is None else st.start_offset)
                 merged = ShareState(
                     state_epoch if st is None else max(state_epoch, st.state_epoch),
                     leader_epoch if st is None else max(leader_epoch, st.leader_epoch),
-                    max(start, 0),
+                    start,
                     rec.overlay(() if st is None or state_epoch > st.state_epoch
-                                else st.batches, batches, max(start, 0)),
+                                else st.batches, batches, start),
                     0 if st is None else st.snapshot_epoch + 1)
                 record = (rec.encode_key(rec.SNAPSHOT, key), rec.encode_snapshot(merged))
                 # its offset: the runtime appends it right after this operation
@@ -332,6 +375,7 @@ class ShareCoordinator:
                     if now is not None:
                         merged.leader_epoch = max(merged.leader_epoch, now.leader_epoch)
                     shard.states[key] = merged
+                    shard.deleted.pop(key, None)
                     if at is not None and at >= 0:
                         shard.snapshot_offsets[key] = at
                     return ErrorCode.none
@@ -361,17 +405,66 @@ class ShareCoordinator:
 
     async def initialize(self, key: ShareKey, state_epoch: int,
                          start_offset: int) -> ErrorCode:
-        """InitializeShareGroupState: a new state at `start_offset` (a snapshot)."""
-        return await self.write(key, state_epoch, -1, start_offset, ())
+        """InitializeShareGroupState (Kafka's ShareCoordinatorShard.initializeState): a
+        new state at `state_epoch` and `start_offset`, nothing in flight, one
+        ShareSnapshot, durable before it answers. A negative partition is
+        INVALID_REQUEST; a stored state epoch above `state_epoch` is FENCED_STATE_EPOCH.
+
+        `start_offset` -1 is Kafka's uninitialized start: the share-partition leader
+        chooses it by `share.auto.offset.reset` when it first reads the state. The group
+        coordinator sends that when a share partition is first assigned
+        (`yak/share/initialization.py`), and here it only makes sure a state exists: a
+        key that has one (any start) is left as it is and answered NONE, so a member
+        joining a live group never wipes the state its leader is writing (Kafka's group
+        coordinator knows which partitions it initialized from its own records; Yak's
+        asks the share coordinator), whatever its state epoch. A start >= 0 (an explicit
+        start) replaces the state, as in Kafka. The stored leader epoch is kept (the fence of deposed leaders); a new
+        key's is -1: no leader has read it yet (`unread_by`)."""
+        if key.partition < 0:
+            return ErrorCode.invalid_request
+        p = self.partition_for(key)
+
+        def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
+            st = shard.states.get(key)
+            if st is not None and start_offset < 0:
+                return CoordinatorResult([], response=ErrorCode.none)  # initialized
+            if st is not None and st.state_epoch > state_epoch:
+                raise error_for_code(ErrorCode.fenced_state_epoch,
+                                     f"state epoch {state_epoch} < {st.state_epoch}")
+            state = ShareState(state_epoch, -1 if st is None else st.leader_epoch,
+                               max(start_offset, -1), [],
+                               0 if st is None else st.snapshot_epoch + 1)
+            at = self._log_end(p) if self._log_end is not None else None
+
+            def apply() -> ErrorCode:
+                now = shard.states.get(key)  # a read raised the fence meanwhile
+                if now is not None:
+                    state.leader_epoch = max(state.leader_epoch, now.leader_epoch)
+                shard.states[key] = state
+                shard.deleted.pop(key, None)
+                if at is not None and at >= 0:
+                    shard.snapshot_offsets[key] = at
+                return ErrorCode.none
+            return CoordinatorResult([(rec.encode_key(rec.SNAPSHOT, key),
+                                       rec.encode_snapshot(state))], apply=apply)
+
+        try:
+            return await self.runtime.schedule_write_operation("share-initialize", p, op)
+        except KafkaError as e:
+            return e.code
 
     async def delete(self, key: ShareKey) -> ErrorCode:
-        """DeleteShareGroupState: a tombstone for both record types of the key."""
+        """DeleteShareGroupState: a tombstone for both record types of the key. The
+        share-partition leaders of the deleted group may still hold windows of it: the
+        first write of one is refused (`ShareStateShard.deleted`, `unread_by`), and the
+        leader then reads the key again (`CoordinatorPersister.write`)."""
         p = self.partition_for(key)
 
         def op(shard: ShareStateShard) -> CoordinatorResult[ErrorCode]:
             def apply() -> ErrorCode:
                 shard.states.pop(key, None)
                 shard.snapshot_offsets.pop(key, None)
+                shard.deleted[key] = NO_READ
                 return ErrorCode.none
             return CoordinatorResult([(rec.encode_key(rec.SNAPSHOT, key), None),
                                       (rec.encode_key(rec.UPDATE, key), None)], apply=apply)

@@ -61,7 +61,7 @@ async def _delete_topic(share: ShareManager, group_id: str, topic_id: uuid.UUID,
     keys = [ShareKey(group_id, topic_id, p) for p in range(partitions)]
     states = await asyncio.gather(*(share.persister.read(k, -1) for k in keys))
     had = [k for k, st in zip(keys, states, strict=True)
-           if st.error is ErrorCode.none and st.start_offset >= 0]
+           if st.error is ErrorCode.none and st.exists]  # initialized with start -1 too
     for st in states:
         if st.error is not ErrorCode.none:
             return st.error, bool(had)

@@ -4,7 +4,11 @@ DefaultStatePersister): read a share partition's state on first use, write each 
 The key's coordinator is the leader of its `__share_group_state` partition. When that is
 this broker, the `ShareCoordinator` is called in-process (the same write operation the
 RPC handler runs); otherwise the state RPCs go to that broker over the inter-broker
-client (ReadShareGroupState 84, WriteShareGroupState 85, as Kafka's leader sends them).
+client (ReadShareGroupState 84, WriteShareGroupState 85, as Kafka's leader sends them;
+InitializeShareGroupState 83 for the group coordinator, DeleteShareGroupState 86 for a
+group delete). A read of a key with no state is `exists=False` (Kafka answers it
+INVALID_REQUEST on the wire); the leader then initializes the key itself with its first
+write, which only happens when the group coordinator's initialization has not landed.
 A write is answered only once the coordinator made it durable (acks=all); anything else
 is an error code the caller turns into its own (a failed acknowledgement is reported, a
 failed acquisition is handed back), never a silent loss.
@@ -17,12 +21,14 @@ keeps request order and the RPC handler submits before its first await.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.delete_share_group_state.v0 import request as delete_req
+from kio.schema.initialize_share_group_state.v0 import request as init_req
 from kio.schema.read_share_group_state.v0 import request as read_req
 from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i64
@@ -42,8 +48,11 @@ Send = Callable[[int, Any], Awaitable[Any]]
 class ReadResult:
     error: ErrorCode = ErrorCode.none
     state_epoch: int = 0
-    start_offset: int = -1  # -1: no state yet (initialize by share.auto.offset.reset)
+    start_offset: int = -1  # -1: no start yet (initialize by share.auto.offset.reset)
     batches: list[StateBatch] = field(default_factory=list)
+    # False: the key has no state at all (never initialized, or deleted; on the wire
+    # Kafka's INVALID_REQUEST), as opposed to one initialized with start -1
+    exists: bool = True
 
 
 class CoordinatorPersister:
@@ -71,27 +80,87 @@ class CoordinatorPersister:
         if err is not None:
             return ReadResult(err)
         code, st = await self.coordinator.read_state(key, leader_epoch)
-        if code is not ErrorCode.none or st is None:
+        if code is not ErrorCode.none:
             return ReadResult(code)
+        if st is None:
+            return ReadResult(exists=False)
         return ReadResult(ErrorCode.none, st.state_epoch, st.start_offset, list(st.batches))
 
     def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
               batches: Sequence[StateBatch]) -> Awaitable[ErrorCode]:
-        """Submit now (the caller's order), await the durable answer."""
+        """Submit now (the caller's order), await the durable answer. A write the
+        coordinator refuses because the key has no state (INVALID_REQUEST, Kafka's
+        "Write operation on uninitialized share partition": the group was deleted since
+        this leader read it) is FENCED_STATE_EPOCH to the leader, as a reset is: its
+        window is not the state any more, it drops it and reads the key again."""
         node = self._remote(key)
         if node is not None:
-            return self._write_remote(node, key, state_epoch, leader_epoch, start_offset,
-                                      batches)
-        return self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches)
+            return _as_fenced(self._write_remote(node, key, state_epoch, leader_epoch,
+                                                 start_offset, batches))
+        return _as_fenced(self.coordinator.write(key, state_epoch, leader_epoch,
+                                                 start_offset, batches))
 
     async def reset(self, key: ShareKey, start_offset: int) -> ErrorCode:
         """AlterShareGroupOffsets: a new state at `start_offset`, nothing in flight, at
         the next state epoch (a leader still holding the old state is fenced and reads
-        it again)."""
+        it again): InitializeShareGroupState with that start, as Kafka's group
+        coordinator sends it."""
         current = await self.read(key, -1)
         if current.error is not ErrorCode.none:
             return current.error
-        return await self.write(key, current.state_epoch + 1, -1, start_offset, ())
+        (code,) = await self.initialize([key], current.state_epoch + 1, start_offset)
+        return code
+
+    async def initialize(self, keys: Sequence[ShareKey], state_epoch: int = 0,
+                         start_offset: int = -1) -> list[ErrorCode]:
+        """InitializeShareGroupState for `keys` (one group's): in-process for the keys
+        led here, else one RPC 83 per coordinator broker with all of its keys; one code
+        per key, in order. The defaults are the group coordinator's first assignment:
+        state epoch 0 and Kafka's uninitialized start (-1), which leaves an existing
+        state as it is (`ShareCoordinator.initialize`)."""
+        codes: list[ErrorCode] = [ErrorCode.none] * len(keys)
+        remote: dict[int, list[int]] = {}
+        local: list[int] = []
+        for i, key in enumerate(keys):
+            node = self._remote(key)
+            if node is None:
+                local.append(i)
+            else:
+                remote.setdefault(node, []).append(i)
+
+        async def here(i: int) -> None:
+            err = await self.coordinator.ensure_ready(keys[i])
+            codes[i] = err if err is not None else await self.coordinator.initialize(
+                keys[i], state_epoch, start_offset)
+
+        async def there(node: int, idx: list[int]) -> None:
+            assert self._send is not None
+            by_topic: dict[Any, list[int]] = {}
+            for i in idx:
+                by_topic.setdefault(keys[i].topic_id, []).append(i)
+            req = init_req.InitializeShareGroupStateRequest(
+                group_id=keys[idx[0]].group_id, topics=tuple(
+                    init_req.InitializeStateData(topic_id=tid, partitions=tuple(
+                        init_req.PartitionData(partition=i32(keys[i].partition),
+                                               state_epoch=i32(state_epoch),
+                                               start_offset=i64(start_offset))
+                        for i in ids)) for tid, ids in by_topic.items()))
+            try:
+                resp = await self._send(node, req)
+            except Exception as e:
+                log.info("InitializeShareGroupState to broker %d: %s", node, e)
+                for i in idx:
+                    codes[i] = ErrorCode.coordinator_not_available
+                return
+            got = {(t.topic_id, p.partition): ErrorCode(p.error_code)
+                   for t in resp.results for p in t.partitions}
+            for i in idx:
+                codes[i] = got.get((keys[i].topic_id, keys[i].partition),
+                                   ErrorCode.unknown_server_error)
+
+        await asyncio.gather(*(here(i) for i in local),
+                             *(there(n, idx) for n, idx in remote.items()))
+        return codes
 
     async def delete(self, key: ShareKey) -> ErrorCode:
         """DeleteShareGroupState: the key's state gone (tombstones, durable), here or by
@@ -130,6 +199,8 @@ class CoordinatorPersister:
         for t in resp.results:
             for p in t.partitions:
                 code = ErrorCode(p.error_code)
+                if code is ErrorCode.invalid_request:  # Kafka's answer for no state
+                    return ReadResult(exists=False)
                 if code is not ErrorCode.none:
                     return ReadResult(code)
                 return ReadResult(ErrorCode.none, p.state_epoch, p.start_offset,
@@ -159,3 +230,7 @@ class CoordinatorPersister:
                 return ErrorCode(p.error_code)
         return ErrorCode.unknown_server_error
 
+
+async def _as_fenced(write: Awaitable[ErrorCode]) -> ErrorCode:
+    code = await write
+    return ErrorCode.fenced_state_epoch if code is ErrorCode.invalid_request else code

@@ -1,8 +1,11 @@
 """ReadShareGroupState (KIP-932, an inter-broker API): a share-partition leader on another
 broker reads a share partition's durable state from this broker's share coordinator.
-A key never written answers start offset -1 (the leader then initializes it); a reader
-whose leader epoch is older than the one stored is FENCED_LEADER_EPOCH. Policy in
-yak/share/coordinator.py."""
+A key with no state (never initialized, or deleted) is INVALID_REQUEST, as Kafka 4.1+
+answers ("Read operation on uninitialized share partition not allowed": the group
+coordinator initializes a share partition before its leader reads it); one initialized
+with no start yet answers start offset -1 (the leader chooses it by
+`share.auto.offset.reset`); a reader whose leader epoch is older than the one stored is
+FENCED_LEADER_EPOCH. Policy in yak/share/coordinator.py."""
 
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code = await coordinator.ensure_ready(key) or ErrorCode.none
                 if code is ErrorCode.none:
                     code, st = await coordinator.read_state(key, p.leader_epoch)
-                    if st is not None:
+                    if st is None and code is ErrorCode.none:
+                        code = ErrorCode.invalid_request  # uninitialized
+                    elif st is not None:
                         fields.update(state_epoch=st.state_epoch, start_offset=st.start_offset,
                                       state_batches=tuple(build(
                                           mod.StateBatch, first_offset=a, last_offset=b,
