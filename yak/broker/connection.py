@@ -22,8 +22,10 @@ bounded on both sides:
   `socket.request.max.bytes` before anything is kept (else: close); a frame is only as big
   in memory as the bytes that arrived; reading pauses once `MAX_QUEUED_REQUESTS` frames or
   `MAX_QUEUED_BYTES` wait. A frame is a read-only view that is never written over while
-  anything holds it (purgatory, a pipelined request's turn, a disk write); buffers are
-  released after `RECEIVE_BUFFER_IDLE_S` without a read;
+  anything holds it (a queued request, a pipelined request's turn, a disk write). A
+  Produce lets its views go once its records are in the log, before acks=all waits, so
+  the buffers are reused while requests wait for their replicas; buffers are released
+  after `RECEIVE_BUFFER_IDLE_S` without a read;
 - writing: when the transport's write buffer is above its high-water mark (a slow
   consumer), this connection stops handling requests until it drains. Other
   connections, producers included, keep running.
@@ -278,7 +280,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._inflight_fetches += api == FETCH_KEY
                     turn = self._last_turn = EffectTurn(self._last_turn)
                     self._inflight.append(
-                        loop.create_task(self._pipelined(frame, prev, api, turn)))
+                        loop.create_task(self._pipelined([frame], prev, api, turn)))
                 else:
                     while self._inflight:
                         await self._wait_oldest()
@@ -290,6 +292,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         log.info("closing connection from %s: %s", self.peer, e)
                         self.close()
                         return
+                del frame  # (held by its request alone: see _pipelined)
                 if not self._can_write.is_set():
                     await self._can_write.wait()
         except asyncio.CancelledError:
@@ -324,16 +327,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             until = asyncio.get_running_loop().time() + throttle_ms / 1000
             self._muted_until = max(self._muted_until, until)
 
-    async def _pipelined(self, frame: memoryview, prev: asyncio.Task[int] | None,
+    async def _pipelined(self, held: list[memoryview], prev: asyncio.Task[int] | None,
                          api: int, turn: EffectTurn) -> int:
         """One pipelined request: handled at once, its effects after those of the requests
         before it (`turn`), answered after `prev` answered. The caller counted it in
         flight (bytes, Fetches); this takes it back when it is done, and releases its turn
-        however it ends, so a failed request never holds the ones behind it."""
-        size = len(frame)
+        however it ends, so a failed request never holds the ones behind it.
+
+        `held` is the frame in a list this empties: the frame is a view of the receive
+        buffer, and only the handler may hold it while the request waits (a Produce lets
+        its records go once they are in the log, so an acks=all request parked for its
+        replicas does not keep the buffer from being reused; issue 28)."""
+        size = len(held[0])
         fetch = api == FETCH_KEY
         try:
-            throttle_ms = await self._handle_frame(frame, prev, turn)
+            throttle_ms = await self._handle_frame(held.pop(), prev, turn)
         except ProtocolViolation as e:
             log.info("closing connection from %s: %s", self.peer, e)
             self.close()
@@ -422,6 +430,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             raise ProtocolViolation(
                 f"undecodable {kio_compat.api_name(api_key)} v{api_version}: {e!r}"
             ) from None
+        # From here the decoded request holds what the handler needs of the frame: this
+        # frame must not pin the receive buffer while the handler waits (see _pipelined).
+        del frame
         try:
             response = await spec.handle(ctx, request)
         except KafkaError as e:

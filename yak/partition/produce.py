@@ -164,7 +164,7 @@ class AppendPath:
 
     async def handle_produce_append(
         self,
-        entries: Sequence[tuple[str, int, memoryview]],
+        entries: list[tuple[str, int, memoryview]],
         required_acks: int,
         timeout_ms: int,
         transactional_id: str | None = None,
@@ -187,32 +187,17 @@ class AppendPath:
            turn: a marker written during verification fails the batch), then
            `turn.release()`;
         5. acks=all: wait for the high watermark (and the fsync), which holds no one back.
+
+        `entries` is emptied once the appends are done: its records are views of the
+        connection's receive buffer, which the connection reuses once nothing holds a view
+        of it, so an acks=all request must not hold them while it waits (issue 28). The
+        loops that bind a record view are in functions of their own for the same reason.
         """
         try:
             if required_acks not in (0, 1, -1):
                 code = int(InvalidRequiredAcksError.code)
                 return [PartitionAppendResult(t, i, code) for t, i, _ in entries]
-            results: list[PartitionAppendResult | None] = [None] * len(entries)
-            headers: list[BatchHeader | None] = [None] * len(entries)
-            # (entry index, partition, header) of batches that need KIP-890 verification.
-            unverified: list[tuple[int, Partition, BatchHeader]] = []
-            for i, (topic, index, data) in enumerate(entries):
-                try:
-                    h = headers[i] = _client_batch_header(data)
-                except KafkaError as e:
-                    results[i] = PartitionAppendResult(topic, index, int(e.code), e.message)
-                    continue
-                if h is None or not h.attributes & TRANSACTIONAL_BIT:
-                    continue
-                if transactional_id is None:  # Kafka refuses these: they could never end
-                    results[i] = PartitionAppendResult(
-                        topic, index, int(ErrorCode.transactional_id_authorization_failed),
-                        "transactional records without a transactional id")
-                    continue
-                p = self._partitions.get((topic, index))
-                if p is not None and p.is_leader and not p.has_ongoing_txn(
-                        h.producer_id, h.producer_epoch):
-                    unverified.append((i, p, h))
+            results, headers, unverified = self._check_batches(entries, transactional_id)
             guards: dict[int, VerificationGuard] = {}
             if unverified:
                 assert transactional_id is not None
@@ -224,18 +209,57 @@ class AppendPath:
                         f"transactional batch refused: {ErrorCode(code).name}")
             if turn is not None and not turn.ready:
                 await turn.wait()
-            for i, (topic, index, data) in enumerate(entries):
-                if results[i] is None:
-                    results[i] = self.append_local(topic, index, data, required_acks,
-                                                   AppendOrigin.CLIENT, headers[i],
-                                                   guards.get(i))
+            self._append_entries(entries, results, headers, guards, required_acks)
         finally:
             if turn is not None:
                 turn.release()
+            entries.clear()
         done: list[PartitionAppendResult] = results  # type: ignore[assignment]
         if required_acks == -1:
             await self.wait_for_acks(done, timeout_ms)
         return done
+
+    def _check_batches(
+        self, entries: list[tuple[str, int, memoryview]], transactional_id: str | None,
+    ) -> tuple[list[PartitionAppendResult | None], list[BatchHeader | None],
+               list[tuple[int, Partition, BatchHeader]]]:
+        """Step 1 of `handle_produce_append`: a result for each entry refused before any
+        state is read, each batch's header, and the (entry index, partition, header) of
+        the batches that need KIP-890 verification."""
+        results: list[PartitionAppendResult | None] = [None] * len(entries)
+        headers: list[BatchHeader | None] = [None] * len(entries)
+        unverified: list[tuple[int, Partition, BatchHeader]] = []
+        for i, (topic, index, data) in enumerate(entries):
+            try:
+                h = headers[i] = _client_batch_header(data)
+            except KafkaError as e:
+                results[i] = PartitionAppendResult(topic, index, int(e.code), e.message)
+                continue
+            if h is None or not h.attributes & TRANSACTIONAL_BIT:
+                continue
+            if transactional_id is None:  # Kafka refuses these: they could never end
+                results[i] = PartitionAppendResult(
+                    topic, index, int(ErrorCode.transactional_id_authorization_failed),
+                    "transactional records without a transactional id")
+                continue
+            p = self._partitions.get((topic, index))
+            if p is not None and p.is_leader and not p.has_ongoing_txn(
+                    h.producer_id, h.producer_epoch):
+                unverified.append((i, p, h))
+        return results, headers, unverified
+
+    def _append_entries(
+        self, entries: list[tuple[str, int, memoryview]],
+        results: list[PartitionAppendResult | None], headers: list[BatchHeader | None],
+        guards: dict[int, VerificationGuard], required_acks: int,
+    ) -> None:
+        """Step 4 of `handle_produce_append`: the appends of the entries not refused
+        yet, with no await in between."""
+        for i, (topic, index, data) in enumerate(entries):
+            if results[i] is None:
+                results[i] = self.append_local(topic, index, data, required_acks,
+                                               AppendOrigin.CLIENT, headers[i],
+                                               guards.get(i))
 
     async def append_records(
         self,

@@ -47,18 +47,49 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
     broker = ctx.broker
     replicas = broker.replica_manager
     acks = request.acks
-    # Authorization (Kafka's): WRITE on the transactional id, else every partition fails;
-    # WRITE on each topic, else its partitions fail. Checked per topic, never per record.
+    results, entries, slots = _plan(ctx, request)
+    # The records are views of the connection's receive buffer: from here only `entries`
+    # holds them, and the partition layer empties it once they are in the log, so an
+    # acks=all request waiting for its replicas keeps no buffer from being reused (issue 28).
+    request.topics = []
+    appended = await replicas.handle_produce_append(
+        entries, acks, request.timeout_ms, request.transactional_id, ctx.turn)
+    for res, r in zip(slots, appended, strict=True):
+        if r.info is None:
+            res.error_code, res.error_message = r.error, r.error_message
+            res.record_errors = r.record_errors
+        else:
+            info = r.info
+            res.base_offset = info.base_offset
+            res.log_append_time = info.log_append_time
+            res.log_start_offset = info.log_start_offset
+    broker.metrics.record_appended(appended)
+    quota = broker.quotas.produce
+    if quota.enabled:  # producer_byte_rate: the request's size counts (Kafka's)
+        ctx.throttle_time_ms = quota.record_and_get_throttle_time_ms(
+            ctx.principal, ctx.client_id or "", ctx.request_size)
+    if acks == 0:
+        return None
+    return _response(ctx, results)
+
+
+def _plan(ctx: RequestContext, request: ProduceRequestData) -> tuple[
+        list[tuple[Any, Any, list[ProducePartitionResult]]],
+        list[tuple[str, int, memoryview]], list[ProducePartitionResult]]:
+    """The response's slots, and the partitions to append with the slot each one's
+    result fills. Authorization (Kafka's): WRITE on the transactional id, else every
+    partition fails; WRITE on each topic, else its partitions fail. Checked per topic,
+    never per record. (A function of its own: its loop variables hold record views,
+    which must not outlive it in the handler's frame.)"""
+    broker = ctx.broker
     authorizer = broker.authorizer
     denied_all = None
     if authorizer is not None and request.transactional_id is not None and not ctx.authorized(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         denied_all = ErrorCode.transactional_id_authorization_failed
     results: list[tuple[Any, Any, list[ProducePartitionResult]]] = []
-    # Partitions to append, and the response slot each one's result fills.
     entries: list[tuple[str, int, memoryview]] = []
     slots: list[ProducePartitionResult] = []
-
     for t in request.topics:
         name = t.name
         if name is None and t.topic_id is not None:
@@ -83,26 +114,7 @@ async def handle(ctx: RequestContext, request: ProduceRequestData) -> Any:
                 continue
             entries.append((name, index, data))
             slots.append(res)
-
-    appended = await replicas.handle_produce_append(
-        entries, acks, request.timeout_ms, request.transactional_id, ctx.turn)
-    for res, r in zip(slots, appended, strict=True):
-        if r.info is None:
-            res.error_code, res.error_message = r.error, r.error_message
-            res.record_errors = r.record_errors
-        else:
-            info = r.info
-            res.base_offset = info.base_offset
-            res.log_append_time = info.log_append_time
-            res.log_start_offset = info.log_start_offset
-    broker.metrics.record_appended(appended)
-    quota = broker.quotas.produce
-    if quota.enabled:  # producer_byte_rate: the request's size counts (Kafka's)
-        ctx.throttle_time_ms = quota.record_and_get_throttle_time_ms(
-            ctx.principal, ctx.client_id or "", ctx.request_size)
-    if acks == 0:
-        return None
-    return _response(ctx, results)
+    return results, entries, slots
 
 
 def _response(
