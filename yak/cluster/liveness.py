@@ -364,9 +364,11 @@ class _Second:
                      judge.evidence(now), self.evidence)
         return ok
 
-    async def withdraw(self) -> None:
+    async def withdraw(self, answered: bool) -> None:
         if self._told:
-            log.info("liveness: broker %d (epoch %d) answered again; suspicion withdrawn",
-                     self.node, self.epoch)
+            why = ("answered again" if answered
+                   else "silence no longer counted (the window restarted or the probe ended)")
+            log.info("liveness: broker %d (epoch %d) %s; suspicion withdrawn", self.node,
+                     self.epoch, why)
         self._told = False
         await self.liveness.suspicions.withdraw(self.node)

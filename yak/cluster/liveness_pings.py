@@ -132,7 +132,8 @@ class FreezeJudge:
 class Corroboration(Protocol):
     """The second source a silence needs before it is a verdict (liveness_quorum.py says
     which, and why): told of every answer, asked while the judge finds the broker silent,
-    told when a suspicion it was asked about ended without a verdict."""
+    told when a suspicion it was asked about ended without a verdict (`answered`: the
+    broker answered again; else the watch ended)."""
 
     evidence: str  # one line for the log: why `agrees` said what it said last
 
@@ -140,7 +141,7 @@ class Corroboration(Protocol):
 
     async def agrees(self, judge: FreezeJudge, now: float) -> bool: ...
 
-    async def withdraw(self) -> None: ...
+    async def withdraw(self, answered: bool) -> None: ...
 
 
 async def _read_answers(reader: asyncio.StreamReader, judge: FreezeJudge,
@@ -169,6 +170,7 @@ async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, boun
     answers = asyncio.get_running_loop().create_task(
         _read_answers(reader, judge, clock, second), name="liveness-answers")
     suspected = False  # `second` was asked, and no verdict came of it yet
+    heard_at = judge.heard_at  # the last answer when it was asked
     sent_at = now  # the last ping
     try:
         due = now
@@ -184,9 +186,9 @@ async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, boun
                 if await second.agrees(judge, now) and judge.heard_at == heard_at:
                     suspected = False
                     return judge
-            elif suspected:
+            elif suspected:  # an answer, or this prober was late: the window restarts
                 suspected = False
-                await second.withdraw()  # type: ignore[union-attr]
+                await second.withdraw(judge.heard_at != heard_at)  # type: ignore[union-attr]
             # One in flight at a time; but one unanswered for half the bound is followed
             # by another: a proxy or middlebox may have dropped it, and a prober that
             # judged nothing (a suspicion without a second source) must hear the broker
@@ -209,4 +211,4 @@ async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, boun
             await answers
         if suspected and second is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(second.withdraw(), 1.0)
+                await asyncio.wait_for(second.withdraw(False), 1.0)
