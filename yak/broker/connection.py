@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
 from yak.broker.context import RawResponse, RequestContext
-from yak.broker.sendfile import HAVE_SENDFILE, write_regions
+from yak.broker.sendfile import HAVE_SENDFILE, ResponseWriter
 from yak.errors import KafkaError
 from yak.partition.ordering import EffectTurn
 from yak.protocol import guard, kio_compat
@@ -64,7 +64,6 @@ from yak.protocol.framing import (
 from yak.protocol.kio_compat import ErrorCode
 from yak.security.channel import NoMatchingRule, Session
 from yak.security.sasl import SASL_HANDSHAKE, GateAction
-from yak.storage.file_region import FileRegion
 
 if TYPE_CHECKING:
     from yak.broker.broker import Broker
@@ -129,7 +128,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # gets a turn chained to the one before it.
         self._last_turn: EffectTurn | None = None
         self._muted_until = 0.0  # KIP-219: no new request starts before (loop time)
-        self._sendfile_fd = -1  # the socket, when responses may carry FileRegions
+        self._writer: ResponseWriter | None = None  # set when the transport is
+        self._transport_paused = False  # above its high water mark (pause_writing)
         self.extras: dict[str, Any] = {}
 
     # ------------------------------------------------------------ asyncio callbacks
@@ -153,10 +153,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Zero-copy fetch (issue 28): on a plaintext socket, Fetch records stay in the
         # segment files and go out with sendfile; TLS encrypts in user space, so it copies.
         sock = transport.get_extra_info("socket")
+        sendfile_fd = -1
         if (ssl_object is None and sock is not None and HAVE_SENDFILE
                 and self.broker.config.socket_sendfile_enable):
-            self._sendfile_fd = sock.fileno()
+            sendfile_fd = sock.fileno()
             self.extras["sendfile"] = True
+        self._writer = ResponseWriter(transport, sendfile_fd,  # type: ignore[arg-type]
+                                      self._writer_blocked, self._writer_failed)
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._serve())
         self._idle_timer = loop.call_later(RECEIVE_BUFFER_IDLE_S, self._release_if_idle)
@@ -175,6 +178,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._writer is not None:
+            self._writer.discard()
         self._queue.clear()
         self._can_write.set()
         self._wake()
@@ -191,10 +196,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._inflight.clear()
 
     def pause_writing(self) -> None:
+        self._transport_paused = True
         self._can_write.clear()
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        self._transport_paused = False
+        if self._writer is None or not self._writer.backlogged:
+            self._can_write.set()
+
+    def _writer_blocked(self, blocked: bool) -> None:
+        """The response writer holds a backlog (the socket is full): read no new request
+        until it is sent, as while the transport is above its high water mark."""
+        if blocked:
+            self._can_write.clear()
+        elif not self._transport_paused:
+            self._can_write.set()
+
+    def _writer_failed(self, e: Exception) -> None:
+        """A region cut under us (truncated) cannot be sent whole once its frame length
+        went out, so the connection closes, as Kafka's does."""
+        log.info("closing connection from %s: fetch response not sent: %s", self.peer, e)
+        self.close()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -234,6 +256,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._wake()
             if not flush:
                 self._cancel_inflight()
+            if self._writer is not None:
+                if flush:
+                    self._writer.flush_to_transport()
+                else:
+                    self._writer.discard()
             if self.transport is not None:
                 if flush:
                     self.transport.close()
@@ -509,32 +536,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await asyncio.sleep(result.delay_ms / 1000)
             self.close()
             return
-        if self.transport is not None and not self._closed:
-            self.transport.write(struct.pack(">i", len(result.auth_bytes)) + result.auth_bytes)
+        if self._writer is not None and not self._closed:
+            self._writer.write([struct.pack(">i", len(result.auth_bytes)) + result.auth_bytes])
 
     def _write_response(self, correlation_id: int, response: Any) -> None:
-        transport = self.transport
-        if transport is None or self._closed:
+        writer = self._writer
+        if writer is None or self._closed:
             return
         if isinstance(response, RawResponse):
             head = response_frame_head(response.size, correlation_id, response.flexible_header)
-            buffers = [head, *response.buffers]
-            if any(type(b) is FileRegion for b in buffers):
-                self._write_regions(transport, buffers)
-            else:
-                transport.writelines(buffers)
+            writer.write([head, *response.buffers])
         else:
-            transport.write(kio_compat.encode_response(correlation_id, response))
-
-    def _write_regions(self, transport: asyncio.Transport, buffers: list[Any]) -> None:
-        """A response whose records include `FileRegion`s: yak/broker/sendfile.py; a
-        region cut under us (truncated) cannot be sent whole once its frame length went
-        out, so the connection closes, as Kafka's does."""
-        try:
-            write_regions(self._sendfile_fd, transport, buffers)
-        except (OSError, KafkaError) as e:
-            log.info("closing connection from %s: fetch response not sent: %s", self.peer, e)
-            self.close()
+            writer.write([kio_compat.encode_response(correlation_id, response)])
 
     def _unsupported_api_versions(self) -> Any:
         cls = kio_compat.response_class(API_VERSIONS_KEY, 0)
