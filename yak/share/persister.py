@@ -162,26 +162,50 @@ class CoordinatorPersister:
                              *(there(n, idx) for n, idx in remote.items()))
         return codes
 
+    @property
+    def can_send(self) -> bool:
+        """Whether state RPCs can go to other brokers (a cluster; not unit tests)."""
+        return self._send is not None
+
+    def coordinator_node(self, key: ShareKey) -> int:
+        """The broker that coordinates `key`'s state: this one's id when it does (or
+        with no cluster), else the leader of its state partition (-1: none now)."""
+        node = self._remote(key)
+        return self._node_id if node is None else node
+
     async def delete(self, key: ShareKey) -> ErrorCode:
         """DeleteShareGroupState: the key's state gone (tombstones, durable), here or by
         RPC 86 to its coordinator."""
         node = self._remote(key)
         if node is not None:
-            assert self._send is not None
-            req = delete_req.DeleteShareGroupStateRequest(group_id=key.group_id, topics=(
-                delete_req.DeleteStateData(topic_id=key.topic_id, partitions=(
-                    delete_req.PartitionData(partition=i32(key.partition)),)),))
-            try:
-                resp = await self._send(node, req)
-            except Exception as e:
-                log.info("DeleteShareGroupState to broker %d: %s", node, e)
-                return ErrorCode.coordinator_not_available
-            for t in resp.results:
-                for p in t.partitions:
-                    return ErrorCode(p.error_code)
-            return ErrorCode.unknown_server_error
+            (code,) = await self.send_delete(node, [key])
+            return code
         err = await self.coordinator.ensure_ready(key)
         return err if err is not None else await self.coordinator.delete(key)
+
+    async def send_delete(self, node: int, keys: Sequence[ShareKey]) -> list[ErrorCode]:
+        """One DeleteShareGroupState (86) to broker `node` for `keys` (one group's):
+        the code per key, in order (COORDINATOR_NOT_AVAILABLE for all when the request
+        fails). A broker that does not coordinate a key answers NOT_COORDINATOR for it,
+        and drops its share partition of it either way (the group delete's notice to the
+        share-partition leaders, `yak/share/deletion.py`)."""
+        assert self._send is not None
+        by_topic: dict[Any, list[int]] = {}
+        for i, key in enumerate(keys):
+            by_topic.setdefault(key.topic_id, []).append(i)
+        req = delete_req.DeleteShareGroupStateRequest(group_id=keys[0].group_id, topics=tuple(
+            delete_req.DeleteStateData(topic_id=tid, partitions=tuple(
+                delete_req.PartitionData(partition=i32(keys[i].partition)) for i in ids))
+            for tid, ids in by_topic.items()))
+        try:
+            resp = await self._send(node, req)
+        except Exception as e:
+            log.info("DeleteShareGroupState to broker %d: %s", node, e)
+            return [ErrorCode.coordinator_not_available] * len(keys)
+        got = {(t.topic_id, p.partition): ErrorCode(p.error_code)
+               for t in resp.results for p in t.partitions}
+        return [got.get((k.topic_id, k.partition), ErrorCode.unknown_server_error)
+                for k in keys]
 
     # ------------------------------------------------------------------ the RPCs
 
