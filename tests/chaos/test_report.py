@@ -179,6 +179,15 @@ def test_report_files(tmp_path: Path) -> None:
     s = write_report(tmp_path / "g0", ops[:-2], check(ops[:-2]),
                      {"allowed_anomalies": ["G0"], "errors": []})
     assert s["valid"] and s["allowed_anomaly_counts"] == {}
+    # a fault skipped for want of a victim is listed, and does not fail the run
+    skipped = "pause-leader: not started: no live leader of chaos-queue known (Metadata) for 30 s"
+    s = write_report(tmp_path / "skip", ops[:-2], check(ops[:-2]),
+                     {"allowed_anomalies": ["G0"], "errors": [],
+                      "faults_not_started": [skipped]})
+    assert s["valid"]
+    md = (tmp_path / "skip" / "summary.md").read_text()
+    assert "Faults skipped when drawn (no victim known in time; not errors):" in md
+    assert f"- {skipped}" in md
 
 
 def test_parse_faults() -> None:

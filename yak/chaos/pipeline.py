@@ -127,8 +127,8 @@ class Pipeline(_Client):
         Why: in runs E and F the rewind's `committed()` timed out for the rest of the run
         (14 and 23 minutes) while the group's coordinator had loaded its partition again
         and again from a log with no transaction open, so a fresh OffsetFetch had nothing
-        to wait for: the stuck side was this librdkafka consumer, which had also stopped
-        heartbeating (its member expired and never joined again). A new member's
+        to wait for: the stuck side was, most likely (inferred, docs/reliability.md), this
+        librdkafka consumer, whose member had also expired and never joined again. A new member's
         assignment starts at the group's committed offsets, which is what the rewind was
         for; if the coordinator itself would not answer, the new member waits the same way
         and the run still reports the undrained input. The old consumer is closed in a
