@@ -136,3 +136,36 @@ def test_a_share_consumer_keeps_consuming_across_a_restart(
                 (member.member_id, member.member_epoch)]
     finally:
         consumer.close()
+
+
+def test_a_member_expired_by_the_sweep_stays_gone_after_a_restart(
+        broker_factory: Callable[..., Any]) -> None:
+    """The one-second sweep removes a silent member and writes its tombstones (and the
+    new group epoch) itself, with no heartbeat to carry them; after the restart the
+    remaining member's session starts again, and it expires the same way."""
+    broker = broker_factory(**{
+        "group.share.session.timeout.ms": "2000", "group.share.min.session.timeout.ms": "2000",
+        "group.share.heartbeat.interval.ms": "500",
+        "group.share.min.heartbeat.interval.ms": "500"})
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("q", 1)
+        assert _hb(c, "silent", 0, ("q",)).error_code == ErrorCode.none
+        live = _hb(c, "live", 0, ("q",))
+        epoch = live.member_epoch
+        end = time.monotonic() + 4  # past the silent member's session, and a sweep
+        while time.monotonic() < end:
+            r = _hb(c, "live", epoch, None)
+            assert r.error_code == ErrorCode.none, r
+            epoch = r.member_epoch
+            time.sleep(0.3)
+        assert [m.member_id for m in _describe(c).members] == ["live"]
+    broker.restart(kill=True)
+    with _connect(broker.bootstrap) as c:
+        g = _describe(c)
+        assert [m.member_id for m in g.members] == ["live"] and g.group_epoch == 3
+        time.sleep(4)  # nobody heartbeats: "live" expires after its session restarted
+        assert _describe(c).members == ()
+    broker.restart(kill=True)
+    with _connect(broker.bootstrap) as c:
+        g = _describe(c)
+        assert g.members == () and g.group_epoch == 4 and g.group_state == "Empty"
