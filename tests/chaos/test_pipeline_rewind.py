@@ -167,3 +167,65 @@ def test_the_diagnosis_reads_the_coordinator_answer_for_an_assignment_with_offse
     pipeline._diagnose_committed(assignment, 3)
     [op] = rec.snapshot()
     assert "'partitions': {'chaos-queue-0': 7, 'chaos-queue-1': -1001}" in op["detail"], op
+
+
+def test_a_replaced_consumer_starts_at_the_committed_offsets_once_they_are_stable(
+        broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the wire: a transaction of another producer holds the group's offset of
+    chaos-queue-0 pending, so the rewind's `committed()` (require_stable) times out. The
+    diagnosis records the coordinator's UNSTABLE_OFFSET_COMMIT; after
+    REWIND_REPLACE_AFTER attempts the pipeline gives the consumer up. Once that
+    transaction is aborted, the new member reads chaos-queue-0 from the start: the offset
+    staged in the aborted transaction never counts."""
+    import time
+
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    monkeypatch.setattr(queue, "REWIND_COMMITTED_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(queue, "REWIND_RETRY_S", 0.1)
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})  # held until it answers
+    for f in admin.create_topics([NewTopic("chaos-queue", 2, 1),
+                                  NewTopic("chaos-eos-out", 2, 1)]).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce("chaos-queue", value=f"v{i}".encode(), partition=0)
+    p.flush(15)
+
+    blocker = Producer({"bootstrap.servers": bs, "transactional.id": "blocker",
+                        "transaction.timeout.ms": 60_000})
+    blocker.init_transactions(30)
+    blocker.begin_transaction()
+    blocker.produce("chaos-eos-out", value=b"x", partition=0)
+    group = Consumer({"bootstrap.servers": bs, "group.id": "chaos-eos"})
+    blocker.send_offsets_to_transaction([TopicPartition("chaos-queue", 0, 5)],
+                                        group.consumer_group_metadata(), 30)
+    group.close()
+
+    rec = Recorder()
+    pipeline = Pipeline("e0", rec, threading.Event(), bootstrap=bs,
+                        input_topic="chaos-queue", output_topic="chaos-eos-out",
+                        output_partitions=2)
+    c = pipeline._consumer()
+    deadline = time.monotonic() + 30
+    while not c.assignment() and time.monotonic() < deadline:
+        c.consume(10, 0.2)
+    assert c.assignment()
+    assert pipeline._rewind(c) is False
+    [diagnosis] = [op for op in rec.snapshot() if op["op"] == "nemesis"]
+    assert "'chaos-queue-0': 'UNSTABLE_OFFSET_COMMIT'" in diagnosis["detail"], diagnosis
+
+    c = pipeline._replace_consumer(c, queue.REWIND_REPLACE_AFTER)
+    blocker.abort_transaction(30)
+    read: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(read) < 10 and time.monotonic() < deadline:
+            read += [(m.partition(), m.offset()) for m in c.consume(10, 0.5)
+                     if m.error() is None]
+    finally:
+        c.close()
+    assert read == [(0, o) for o in range(10)]
+    assert any("pipeline consumer replaced" in op.get("detail", "") for op in rec.snapshot())

@@ -303,7 +303,7 @@ class Pipeline(_Client):
             if not assignment:
                 return True  # nothing owned: the next assignment starts at the group's offsets
             try:
-                committed = c.committed(assignment, 30)
+                committed = c.committed(assignment, REWIND_COMMITTED_TIMEOUT_S)
                 failed = [tp.error for tp in committed if tp.error is not None]
                 if failed:
                     raise RuntimeError(f"committed offsets: {failed[0]}")
@@ -327,6 +327,8 @@ class Pipeline(_Client):
         return True
 
 
+# One attempt to read the group's committed offsets for a rewind (librdkafka's timeout).
+REWIND_COMMITTED_TIMEOUT_S = 30.0
 # Pause between attempts to read the group's committed offsets for a rewind.
 REWIND_RETRY_S = 1.0
 # After this many failed attempts in a row, ask the group's coordinator directly why.
