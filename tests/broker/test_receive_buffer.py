@@ -188,3 +188,57 @@ def test_parked_acks_all_produces_reuse_buffers_and_read_back_intact(
     # buffer of its own (40 requests: 20 MiB).
     # (On a quiet machine: 7 here, 39 at e89bf14, where each request kept its views.)
     assert produce_allocations <= requests // 3, produce_allocations
+
+
+def _window_allocations(monkeypatch, window: int, **receiver: int) -> tuple[int, int]:
+    """A stream of 60 frames of ~1 MiB read 256 KiB at a time, the last `window` of them
+    held (a broker's queue: frames leave in arrival order): the buffers allocated, and
+    the most bytes the receiver's spares held at once."""
+    allocated: list[int] = []
+    real_buffer = framing._buffer
+
+    def counting_buffer(size: int) -> bytearray:
+        allocated.append(size)
+        return real_buffer(size)
+
+    monkeypatch.setattr(framing, "_buffer", counting_buffer)
+    rx = FrameReceiver(1 << 21, **receiver)
+    held: list[tuple[memoryview, bytes]] = []
+    most_spare = 0
+    for i in range(60):
+        body = _frame(i, (1 << 20) + 17 * i)
+        data = struct.pack(">i", len(body)) + body
+        for at in range(0, len(data), 256 << 10):
+            piece = data[at:at + (256 << 10)]
+            region = rx.get_buffer()
+            n = min(len(region), len(piece))
+            region[:n] = piece[:n]
+            del region
+            held += [(f, body) for f in rx.buffer_updated(n)]
+            assert n == len(piece)  # (a region is never smaller than one read here)
+            most_spare = max(most_spare, sum(len(b) for b in rx._spares))
+        while len(held) > window:
+            f, b = held.pop(0)
+            assert bytes(f) == b
+            del f
+    assert all(bytes(f) == b for f, b in held)
+    monkeypatch.setattr(framing, "_buffer", real_buffer)
+    return len(allocated), most_spare
+
+
+def test_spares_cover_a_queue_of_held_frames(monkeypatch) -> None:
+    """12 frames of ~1 MiB held in arrival order: with 3 spares the ones kept are the
+    newest, still held, so every frame needs a new buffer; with as many spares as frames
+    may wait (the broker connection's setting) the freed ones are reused."""
+    default, _ = _window_allocations(monkeypatch, 12)
+    queue, _ = _window_allocations(monkeypatch, 12, spares=20)
+    assert default >= 50, default
+    assert queue <= 16, queue
+
+
+def test_spare_bytes_bound_what_the_spares_keep(monkeypatch) -> None:
+    """`spare_bytes` caps the memory the spares keep, whatever their count allows."""
+    _, most = _window_allocations(monkeypatch, 12, spares=20, spare_bytes=4 << 20)
+    assert most <= 4 << 20, most
+    _, unbounded = _window_allocations(monkeypatch, 12, spares=20)
+    assert unbounded > 4 << 20, unbounded

@@ -48,7 +48,11 @@ it:
   the frame. (Several spares, not one: a broker's pipelined 64 KiB Produce requests
   waiting for their acks span more than two buffers, and a fresh zeroed 256 KiB buffer
   at every switch cost more than uvloop's per-read copy it replaces;
-  benchmarks/broker_receive_bench.py);
+  benchmarks/broker_receive_bench.py. An owner that lets many frames wait may keep more
+  (`spares`, within `spare_bytes`): a broker connection queues up to 16 requests while
+  its in-flight window is full, frames leave in arrival order, and with 3 spares the ones
+  kept were always the newest, still queued, while the oldest, freed first, had been
+  dropped: an RF=3 leader then allocated a ~1 MiB buffer per Produce request, issue 28);
 - a frame larger than the chunk size (256 KiB) grows the buffer with the bytes that
   arrived (doubling, from 1 MiB), never to a size a peer only announced; the buffer keeps
   the largest size it needed, until its owner `release()`s it while nothing is pending
@@ -219,10 +223,12 @@ class FrameReceiver:
     valid as long as the caller keeps them (see the module's docstring)."""
 
     __slots__ = ("max_size", "min_size", "error", "_buf", "_start", "_end", "_spares",
+                 "_max_spares", "_spare_bytes",
                  "_chunk_size", "_scratch")
 
     def __init__(self, max_size: int, min_size: int = MIN_FRAME_SIZE,
-                 chunk_size: int = CHUNK_BUFFER) -> None:
+                 chunk_size: int = CHUNK_BUFFER, spares: int = _SPARES,
+                 spare_bytes: int | None = None) -> None:
         if max_size < MIN_FRAME_SIZE:
             raise ValueError(f"max frame size {max_size} below {MIN_FRAME_SIZE}")
         if chunk_size < 2 * _MIN_READ:
@@ -235,6 +241,8 @@ class FrameReceiver:
         self._start = 0  # first byte not yet part of a frame handed out
         self._end = 0  # end of the bytes received
         self._spares: list[bytearray] = []  # buffers left, oldest first, reused once unexported
+        self._max_spares = spares  # how many are kept, and their bytes at most (None: any)
+        self._spare_bytes = spare_bytes
         self._scratch: bytearray | None = None  # where reads go once `error` is set
 
     @property
@@ -336,7 +344,9 @@ class FrameReceiver:
                 new = _buffer(max(want, self._chunk_size))
             new[:pending] = memoryview(buf)[start:end]
             spares.append(buf)
-            if len(spares) > _SPARES:
+            if len(spares) > self._max_spares or (
+                    self._spare_bytes is not None
+                    and sum(len(b) for b in spares) > self._spare_bytes):
                 del spares[0]  # (freed once the frames in it are)
             self._buf = buf = new
         self._start, self._end = 0, pending
