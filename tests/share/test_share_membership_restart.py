@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient
 
 from tests.broker.rawclient import RawClient
 from tests.share.test_share_durable import _setup
@@ -169,3 +170,22 @@ def test_a_member_expired_by_the_sweep_stays_gone_after_a_restart(
     with _connect(broker.bootstrap) as c:
         g = _describe(c)
         assert g.members == () and g.group_epoch == 4 and g.group_state == "Empty"
+
+
+def test_a_deleted_share_group_stays_deleted_after_a_restart(
+        broker_factory: Callable[..., Any]) -> None:
+    """DeleteGroups of an empty share group writes tombstones of its records (the epoch
+    record an empty group still has), so the restarted broker does not bring it back."""
+    broker = broker_factory()
+    with RawClient(broker.bootstrap) as c:
+        c.create_topic("q", 1)
+        assert _hb(c, "m", 0, ("q",)).error_code == ErrorCode.none
+        assert _hb(c, "m", -1, None).error_code == ErrorCode.none
+        assert _describe(c).group_epoch == 2
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups(["g"])["g"].result(20)
+    broker.restart(kill=True)
+    with _connect(broker.bootstrap) as c:
+        assert _describe(c).error_code == ErrorCode.group_id_not_found
+        n = _hb(c, "m", 0, ("q",))  # a new group of the same name starts afresh
+        assert (n.error_code, n.member_epoch) == (ErrorCode.none, 1)
