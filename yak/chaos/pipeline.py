@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from yak.chaos.history import Recorder
-from yak.chaos.queue import READ_COMMITTED, _Client, _client_conf, partition_name
+from yak.chaos.queue import READ_COMMITTED, _Client, _client_conf, _debug_conf, partition_name
 
 __all__ = ["Pipeline"]
 
@@ -83,6 +83,7 @@ class Pipeline(_Client):
         self.aborts = 0
         self.incarnation = 0
         self.txn_seq = 0
+        self.consumers = 0  # consumers made so far (a stuck one is replaced)
 
     def _producer(self) -> Any:
         from confluent_kafka import Producer
@@ -102,7 +103,9 @@ class Pipeline(_Client):
         from confluent_kafka import Consumer
 
         name = self.client_name
+        self.consumers += 1
         c = Consumer(_client_conf(self.bootstrap, {
+            **_debug_conf(f"{name}-consumer{self.consumers}"),  # why a rewind stuck
             "group.id": self.group,
             "isolation.level": READ_COMMITTED,
             "auto.offset.reset": "earliest",

@@ -67,9 +67,10 @@ def _client_conf(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[st
 
 
 def _debug_conf(process: str) -> dict[str, Any]:
-    """librdkafka debug logging for a queue producer, when YAK_CHAOS_CLIENT_DEBUG names
-    contexts (e.g. "eos,msg") and YAK_CHAOS_CLIENT_LOG_DIR a directory: one log file per
-    producer incarnation. For diagnosing a finding (why the client bumped its epoch, what
+    """librdkafka debug logging for a queue producer or the pipeline's consumer, when
+    YAK_CHAOS_CLIENT_DEBUG names contexts (e.g. "eos,msg"; "cgrp" for the consumer's
+    group protocol) and YAK_CHAOS_CLIENT_LOG_DIR a directory: one log file per producer
+    incarnation or consumer. For diagnosing a finding (why the client bumped its epoch, what
     each Produce answered); off by default, as it is very talkative."""
     contexts = os.environ.get("YAK_CHAOS_CLIENT_DEBUG")
     directory = os.environ.get("YAK_CHAOS_CLIENT_LOG_DIR")
