@@ -77,10 +77,19 @@ def _start(loop: asyncio.AbstractEventLoop, out: str) -> None:
         threading.Thread(target=_pinger, args=(out,), daemon=True, name="loop-probe").start()
 
 
-def install(out: str) -> None:
+def install(out: str, asyncio_loop: bool = False) -> None:
     """Ping the main thread's loop once it is set (`asyncio.run` sets it; the broker's is
     uvloop's) and time its callbacks (asyncio's own loop only: uvloop's handles are not
-    `asyncio.Handle`s, so under uvloop there are no slow steps, only the lag)."""
+    `asyncio.Handle`s, so under uvloop there are no slow steps, only the lag).
+    `asyncio_loop`: the broker gets asyncio's loop instead of uvloop's (a diagnosis run:
+    its slow steps are named)."""
+    if asyncio_loop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.EventLoopPolicy = asyncio.DefaultEventLoopPolicy  # type: ignore[misc]
     set_loop = asyncio.events.set_event_loop
 
     def set_event_loop(loop: asyncio.AbstractEventLoop | None) -> None:
@@ -108,7 +117,7 @@ def install(out: str) -> None:
     asyncio.events.Handle._run = _run  # type: ignore[method-assign]
 
 
-def site_dir(tmp: Path, out: Path) -> Path:
+def site_dir(tmp: Path, out: Path, asyncio_loop: bool = False) -> Path:
     """A directory for PYTHONPATH whose `sitecustomize` installs the probe in every Python
     process started with it (only the broker's loop callbacks matter; others write files
     under their own pid)."""
@@ -117,7 +126,8 @@ def site_dir(tmp: Path, out: Path) -> Path:
     repo = Path(__file__).resolve().parent.parent
     (d / "sitecustomize.py").write_text(
         f"import sys\nsys.path.insert(0, {str(repo)!r})\n"
-        f"from benchmarks.tiered_loop_probe import install\ninstall({str(out)!r})\n")
+        f"from benchmarks.tiered_loop_probe import install\n"
+        f"install({str(out)!r}, asyncio_loop={asyncio_loop!r})\n")
     return d
 
 

@@ -80,6 +80,9 @@ def main() -> None:
     ap.add_argument("--plain-retention", action="store_true",
                     help="the plain topic deletes segments as the tiered one's local retention"
                          " does (retention.bytes = its local.retention.bytes)")
+    ap.add_argument("--asyncio-loop", action="store_true",
+                    help="diagnosis: the broker on asyncio's loop instead of uvloop, so that"
+                         " the probe names the loop's slow steps")
     ap.add_argument("--store-nice", type=int, default=0,
                     help="run SeaweedFS at this nice value (19: it yields the shared cores to"
                          " the broker, as a store on another machine would)")
@@ -117,7 +120,7 @@ def run(weed: SeaweedS3, tmp: Path, args: argparse.Namespace) -> None:
     probe_out = tmp / "loop-probe"
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(probe.site_dir(tmp, probe_out)), *([old_path] if old_path else [])])
+        [str(probe.site_dir(tmp, probe_out, args.asyncio_loop)), *([old_path] if old_path else [])])
     try:
         b.start()
         if old_path is None:
@@ -146,6 +149,9 @@ def run(weed: SeaweedS3, tmp: Path, args: argparse.Namespace) -> None:
         print(f"{'':7s} loop us/msg {[x['cpu_us_per_msg'] for x in loop[kind]]} loop run delay"
               f" ms {[x['run_delay_ms'] for x in loop[kind]]} store CPU s"
               f" {[x['store_cpu_s'] for x in loop[kind]]} load {[x['load_1m'] for x in loop[kind]]}")
+        if args.asyncio_loop:
+            for x in results[kind]:
+                print(f"{'':7s} slow steps: {x['probe']['slow_steps']}")
         print(f"{'':7s} loop lag p99 ms {[x['lag_p99_ms'] for x in loop[kind]]} p999 ms"
               f" {[x['lag_p999_ms'] for x in loop[kind]]} pings over 5 ms %"
               f" {[x['over_5ms_pct'] for x in loop[kind]]}")
