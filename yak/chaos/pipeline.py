@@ -330,13 +330,15 @@ class Pipeline(_Client):
         return True
 
 
-# One attempt to read the group's committed offsets for a rewind (librdkafka's timeout).
-REWIND_COMMITTED_TIMEOUT_S = 30.0
+# One attempt to read the group's committed offsets for a rewind (librdkafka's timeout):
+# far above a coordinator's move (a 6 s broker session, then a load), and short enough
+# that a consumer stuck late in a run is replaced within the runner's 120 s drain.
+REWIND_COMMITTED_TIMEOUT_S = 15.0
 # Pause between attempts to read the group's committed offsets for a rewind.
 REWIND_RETRY_S = 1.0
 # After this many failed attempts in a row, ask the group's coordinator directly why.
 REWIND_DIAGNOSE_EVERY = 3
-# After this many (each up to 30 s), replace the consumer: a new member's assignment
+# After this many (each up to REWIND_COMMITTED_TIMEOUT_S), replace the consumer: a new member's assignment
 # starts at the committed offsets (`Pipeline._replace_consumer` says why).
 REWIND_REPLACE_AFTER = 3
 # The bound on closing a consumer (its close can wait on an unreachable coordinator).
