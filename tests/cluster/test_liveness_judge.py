@@ -1,7 +1,10 @@
 """The frozen-broker verdict's guards (yak/cluster/liveness_pings.py), on the pure judge and
 on a real socket: a broker that never answered is never judged, a prober whose own loop was
 late judges nothing, an answer resets the silence, and a listener that stops answering is
-judged after the bound."""
+judged after the bound. And its second source (yak/cluster/liveness_quorum.py), on real
+sockets and a real etcd: a prober that hears none of its peers judges none, one silent
+while the other answers is judged, and a lone probe target's silence needs a second
+broker's suspicion of the same registration."""
 
 from __future__ import annotations
 
