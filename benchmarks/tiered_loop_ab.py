@@ -35,6 +35,7 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -359,19 +360,22 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="yak-tiered-loop-"))
-    if args.store == "file":
-        asyncio.run(main_async(args, tmp, f"file://{tmp}/bucket", {}))
-        return
-    weed = SeaweedS3(str(tmp))
-    weed.start()
-    if weed.proc is not None:
-        STORE_PID.append(weed.proc.pid)
     try:
-        weed.create_bucket("loopab")
-        asyncio.run(main_async(args, tmp, f"s3://loopab/p?endpoint={weed.endpoint}"
-                               "&region=us-east-1", {"id": "ab", "secret": "absecret"}))
+        if args.store == "file":
+            asyncio.run(main_async(args, tmp, f"file://{tmp}/bucket", {}))
+            return
+        weed = SeaweedS3(str(tmp))
+        weed.start()
+        if weed.proc is not None:
+            STORE_PID.append(weed.proc.pid)
+        try:
+            weed.create_bucket("loopab")
+            asyncio.run(main_async(args, tmp, f"s3://loopab/p?endpoint={weed.endpoint}"
+                                   "&region=us-east-1", {"id": "ab", "secret": "absecret"}))
+        finally:
+            weed.stop()
     finally:
-        weed.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
