@@ -75,6 +75,84 @@ def remote_ends(s3_uri: str, topic: str, partitions: int) -> dict[int, int]:
             for p in range(partitions)}
 
 
+def _cpu_by_kind(root_pid: int) -> dict[int, tuple[str, float]]:
+    """pid -> ("jvm" or "python", CPU seconds) of the live processes under `root_pid` other
+    than it (Spark's driver JVM and the Python workers it forks)."""
+    import psutil
+
+    out: dict[int, tuple[str, float]] = {}
+    for p in psutil.Process(root_pid).children(recursive=True):
+        try:
+            t = p.cpu_times()
+            out[p.pid] = ("jvm" if "java" in p.name() else "python", t.user + t.system)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _split_cpu(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+               ) -> dict[str, float]:
+    """CPU seconds spent between two `_cpu_by_kind` reads, by kind (processes that exited
+    in between are missed; workers are reused, so few do)."""
+    out = {"jvm": 0.0, "python": 0.0}
+    for pid, (kind, cpu) in after.items():
+        out[kind] += cpu - before.get(pid, (kind, 0.0))[1]
+    return {f"{k}_cpu_s": round(v, 2) for k, v in out.items()}
+
+
+def floor_source() -> type:
+    """A Spark data source with the `yak` schema whose tasks do no I/O and no decoding:
+    they hand Spark constant Arrow batches of the same rows per partition, in batches the
+    size the direct read yields. Its time is what Spark itself costs for these rows (Python
+    workers, Arrow hand-over, the JVM's per-row work): the floor under both ways."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from yak.spark.source import SCHEMA_DDL
+
+    class FloorReader(DataSourceReader):
+        def __init__(self, parts: list[list[int]], topic: str) -> None:
+            self.parts = parts
+            self.topic = topic
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(tuple(p)) for p in self.parts]
+
+        def read(self, partition: InputPartition):  # type: ignore[no-untyped-def]
+            import numpy as np
+            import pyarrow as pa
+
+            from yak.spark.fetcher import TIMESTAMP_TYPE, _constant_string, arrow_schema
+
+            p, n = partition.value
+            schema = arrow_schema(False)
+            rows = 76_000  # ~ one 8 MiB range of 100-byte values, as the direct read yields
+            value = pa.array([b"x" * 100] * rows, pa.binary())
+            key = pa.nulls(rows, pa.binary())
+            done = 0
+            while done < n:
+                k = min(rows, n - done)
+                yield pa.RecordBatch.from_arrays([
+                    key.slice(0, k), value.slice(0, k), _constant_string(self.topic, k),
+                    pa.array(np.full(k, p, np.int32)),
+                    pa.array(np.arange(done, done + k, dtype=np.int64)),
+                    pa.array(np.zeros(k, np.int64), type=TIMESTAMP_TYPE),
+                    pa.array(np.zeros(k, np.int32))], schema=schema)
+                done += k
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "yakfloor"
+
+        def schema(self) -> str:
+            return SCHEMA_DDL
+
+        def reader(self, schema: object) -> FloorReader:
+            return FloorReader(json.loads(self.options["parts"]), self.options["topic"])
+
+    return FloorSource
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -120,6 +198,7 @@ def run(args: argparse.Namespace, tmp: str, weed: SeaweedS3, broker: subprocess.
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(YakDataSource)
+    spark.dataSource.register(floor_source())
     topic = f"bench-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, args.partitions, 1, config={
@@ -160,18 +239,27 @@ def run(args: argparse.Namespace, tmp: str, weed: SeaweedS3, broker: subprocess.
                  .option("remote.storage.secret.access.key", "yaksecret"))
         return r.load()
 
-    assert reader(True).count() == reader(False).count() == rows
-    results: dict[str, list[dict[str, float]]] = {"brokers": [], "direct": []}
+    def floor():  # type: ignore[no-untyped-def]
+        return (spark.read.format("yakfloor").option("topic", topic)
+                .option("parts", json.dumps([[p, e] for p, e in sorted(last.items())])).load())
+
+    def frame(way: str):  # type: ignore[no-untyped-def]
+        return floor() if way == "floor" else reader(way == "direct")
+
+    assert reader(True).count() == reader(False).count() == floor().count() == rows
+    results: dict[str, list[dict[str, float]]] = {"brokers": [], "direct": [], "floor": []}
     for _ in range(args.repeat):
-        for way in ("brokers", "direct"):
+        for way in ("brokers", "direct", "floor"):
             weed0 = _tree_cpu(weed.proc.pid) if weed.proc else 0.0
+            kinds0 = _cpu_by_kind(os.getpid())
             with Meter(broker.pid) as m:
-                reader(way == "direct").write.format("noop").mode("overwrite").save()
+                frame(way).write.format("noop").mode("overwrite").save()
+            split = _split_cpu(kinds0, _cpu_by_kind(os.getpid()))
             r = {"rows": rows, "wall_s": round(m.wall, 2), "rows_per_s": round(rows / m.wall),
                  "spark_cpu_s": round(m.spark_cpu, 2), "broker_cpu_s": round(m.broker_cpu, 2),
                  "seaweedfs_cpu_s": round((_tree_cpu(weed.proc.pid) if weed.proc else 0.0)
                                           - weed0, 2),
-                 "load_1m": round(os.getloadavg()[0], 1)}
+                 **split, "load_1m": round(os.getloadavg()[0], 1)}
             results[way].append(r)
             print(way, json.dumps(r), flush=True)
     # The connector's read path alone (what a Spark task's Python worker runs), in this
@@ -181,6 +269,14 @@ def run(args: argparse.Namespace, tmp: str, weed: SeaweedS3, broker: subprocess.
     print(f"direct / brokers (best of {args.repeat}): {best['direct'] / best['brokers']:.2f}x"
           f" in Spark, {best['reader_direct'] / best['reader_brokers']:.2f}x the reader alone",
           flush=True)
+    # Spark's own time (the floor) is in both ways' wall time: the best ratio Spark could
+    # show is (floor + the broker read) / (floor + the direct read), with the reader-alone
+    # times for the reads.
+    fl = rows / best["floor"]
+    rb, rd = rows / best["reader_brokers"], rows / best["reader_direct"]
+    print(f"Spark floor {fl:.2f} s for {rows} rows; reader alone {rb:.2f} s through the"
+          f" brokers, {rd:.2f} s direct; bound on the Spark ratio if the reads and Spark's"
+          f" work added up: {(fl + rb) / (fl + rd):.2f}x", flush=True)
     spark.stop()
     if args.json:
         Path(args.json).write_text(json.dumps({"remote_end": last, "broker_cache_mb":
