@@ -20,6 +20,7 @@ from yak.broker.handlers._group import (
 from yak.broker.handlers._share import manager
 from yak.protocol.kio_compat import ErrorCode, build, ms_to_timedelta
 from yak.security.acl import AclOperation
+from yak.share.initialization import initialize_assignment
 
 API_KEY = 76
 MIN_VERSION = 1
@@ -43,6 +44,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.client_id or "", client_host(ctx))
     assignment = None
     if res.assignment is not None:
+        # Kafka 4.1+: the share partitions' states exist before the member fetches them
+        await initialize_assignment(share.persister, request.group_id, res.assignment)
         mod = response_module(ctx, "share_group_heartbeat")
         assignment = build(mod.Assignment, topic_partitions=tuple(
             build(mod.TopicPartitions, topic_id=t, partitions=ps)
