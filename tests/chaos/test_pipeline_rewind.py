@@ -229,3 +229,15 @@ def test_a_replaced_consumer_starts_at_the_committed_offsets_once_they_are_stabl
         c.close()
     assert read == [(0, o) for o in range(10)]
     assert any("pipeline consumer replaced" in op.get("detail", "") for op in rec.snapshot())
+
+
+def test_output_values_name_their_input_position() -> None:
+    """An input value that is in the input topic twice (an idempotent producer's resend
+    after a client timeout) gives two distinct output values, even in one transaction: the
+    history's values must be unique (a no-fault run's checker stopped on "sent twice")."""
+    from yak.chaos.pipeline import output_value
+
+    a = output_value("q1.0-38029", ["chaos-queue-1", 100], "e0.2-t1030")
+    b = output_value("q1.0-38029", ["chaos-queue-1", 101], "e0.2-t1030")
+    assert a != b
+    assert a.startswith("q1.0-38029") and a.endswith(">e0.2-t1030")

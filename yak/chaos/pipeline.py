@@ -200,8 +200,8 @@ class Pipeline(_Client):
                                   m.value().decode()] for m in msgs]})
             for m in msgs:
                 src = m.value().decode()
-                out = f"{src}>{key}"
                 at = [partition_name(self.input_topic, m.partition()), m.offset()]
+                out = output_value(src, at, key)
 
                 def cb(err: Any, msg: Any, src: str = src, out: str = out,
                        at: list[Any] = at) -> None:
@@ -328,6 +328,17 @@ class Pipeline(_Client):
                       "partitions": [partition_name(tp.topic, tp.partition)
                                      for tp in committed]})
         return True
+
+
+def output_value(source: str, at: list[Any], txn: str) -> str:
+    """The value a pipeline transaction `txn` writes for the input `source` read at `at`
+    (partition, offset). The input's position is part of it: the input topic may hold one
+    value twice (an idempotent producer resends what it still holds after a message timed
+    out in flight: `duplicate_after_client_timeout`, checker_reads.py), and one transaction
+    may copy both, while every value
+    the history records as sent must be unique (a saturated no-fault run's checker stopped
+    on "sent twice", 2026-11-27)."""
+    return f"{source}@{at[0]}:{at[1]}>{txn}"
 
 
 # One attempt to read the group's committed offsets for a rewind (librdkafka's timeout):
