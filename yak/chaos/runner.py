@@ -44,7 +44,7 @@ from typing import Any
 from yak.chaos.checker_share import check_history
 from yak.chaos.env import ChaosCluster, ClusterSpec
 from yak.chaos.faults import FaultPlan, Nemesis
-from yak.chaos.history import Recorder
+from yak.chaos.history import Recorder, write_history
 from yak.chaos.pipeline import Pipeline
 from yak.chaos.queue import (
     READ_COMMITTED,
@@ -173,6 +173,10 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
             say("stopping the cluster")
             cluster.stop()
     say(f"checking {len(ops)} operations")
+    # Saved before the check, so a history the checker refuses (a HistoryError) is still
+    # there to read and to check again with `yak chaos check`.
+    cfg.report_dir.mkdir(parents=True, exist_ok=True)
+    write_history(cfg.report_dir / "history.json", ops)
     t = time.monotonic()
     result = check_history(ops)
     check_s = time.monotonic() - t
