@@ -209,6 +209,8 @@ def main() -> int:
                     help="a tree of an earlier commit (yak/ and COMMIT only): its brokers run "
                     "--before-points once, RF=1 then RF=3, after the consume A/B")
     ap.add_argument("--before-points", default="1024:6")
+    ap.add_argument("--before-consume-rounds", type=int, default=0,
+                    help="sendfile on/off pairs of the consume A/B on the earlier tree too")
     ap.add_argument("--budget-s", type=float, default=330.0,
                     help="start no point that would end past this many seconds")
     a = ap.parse_args()
@@ -286,6 +288,14 @@ def main() -> int:
                         f"{row['cluster_cpu_us_per_msg']} us/msg cores {row['broker_cores']}")
         finally:
             old.stop()
+        if a.before_consume_rounds and fits(40.0 + 35.0 * a.before_consume_rounds):
+            crows = rrf.consume_ab(cbb, base / "before-consume", a.consume_messages,
+                                   a.before_consume_rounds)
+            for r in crows:
+                r["tree"] = commit[:10]
+            res.data["before_consume"] = crows
+            res.save()
+            log(f"BEFORE consume {json.dumps(crows)}")
 
     try:
         cluster = cb.Cluster(base / "rf")
