@@ -448,3 +448,15 @@ def test_etcd_kill_waits_for_an_etcd_leader_then_skips(monkeypatch: pytest.Monke
     assert not nem.errors and nem.not_started
     assert not any(m.killed for m in c.etcd.members)
     assert [op["phase"] for op in rec.snapshot()] == ["skipped"]
+
+
+def test_availability_stops_where_the_producers_stopped() -> None:
+    """Seconds after the producers' last send (the run draining, reading back and healing)
+    count neither way: a last nemesis operation long after them used to make every such
+    second 'unavailable outside faults' (device pause run: 35.6 % outside, 2026-11-27)."""
+    base = analyse(queue_history())
+    ops = queue_history()
+    ops.append({"op": "nemesis", "fault": "heal", "phase": "info", "id": 9, "time": 90.0})
+    a = analyse(ops)
+    assert a["availability_outside_faults"] == base["availability_outside_faults"]
+    assert a["availability_during_faults"] == base["availability_during_faults"]

@@ -106,6 +106,7 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
     per_bucket_lat: dict[int, list[float]] = defaultdict(list)
     latencies: list[float] = []
     end = 0.0
+    last_sent = 0.0  # the queue producers' last send: they stop there, the run drains after
     for op in ops:
         t = op.get("time")
         if t is None:
@@ -115,6 +116,7 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
         if op.get("op") != "send" or "sent" not in op or op.get("txn") is not None:
             continue
         end = max(end, float(t))
+        last_sent = max(last_sent, float(op["sent"]))
         b = int(float(t) // bucket)
         partitions.add(op["partition"])
         if op.get("status") == "ok":
@@ -148,10 +150,14 @@ def analyse(ops: Sequence[dict[str, Any]], duration: float | None = None,
             led[i].append(vl)
     cells = {True: [0, 0], False: [0, 0]}  # in_fault -> [available, total]
     split = {"victim_led": [0, 0], "others": [0, 0], "unknown": [0, 0]}  # in faults
+    # Until the producers stopped sending: after it the run drains, reads and heals, and
+    # a second without a write then says nothing about the cluster (a run's last nemesis
+    # operation or a late ack made those seconds count as unavailable "outside faults").
+    sending = min(nb, int(last_sent // bucket) + 1)
     for p in partitions:
         have = {int(t // bucket) for t in acks.get(p, [])}
         first = min(have) if have else nb
-        for i in range(first, nb):  # from the partition's first ack (its warm-up)
+        for i in range(first, sending):  # from the partition's first ack (its warm-up)
             ok = i in have
             cells[in_fault[i]][1] += 1
             cells[in_fault[i]][0] += ok
