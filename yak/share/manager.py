@@ -6,9 +6,11 @@ Policy lives here and in `partition.py`, `group.py`, `session.py`; the handlers 
 translate the wire. A ShareFetch applies its piggy-backed acknowledgements before it
 reads (synchronously, before any await, so a connection's acks take effect in order),
 then acquires records from the partition leader's log: whole batches are returned, the
-AcquiredRecords ranges say which offsets the member holds. With nothing acquired it
-waits in the fetch purgatory for new data, for at most `max_wait` and never past the next
-lock expiry (an expired lock makes records available again).
+AcquiredRecords ranges say which offsets the member holds. With nothing acquired, or
+fewer bytes to acquire than the request's `min_bytes` (then nothing is acquired until
+they are there or `max_wait` passes, as Kafka's DelayedShareFetch), it waits in the fetch
+purgatory for new data, for at most `max_wait` and never past the next lock expiry (an
+expired lock makes records available again).
 
 Share-partition state is durable when a persister is given (the composition's
 `CoordinatorPersister`, the share coordinator on `__share_group_state`): a share partition
@@ -347,13 +349,16 @@ class ShareManager:
                     wanted: Sequence[tuple[str, int]], *, max_records: int, max_bytes: int,
                     max_wait_ms: int, acked: Sequence[tuple[str, int]] = (),
                     ack_errors: dict[tuple[str, int], ErrorCode] | None = None,
-                    record_limit: bool = False, regions: bool = False,
+                    record_limit: bool = False, regions: bool = False, min_bytes: int = 1,
                     ) -> list[SharePartitionResult]:
         """Acquire for `member_id`. `acked`: the partitions whose acknowledgements the
         caller just applied: made durable with the acquisitions (one write per share
         partition), or before waiting when nothing is acquired; `ack_errors` gets the
         ones whose write failed. `record_limit`: SharePartition.acquire's; `regions`: the
-        records as `FileRegion`s (yak/share/log_read.py), for a sendfile connection."""
+        records as `FileRegion`s (yak/share/log_read.py), for a sendfile connection.
+        `min_bytes` (Kafka's DelayedShareFetch): while fewer bytes than that can be
+        acquired (`_short_of`) and time remains, wait without acquiring, so nothing is
+        held locked while the request waits; at `max_wait_ms` acquire what there is."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         acks_pending = bool(acked) and self.persister is not None
@@ -363,8 +368,11 @@ class ShareManager:
         if self.persister is not None:
             await self._ensure_loaded(group_id, wanted)
         while True:
-            results = self._acquire(group_id, member_id, wanted, max_records, max_bytes,
-                                    record_limit, regions)
+            short = (min_bytes > 1 and bool(wanted) and deadline > loop.time()
+                     and self._short_of(group_id, wanted, min(min_bytes, max_bytes)))
+            results = [] if short else self._acquire(group_id, member_id, wanted,
+                                                     max_records, max_bytes, record_limit,
+                                                     regions)
             if any(r.acquired or r.error is not ErrorCode.none for r in results):
                 if self.persister is not None:
                     failed = await self._make_durable(group_id, member_id, wanted, results,
@@ -378,6 +386,8 @@ class ShareManager:
                 if ack_errors is not None:
                     ack_errors.update(failed)
             remaining = deadline - loop.time()
+            if remaining <= 0 and short:
+                continue  # max_wait passed short of min_bytes: acquire what there is
             if remaining <= 0 or not wanted:
                 return results
             nxt = [d for sp in (self.partitions.get((group_id, t, p)) for t, p in wanted)
@@ -386,6 +396,39 @@ class ShareManager:
                 remaining = min(remaining, max(0.0, (min(nxt) - self.clock.now_ms()) / 1000)
                                 + 0.001)
             await self.replicas.fetch_purgatory.wait(wanted, remaining)
+
+    def _short_of(self, group_id: str, wanted: Sequence[tuple[str, int]], need: int) -> bool:
+        """Do the wanted share partitions have fewer than `need` bytes to acquire? Counted
+        as Kafka's DelayedShareFetch counts them, from each one's next fetch offset to the
+        high watermark (last stable offset for read_committed), by a header-only read of
+        whole batches (`FileRegion`s, released at once) that stops at `need`: per batch,
+        never per record, and nothing acquired. A read that stops short of its bound had a
+        batch too big for what is still needed, or reached its segment's end (Kafka's
+        "older segment" case): enough either way. A partition `_acquire` must answer now
+        (not led here, not initialized yet, a read error) makes it False: acquire at once."""
+        committed = self._cfg(group_id).get("share.isolation.level") == "read_committed"
+        for topic, partition in wanted:
+            p = self.replicas.get_partition(topic, partition)
+            sp = self.partitions.get((group_id, topic, partition))
+            if p is None or not p.is_leader or sp is None or not sp.initialized:
+                return False
+            if self.persister is not None and sp.leader_epoch != p.leader_epoch:
+                continue  # not loaded at this epoch: `_acquire` skips it too
+            sp.log_start_moved(p.log_start_offset)
+            offset = sp.next_fetch_offset()
+            bound = p.last_stable_offset if committed else p.high_watermark
+            if offset >= bound:
+                continue
+            try:
+                read = p.log.read(offset, need, bound, True, True)
+            except KafkaError:
+                return False
+            for region in read.buffers:
+                region.release()
+            need -= read.size
+            if need <= 0 or (read.size and read.next_offset < bound):
+                return False
+        return True
 
     # ------------------------------------------------------------------ durability
 

@@ -6,6 +6,8 @@ acknowledgements and acquisitions (yak/share/manager.py, partition.py) are polic
 Topics are named by id; one topic repeated in a request (librdkafka may do so) is merged
 by id. The acknowledgements are applied before the first await, so they take effect in
 the connection's order, then made durable (the share coordinator) before the fetch.
+`min_bytes` goes to the manager's wait (Kafka's DelayedShareFetch: no acquisition until
+that many bytes can be acquired or `max_wait` passes).
 Records go back as whole batches; AcquiredRecords says which offsets the member holds
 and with which delivery count. On a plaintext connection (the connection's `sendfile`
 extra, as for Fetch) the batches stay in the segment files as `FileRegion`s
@@ -122,7 +124,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             max_bytes=request.max_bytes, max_wait_ms=timedelta_to_ms(request.max_wait),
             acked=list(acked), ack_errors=ack_errors,
             record_limit=ctx.api_version >= 2 and request.share_acquire_mode == RECORD_LIMIT,
-            regions=ctx.extras.get("sendfile", False))
+            regions=ctx.extras.get("sendfile", False), min_bytes=request.min_bytes)
     else:
         results = []
         ack_errors = await share.persist(group_id, acked)
