@@ -54,7 +54,7 @@ append-only log of transactions compacted into the file (etcd's WAL) would make 
 writer's work O(changed) too, but it is a new format with a torn-tail rule and a replay at
 open; this is the smaller change that takes the cost off the loop, chosen for that.
 
-Why one module of about 600 lines: the key-value state, its file and its watches share one
+Why one module of about 700 lines: the key-value state, its file and its watches share one
 lock, one revision counter and one publish order; split, each part would reach into the
 others' state. Thread safety: one `threading.Lock` guards the state; watch deliveries go to each watch's
 own loop with `call_soon_threadsafe`, so the lease keeper's thread (yak/cluster/lease.py)
