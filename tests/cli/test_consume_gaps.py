@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.cli.test_cli import ok, one_line_error, yak
 from tests.txn.wire import txn_producer
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_isolation_level(module_broker) -> None:
     bs = module_broker.bootstrap
     b = ["--bootstrap", bs]
@@ -42,6 +44,7 @@ def test_isolation_level(module_broker) -> None:
     assert r.returncode == 2
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_from_timestamp_and_since(module_broker) -> None:
     bs = module_broker.bootstrap
     b = ["--bootstrap", bs]
@@ -121,6 +124,7 @@ def test_format_template(module_broker) -> None:
         assert r.returncode == 2
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_several_topics_and_regex(module_broker) -> None:
     b = ["--bootstrap", module_broker.bootstrap]
     for t in ("orders-eu", "orders-us", "xorders-1", "audit"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from confluent_kafka import Consumer
 
 from tests.cli.test_cli import ok, one_line_error, yak
@@ -79,6 +80,7 @@ def test_offset_delete_and_members(broker) -> None:
     assert r.returncode == 1
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_reset_offsets_shift_duration_all_topics_export(broker) -> None:
     b = ["--bootstrap", broker.bootstrap]
     ok("topic", "create", "ra", "-p", "2", *b)

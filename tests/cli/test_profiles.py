@@ -7,6 +7,8 @@ import json
 import os
 import stat
 
+import pytest
+
 from tests.cli.test_cli import ok, one_line_error, yak
 from tests.conftest import free_port
 
@@ -32,6 +34,7 @@ def okr(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     return r.stdout
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_profile_lifecycle_and_use_against_broker(broker, tmp_path) -> None:
     env = _clean_env(tmp_path)
     dead = f"127.0.0.1:{free_port()}"
@@ -122,6 +125,7 @@ def test_profile_client_settings_are_defaults_that_flags_override(broker, tmp_pa
     assert "PARTITIONS" in okr(env, "topic", "list", "-X", "security.protocol=PLAINTEXT")
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_profile_bad_input_exits_2(broker, tmp_path) -> None:
     env = _clean_env(tmp_path)
     r = run(env, "topic", "list", "--profile", "nope", "-b", broker.bootstrap)

@@ -76,6 +76,7 @@ def _alice(certs: Certs, password: str = "alice-pw") -> list[str]:
             "-X", f"ssl.ca.location={certs.ca}"]
 
 
+@pytest.mark.slow  # 21-39 s of CLI processes; CI keeps under 30 min (make test-slow runs it)
 def test_users_acls_and_clients_through_the_cli(b, certs, admin_props):
     adm = ["--bootstrap", b.addr("SASL_SSL"), "--command-config", str(admin_props)]
     alice = ["--bootstrap", b.addr("SASL_SSL"), *_alice(certs)]
