@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.cli.test_cli import ok, one_line_error, yak
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
 from tests.conftest import free_port
 
 
+@pytest.mark.slow
 def test_info_health_logdirs_on_one_broker(broker_factory) -> None:
     broker = broker_factory(**{"broker.rack": "rack-a"})
     b = ["--bootstrap", broker.bootstrap]
@@ -132,6 +135,7 @@ def _free_block(span: int = 20) -> int:
     raise AssertionError("no block of free ports")
 
 
+@pytest.mark.slow
 def test_start_broker_restarts_one_stopped_broker(tmp_path) -> None:
     from yak.devcluster.local import LocalCluster
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from registry.conftest import served  # noqa: F401 (fixture)
 
 from tests.cli.test_cli import ok, one_line_error, yak
 
 
+@pytest.mark.slow
 def test_consume_decodes_registry_values(served) -> None:  # noqa: ANN001, F811
     from confluent_kafka.schema_registry import Schema
 

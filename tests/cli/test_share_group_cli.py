@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
@@ -49,6 +50,7 @@ def _until(fn: Any, timeout: float = 15) -> Any:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_list_describe_reset_delete(broker) -> None:
     bs = broker.bootstrap
     b = ["-b", bs]

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -26,6 +27,7 @@ def _replicas(admin: AdminClient, topic: str) -> dict[int, tuple[int, list[int]]
     return {p: (pm.leader, list(pm.replicas)) for p, pm in t.partitions.items()}
 
 
+@pytest.mark.slow
 def test_add_broker_joins_the_local_cluster(tmp_path: Path) -> None:
     d = tmp_path / "yc"
     # Outside the ephemeral range: broker 4's ports stay unbound until add-broker, and an

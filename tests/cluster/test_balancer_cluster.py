@@ -136,6 +136,7 @@ def _in_sync(bootstrap: str, topic: str) -> bool:
     return len(parts) == PARTITIONS and all(len(pm.isrs) == 3 for pm in parts)
 
 
+@pytest.mark.slow
 def test_continuous_mode_hands_leaders_back_after_a_full_restart(cluster_factory) -> None:  # noqa: F811
     """The issue's "one broker led 110 of 114 partitions for about five minutes": after a
     full restart the first broker back leads everything until the preferred-leader check

@@ -22,6 +22,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from tests.cli.test_cli import ok, one_line_error, yak
@@ -122,6 +123,7 @@ def test_generate_execute_throttle_verify_moves_the_data(cluster_factory,  # noq
     assert consume_all(c[2].bootstrap, "ra", 2, len(acked)) == acked
 
 
+@pytest.mark.slow
 def test_pending_move_verify_cancel_and_bad_input(cluster_factory,  # noqa: F811
                                                   tmp_path: Path) -> None:
     # A session long enough that broker 2, paused so that it cannot catch up, stays
@@ -226,6 +228,7 @@ def _leader(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
     return {p: (pm.leader, sorted(pm.isrs)) for p, pm in md.topics[topic].partitions.items()}
 
 
+@pytest.mark.slow
 def test_elect_leaders_moves_leadership_back_after_a_restart(cluster_factory,  # noqa: F811
                                                              tmp_path: Path) -> None:
     # No automatic rebalance: leadership goes back only by the command.

@@ -53,6 +53,7 @@ def _gone(c, node: int) -> bool:
     return node not in metadata_brokers(c[1].bootstrap)
 
 
+@pytest.mark.slow
 def test_decommission_with_a_broker_down(cluster_factory) -> None:  # noqa: F811
     c = cluster_factory(4, partition_autobalancing_mode="off")
     via = ["--bootstrap", c[1].bootstrap]

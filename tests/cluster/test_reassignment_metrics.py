@@ -10,6 +10,7 @@ import os
 import time
 
 import httpx
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -46,6 +47,7 @@ FOLLOWER_RATE = "kafka_server_followerreplication_byte_rate"
 IN_FORCE = 'yak_replication_throttled_rate{side="follower"}'
 
 
+@pytest.mark.slow
 def test_metrics_during_a_throttled_move(cluster_factory) -> None:
     c = cluster_factory(2, http=True)
     admin = AdminClient({"bootstrap.servers": c[1].bootstrap})

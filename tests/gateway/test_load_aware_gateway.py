@@ -16,6 +16,7 @@ import time
 from collections import Counter
 
 import httpx
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
@@ -41,6 +42,7 @@ def produce_for(url: str, seconds: float, got: Counter[int], lock: threading.Loc
                 got.update(placed)
 
 
+@pytest.mark.slow
 def test_a_paused_broker_gets_fewer_keyless_records(cluster_factory, tmp_path) -> None:  # noqa: F811
     # Kafka's default session (9 s), so a 2 s pause never costs broker 3 its session.
     c = cluster_factory(3, broker_session_timeout_ms="9000",

@@ -28,6 +28,7 @@ schema = schemathesis.pytest.from_fixture("web_schema")
 @schema.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
+@pytest.mark.slow
 def test_api_conforms_to_its_openapi_document(case: Any) -> None:
     excluded = []
     if (case.method, case.path) == ("POST", "/api/topics"):

@@ -104,6 +104,7 @@ def test_plain_login_over_sasl_ssl(b, certs):
     assert produce(conf, "plain-ssl", [b"x"]) == [None]
 
 
+@pytest.mark.slow
 def test_scram_256_over_sasl_plaintext_and_512_over_sasl_ssl_with_kafka_python(b, certs):
     from kafka import KafkaConsumer, KafkaProducer
 
