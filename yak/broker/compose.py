@@ -179,6 +179,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     inter_broker_connect = _construct(
         "inter-broker security",
         lambda: None if node.single_node else _inter_broker_connect(config, security))
+    if node.liveness is not None and inter_broker_connect is not None:
+        # The liveness probe pings SSL/SASL_SSL listeners over the same TLS (no login).
+        node.liveness.tls = inter_broker_connect.ssl
     # KIP-73's throttles: live broker rates, the topics' replica lists from the image.
     throttle = ReplicationThrottle.side("follower", config, node.store.get)
     replica_manager.leader_throttle = ReplicationThrottle.side("leader", config, node.store.get)

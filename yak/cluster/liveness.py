@@ -7,13 +7,15 @@ kill -9 is visible much sooner on the network: the kernel closes the process's s
 and its listening port refuses new connections.
 
 So while this broker is the controller it keeps one idle TCP connection to each other
-registered broker's inter-broker listener (it sends nothing on it). When that connection
-is closed or reset, it tries to connect again, `refusals` times over `window_s`:
+registered broker's inter-broker listener (it sends nothing on it; for the pings a frozen
+broker needs, below). When that connection is closed or reset, it tries to connect again,
+`refusals` times over `window_s`:
 
 - a connect that succeeds means the broker is alive (it merely closed an idle connection,
   or restarted): keep the new connection and go on;
 - a timeout means a slow or partitioned network, or a paused host: judge nothing, leave it
-  to the session lease;
+  to the session lease (so does a TLS handshake that times out: the kernel completed the
+  connection, nobody answered it);
 - only when every try is refused (ECONNREFUSED: the host answered, no process listens)
   is the process gone. A SIGSTOPped process still has its listening socket, and the
   kernel still completes connections to it, so a pause never gets here.
@@ -41,6 +43,23 @@ brokers may reach the same verdict at once: a second revoke finds the lease gone
 A controller that loses its term stops probing the others at once (it goes on probing the
 next controller, as every broker does).
 
+**On an SSL or SASL_SSL inter-broker listener** the probe's connection is a TLS one, made
+with the broker's own inter-broker client TLS context (`tls`, handed in by the composition:
+the one the replica fetchers use, `ClientSecurity.for_inter_broker`: the truststore, and
+the keystore's certificate where the listener asks for client certificates). The TCP
+connect decides the kill verdict's evidence as above (a refusal is evidence, a timeout is
+not); the handshake that follows is bounded by `HANDSHAKE_TIMEOUT_S`, and a handshake that
+times out or is cut off judges nothing, like a connect timeout. It sends no SASL login:
+ApiVersions is served before authentication. A handshake the broker *answered* but that
+failed (a certificate the trust store does not accept, a protocol or cipher mismatch, a
+client certificate refused) is a configuration problem, not a dead or frozen broker: it is
+logged once per probed registration, as a warning that names the broker, the address and
+the TLS error, and the probe falls back to a plain idle connection on that listener, which
+keeps the kill verdict (a closed connection, then refusals) and gives up the frozen one;
+the session lease bounds a pause there, as before. Without a TLS context (a broker built
+in code, a PLAINTEXT inter-broker listener of its own), a TLS endpoint gets that idle
+connection too.
+
 **A frozen broker** (SIGSTOP, a long GC pause; issue 27) keeps its connection and its port,
 so the probe also pings on that connection (ApiVersions, one in flight, every 250 ms;
 liveness_pings.py) and fences a broker that has answered nothing for
@@ -65,13 +84,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 
 from yak.cluster.etcd import EtcdError, LeaseNotFoundError
 from yak.cluster.etcd_store import EtcdMetadataStore, MetadataDelta
 from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
-from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, FreezeJudge, watch
+from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, TLS_PROTOCOLS, FreezeJudge, watch
 from yak.cluster.liveness_quorum import Hearing, Suspicions, peers_agree
 
 __all__ = ["BrokerLiveness"]
@@ -79,6 +99,47 @@ __all__ = ["BrokerLiveness"]
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 1.0  # a connect slower than this is a slow network, not a refusal
+# A TLS handshake slower than this judges nothing (a full handshake is a few ms; a loaded
+# 2-core host has taken a few hundred).
+HANDSHAKE_TIMEOUT_S = 2.0
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class TlsRefused(Exception):
+    """A TLS handshake the peer answered but that failed (`ssl.SSLError`, not a cut-off
+    connection): configuration, not liveness evidence."""
+
+
+async def connect(host: str, port: int, tls: ssl.SSLContext | None = None) -> Streams | str:
+    """The probe's connection to `host:port`, over TLS when `tls` is given; or why not:
+    "refused" (nothing listens: the kill verdict's evidence) or "other" (a timeout, of the
+    connect or of the handshake, or a connection cut off: judge nothing). Raises
+    `TlsRefused` for a handshake that failed on its merits."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                CONNECT_TIMEOUT_S)
+    except ConnectionRefusedError:
+        return "refused"
+    except (OSError, TimeoutError):
+        return "other"
+    if tls is None:
+        return reader, writer
+    try:
+        # The event loop's own handshake timeout, and ours around it (the one to count on).
+        await asyncio.wait_for(writer.start_tls(
+            tls, server_hostname=host, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S),
+            HANDSHAKE_TIMEOUT_S + 0.5)
+    except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        writer.close()
+        return "other"  # the peer closed mid-handshake: nothing learned
+    except ssl.SSLError as e:
+        writer.close()
+        raise TlsRefused(f"{type(e).__name__}: {e}") from None
+    except (OSError, TimeoutError):
+        writer.close()
+        return "other"
+    return reader, writer
 RETRY_IDLE_S = 0.5  # between connects to a broker that has never been reached
 
 
@@ -86,14 +147,17 @@ class BrokerLiveness:
     """Probes every other registered broker while `start()`ed (the controller's term), and
     the active controller from `open()` to `aclose()` (every broker, all the time).
 
-    `resolve(node_id)` gives the broker's inter-broker (host, port). `fenced` counts the
-    brokers (and controllers) this broker fenced as gone, `frozen` those it fenced as
-    unresponsive for `unresponsive_ms` (metrics; 0 ms: never judged frozen).
+    `resolve(node_id)` gives the broker's inter-broker (host, port); `tls` is this broker's
+    inter-broker client TLS context (None: SSL and SASL_SSL endpoints get an idle plain
+    connection, kill verdict only). `fenced` counts the brokers (and controllers) this
+    broker fenced as gone, `frozen` those it fenced as unresponsive for `unresponsive_ms`
+    (metrics; 0 ms: never judged frozen).
     """
 
     def __init__(self, store: EtcdMetadataStore, client: KVClient, keys: ClusterKeys,
                  node_id: int, resolve: Callable[[int], tuple[str, int] | None], *,
-                 refusals: int = 3, window_s: float = 0.3, unresponsive_ms: int = 0) -> None:
+                 refusals: int = 3, window_s: float = 0.3, unresponsive_ms: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.store = store
         self.client = client
         self.keys = keys
@@ -104,6 +168,8 @@ class BrokerLiveness:
         self.fenced = 0
         self.frozen = 0
         self.unresponsive_s = max(0, unresponsive_ms) / 1000
+        self.tls = tls
+        self.tls_refused = 0  # probes that fell back to an idle connection (bad TLS setup)
         # The frozen verdict's second source (liveness_quorum.py): whom this prober heard
         # lately (in the controller's term), and its suspicions in etcd (otherwise).
         self.hearing = Hearing()
@@ -181,31 +247,54 @@ class BrokerLiveness:
 
     # ------------------------------------------------------------------ the probe
 
-    async def _connect(self, node: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str:
-        """A connection, or why not: "refused" (nothing listens) or "other"."""
+    async def _connect(self, node: int, probe: _ProbeTls | None = None) -> Streams | str:
+        """A connection, or why not: "refused" (nothing listens) or "other". Over TLS when
+        the endpoint speaks it and `probe` has not given TLS up (a failed handshake gives
+        it up, logged once, and a plain connection is made instead)."""
         addr = self.resolve(node)
         if addr is None:
             return "other"
+        tls = self._tls_for(node, addr) if probe is not None and probe.tls_ok else None
+        if probe is not None:
+            probe.secured = tls is not None
         try:
-            return await asyncio.wait_for(asyncio.open_connection(*addr), CONNECT_TIMEOUT_S)
-        except ConnectionRefusedError:
-            return "refused"
-        except (OSError, TimeoutError):
-            return "other"
+            return await connect(*addr, tls)
+        except TlsRefused as e:
+            assert probe is not None
+            probe.tls_ok = probe.secured = False
+            self.tls_refused += 1
+            log.warning("liveness: the TLS handshake with broker %d's inter-broker listener"
+                        " %s:%d failed: %s. A configuration problem (trust store, client"
+                        " certificate, protocols), not a dead broker: it is probed on a"
+                        " plain idle connection from now on (a dead process is still"
+                        " fenced at once; a frozen one only at its session's expiry)",
+                        node, addr[0], addr[1], e)
+            return await connect(*addr)
+
+    def _tls_for(self, node: int, addr: tuple[str, int]) -> ssl.SSLContext | None:
+        """This broker's TLS context when the probed endpoint is SSL or SASL_SSL."""
+        b = self.store.brokers().get(node)
+        if self.tls is None or b is None:
+            return None
+        tls = any((ep.host, ep.port) == addr and ep.security_protocol in TLS_PROTOCOLS
+                  for ep in b.record.end_points)
+        return self.tls if tls else None
 
     async def _probe(self, node: int, epoch: int) -> None:
         writer: asyncio.StreamWriter | None = None
+        tls = _ProbeTls()  # this probe's TLS state: one failed handshake gives it up
         try:
             while True:
-                got = await self._connect(node)
+                got = await self._connect(node, tls)
                 if isinstance(got, str):
                     # Never reached yet (starting, or a slow network): nothing to judge.
                     await asyncio.sleep(RETRY_IDLE_S)
                     continue
                 reader, writer = got
-                pings = self._pingable(node)
-                log.info("liveness: probing broker %d (epoch %d) on %s connection",
-                         node, epoch, "a pinged" if pings else "an idle")
+                pings = self._pingable(node, tls.secured)
+                log.info("liveness: probing broker %d (epoch %d) on %s%s connection",
+                         node, epoch, "a pinged" if pings else "an idle",
+                         " TLS" if tls.secured else "")
                 while True:
                     if pings:
                         second = _Second(self, node, epoch)
@@ -223,11 +312,12 @@ class BrokerLiveness:
                                 pass  # a broker never writes unasked; drain whatever comes
                     writer.close()
                     writer = None
-                    verdict = await self._reconnect(node)
+                    verdict = await self._reconnect(node, tls)
                     if verdict is None:
                         break  # not refused every time: back to the outer loop
                     if isinstance(verdict, tuple):
                         reader, writer = verdict
+                        pings = self._pingable(node, tls.secured)
                         continue
                     await self._fence(node, epoch, None)
                     return
@@ -236,25 +326,27 @@ class BrokerLiveness:
             if writer is not None:
                 writer.close()
 
-    def _pingable(self, node: int) -> bool:
-        """Ping only where plain Kafka framing is spoken: the endpoint probed is PLAINTEXT
-        or SASL_PLAINTEXT (ApiVersions comes before authentication)."""
+    def _pingable(self, node: int, secured: bool = False) -> bool:
+        """Ping only where Kafka framing is spoken on this connection: the endpoint probed
+        is PLAINTEXT or SASL_PLAINTEXT, or SSL or SASL_SSL and the connection is a TLS one
+        (`secured`); ApiVersions comes before authentication."""
         b = self.store.brokers().get(node)
         addr = self.resolve(node)
         if not self.unresponsive_s or b is None or addr is None:
             return False
-        return any((ep.host, ep.port) == addr and ep.security_protocol in PINGABLE_PROTOCOLS
+        speaks = PINGABLE_PROTOCOLS | (TLS_PROTOCOLS if secured else frozenset())
+        return any((ep.host, ep.port) == addr and ep.security_protocol in speaks
                    for ep in b.record.end_points)
 
-    async def _reconnect(self, node: int
-                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | bool | None:
+    async def _reconnect(self, node: int, probe: _ProbeTls | None = None
+                         ) -> Streams | bool | None:
         """After a close: a new connection (alive), True (refused every time: gone), or
         None (a timeout or another error: judge nothing)."""
         pause = self.window_s / max(1, self.refusals - 1)
         for i in range(self.refusals):
             if i:
                 await asyncio.sleep(pause)
-            got = await self._connect(node)
+            got = await self._connect(node, probe)
             if not isinstance(got, str):
                 return got
             if got != "refused":
@@ -330,6 +422,18 @@ class BrokerLiveness:
         except (EtcdError, ValueError, KeyError) as e:
             log.warning("liveness: could not revoke the controller key's lease of broker"
                         " %d: %s; its session expiry will", node, e)
+
+
+class _ProbeTls:
+    """One probe's TLS state: `tls_ok` until a handshake fails on its merits (then plain
+    idle connections for the rest of the probe); `secured`: the current connection is a
+    TLS one."""
+
+    __slots__ = ("secured", "tls_ok")
+
+    def __init__(self) -> None:
+        self.tls_ok = True
+        self.secured = False
 
 
 class _Second:

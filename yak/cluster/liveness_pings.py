@@ -28,9 +28,9 @@ its leaderships (it registers again and catches up: availability, never safety; 
 below):
 
 - the broker must have answered once on this connection before its silence counts, so a
-  listener that cannot speak plain Kafka (TLS: the probe pings only PLAINTEXT and
-  SASL_PLAINTEXT listeners) or a broker frozen before the probe connected is never judged
-  here (its session is);
+  connection that cannot carry Kafka framing (an SSL or SASL_SSL listener is pinged only
+  on a TLS connection, made with the broker's own inter-broker TLS settings: liveness.py)
+  or a broker frozen before the probe connected is never judged here (its session is);
 - the prober's own lateness voids the window: each tick measures how late this event loop
   woke (the probe's own lag). A tick later than a quarter of the bound means this loop may
   itself have left an answer unread, or the whole host is starved (on one loaded machine
@@ -62,11 +62,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["PINGABLE_PROTOCOLS", "Corroboration", "FreezeJudge", "PING_INTERVAL_S",
-           "api_versions_request", "watch"]
+__all__ = ["PINGABLE_PROTOCOLS", "TLS_PROTOCOLS", "Corroboration", "FreezeJudge",
+           "PING_INTERVAL_S", "api_versions_request", "watch"]
 
 PING_INTERVAL_S = 0.25  # at most this between two pings (less for a bound under 2 s)
 PINGABLE_PROTOCOLS = frozenset({0, 2})  # Kafka's SecurityProtocol ids: PLAINTEXT, SASL_PLAINTEXT
+TLS_PROTOCOLS = frozenset({1, 3})  # SSL, SASL_SSL: pinged only on a TLS connection
 API_VERSIONS = 18
 CLIENT_ID = b"yak-liveness"
 
