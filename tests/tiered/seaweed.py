@@ -33,8 +33,9 @@ def free_port() -> int:
 class SeaweedS3:
     """One `weed server -s3` process. `endpoint` is its S3 URL; `create_bucket(name)`."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, s3_config: str | None = None) -> None:
         self.workdir = workdir
+        self.s3_config = s3_config  # `-s3.config`: identities (None: anonymous access)
         self.proc: subprocess.Popen[bytes] | None = None
         self.s3_port = 0
         # Kept from the first start: a restart (stop, start) answers at the same endpoint,
@@ -66,7 +67,7 @@ class SeaweedS3:
             "-s3.port.iceberg=0", "-s3.port.lance=0",
             f"-iam.port={p['iam']}", f"-debug.port={p['debug']}",
             "-metricsIp=127.0.0.1", f"-metricsPort={p['metrics']}",
-        ]
+        ] + ([f"-s3.config={self.s3_config}"] if self.s3_config else [])
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                      cwd=self.workdir, start_new_session=True)

@@ -222,6 +222,10 @@ def _access_options(running: Any, access: dict[str, Any], grpc_on: bool,
         "broker_loads": lambda: {n: {**asdict(r), "score": r.score}
                                  for n, r in topics.broker_loads().items()}}
     try:
+        # The broker's remote.storage.*: the store that signs presigned URLs (rest_tiered).
+        from yak.tiered.config import TieredConfig
+
+        options["tiered"] = TieredConfig.from_settings(raw)
         if access.get("http_tls") and listen is not None:
             options["http_ssl"] = gw_access.server_tls(raw)
         if grpc_auth == "mtls":

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from yak.gateway import console_api, errors, rest, rest_share, ws
+from yak.gateway import console_api, errors, rest, rest_share, rest_tiered, ws
 from yak.gateway.cluster import ClusterClient
 from yak.gateway.core import GatewayCore
 from yak.gateway.core.registry_formats import register_formats
@@ -138,6 +138,7 @@ def create_app(settings: GatewaySettings, core: GatewayCore | None = None) -> Fa
     errors.install(app)
     app.include_router(rest.router)
     app.include_router(rest_share.router)  # queues: /share-groups/...
+    app.include_router(rest_tiered.router)  # presigned segment URLs: /tiered/v1/...
     app.include_router(console_api.router)
     app.include_router(ws.router)
     # Confluent's Schema Registry API at the root: /subjects, /schemas, /config, /mode, ...

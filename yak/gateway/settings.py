@@ -43,6 +43,10 @@ class GatewaySettings:
     # reads its broker's image (yak.cluster.broker_load), for the console and load_aware;
     # None (a standalone gateway): the producer's own observations only.
     broker_loads: Any = None
+    # The broker's tiered-storage settings (`yak.tiered.config.TieredConfig`), handed over by
+    # `yak serve`: the store that signs presigned segment URLs (rest_tiered.py); None (a
+    # standalone gateway): none handed out.
+    tiered: Any = None
 
 
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
