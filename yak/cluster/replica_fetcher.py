@@ -43,7 +43,9 @@ This module is in the cluster layer: it reaches other brokers through
 `yak.wire.KafkaConnection` (the Fetch frame hand-encoded, the response decoded by
 `fetch_client_codec` with the records left as slices of the received frame) and the
 partitions only through the ReplicaManager. Inter-broker security (TLS/SASL) plugs in as
-the `Dialer` the composition hands in (plain TCP by default).
+the `Dialer` the composition hands in (plain TCP by default). Over 600 lines on purpose:
+the fetch loop and its recoveries (truncation, out of range, the tiered rebuild) share the
+per-partition state and are read together.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class _PartitionFetch:
     """One followed partition: the leadership it follows and whether it is backing off."""
 
     __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error",
-                 "in_sync", "rebuild")
+                 "in_sync", "rebuild", "seen")
 
     def __init__(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.topic = topic
@@ -141,6 +143,10 @@ class _PartitionFetch:
         self.in_sync = False  # caught up with the leader's high watermark at the last fetch
         # Rebuilding from the remote log (issue 25): the partition waits until it is done.
         self.rebuild: asyncio.Task[None] | None = None
+        # The last answer taken without error: (partition, leader's high watermark, leader's
+        # log start, our log end after it). An answer with no records that repeats it
+        # changes nothing, so it is not applied again (see `_SourceFetcher._take`).
+        self.seen: tuple[Any, int, int, int] | None = None
 
     def stop_rebuild(self) -> None:
         if self.rebuild is not None:
@@ -451,28 +457,57 @@ class _SourceFetcher:
                     throttle.quota.record(r.records_size)
                 if r.records_size and self.manager.copied is not None:  # metrics, issue 23
                     self.manager.copied(pf.topic, pf.partition, r.records_size)
-                await self._partition_result(pf, epoch, r)
+                if r.error_code == _NONE and r.diverging_epoch is None:
+                    self._take(pf, epoch, r)  # the steady state: no coroutine per partition
+                else:
+                    await self._partition_result(pf, epoch, r)
+
+    def _take(self, pf: _PartitionFetch, epoch: int, r: FetchPartitionResult) -> None:
+        """Apply an answer without error: append its records (if any) and take the
+        leader's high watermark and log start offset. Per partition per response, so it
+        is kept to the least: an answer with no records whose high watermark and log
+        start are those of the last one taken, on a log that has not moved since, would
+        change nothing (the follower's high watermark is min(leader's, own log end) and
+        only advances; the log start follows the same min) and is skipped; at 100 B most
+        partitions of most responses are such."""
+        rm = self.rm
+        hw, start = r.high_watermark, r.log_start_offset
+        try:
+            if r.records_size:
+                rm.append_as_follower(pf.topic, pf.partition, epoch, r.records[0], hw, start)
+                p = rm.follower_partition(pf.topic, pf.partition, epoch)
+            else:
+                p = rm.follower_partition(pf.topic, pf.partition, epoch)
+                seen = pf.seen
+                if seen is not None and seen[0] is p and seen[1] == hw and seen[2] == start \
+                        and seen[3] == p.log_end_offset:
+                    return  # lag, in_sync and last_error are as the last answer left them
+                rm.append_as_follower(pf.topic, pf.partition, epoch, _EMPTY, hw, start)
+        except KafkaError as e:
+            log.warning("%s-%d: replication from broker %d failed: %s", pf.topic,
+                        pf.partition, self.leader_id, e)
+            self._failed(pf, int(e.code))
+            return
+        end = p.log_end_offset
+        pf.seen = (p, hw, start, end)
+        pf.lag = max(0, hw - end)
+        pf.in_sync = pf.lag == 0
+        if pf.last_error != _NONE:
+            log.info("%s-%d: fetching from broker %d again", pf.topic, pf.partition,
+                     self.leader_id)
+        pf.last_error = _NONE
 
     async def _partition_result(self, pf: _PartitionFetch, epoch: int,
                                 r: FetchPartitionResult) -> None:
-        rm = self.rm
+        """An answer `_take` does not apply: an error, or a diverging epoch."""
         code = r.error_code
+        pf.seen = None
         try:
-            if code == _NONE:
-                if r.diverging_epoch is not None:
-                    self._truncate_diverging(pf, epoch, r.diverging_epoch)
-                    return
-                records = r.records[0] if r.records_size else _EMPTY
-                rm.append_as_follower(pf.topic, pf.partition, epoch, records,
-                                      r.high_watermark, r.log_start_offset)
-                p = rm.get_partition(pf.topic, pf.partition)
-                if p is not None:
-                    pf.lag = max(0, r.high_watermark - p.log_end_offset)
-                    pf.in_sync = pf.lag == 0
-                if pf.last_error != _NONE:
-                    log.info("%s-%d: fetching from broker %d again", pf.topic, pf.partition,
-                             self.leader_id)
-                pf.last_error = _NONE
+            if code == _NONE and r.diverging_epoch is not None:
+                self._truncate_diverging(pf, epoch, r.diverging_epoch)
+                return
+            if code == _NONE:  # (answers without error go to `_take`)
+                self._take(pf, epoch, r)
                 return
             if code == _OUT_OF_RANGE:
                 await self._out_of_range(pf, epoch, r)
@@ -484,10 +519,15 @@ class _SourceFetcher:
             code = int(e.code)
             log.warning("%s-%d: replication from broker %d failed: %s", pf.topic,
                         pf.partition, self.leader_id, e)
+        self._failed(pf, code)
+
+    def _failed(self, pf: _PartitionFetch, code: int) -> None:
+        """The partition's answer was an error (or applying it failed): back it off."""
         if code != pf.last_error:
             log.info("%s-%d: broker %d answered %s; retrying in %d ms", pf.topic,
                      pf.partition, self.leader_id, _name(code), self.cfg.fetch_backoff_ms)
         pf.last_error = code
+        pf.seen = None
         self._delay([pf], self.cfg.fetch_backoff_ms / 1000)
 
     def _truncate_diverging(self, pf: _PartitionFetch, epoch: int,
