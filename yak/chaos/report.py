@@ -38,6 +38,7 @@ from typing import Any
 
 from yak.chaos.anomalies import ANOMALY_KINDS, CheckResult
 from yak.chaos.history import write_history
+from yak.chaos.verdicts import verdicts_markdown
 
 __all__ = ["analyse", "write_report", "FaultWindow"]
 
@@ -398,6 +399,7 @@ def summary_markdown(s: dict[str, Any]) -> str:
             if shown[a["kind"]] <= 5:
                 lines.append(f"- **{a['kind']}**: {a['detail']}")
         lines.append("")
+    lines += verdicts_markdown(s["verdicts"]) if s.get("verdicts") else []
     lines += [
         "## Definitions", "",
         "- acked writes checked: sends acknowledged with acks=all; each must be read by the"

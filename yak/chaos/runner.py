@@ -57,6 +57,7 @@ from yak.chaos.queue import (
 )
 from yak.chaos.report import write_report
 from yak.chaos.share_workload import ShareWorkload
+from yak.chaos.verdicts import report_verdicts
 from yak.chaos.workloads import TxnWorkload, WorkloadConfig
 
 __all__ = ["ChaosConfig", "run", "WORKLOADS", "DEFAULT_WORKLOADS"]
@@ -217,6 +218,7 @@ def run(cfg: ChaosConfig, progress: Callable[[str], None] | None = None) -> dict
                              + (["dlq_duplicate"] if "share" in cfg.workloads else []),
         **extra,
     }
+    meta["verdicts"] = report_verdicts(spec.directory, ops, meta["t0_wall"], meta["duration_s"])
     summary = write_report(cfg.report_dir, ops, result, meta)
     say(f"{'PASS' if summary['valid'] else 'FAIL'}: {summary['anomalies_found']} anomalies,"
         f" {summary['counts']['acked_writes_checked']} acked writes checked,"
@@ -444,6 +446,8 @@ def _phases(cfg: ChaosConfig, cluster: ChaosCluster, say: _Progress, errors: lis
             client_errors[k] = client_errors.get(k, 0) + v
     extra = {
         "duration_s": round(duration, 2),
+        # the wall clock at the history's time 0: lines the brokers' logs up with it
+        "t0_wall": round(time.time() - rec.now(), 3),
         "skipped_faults": nemesis.skipped,
         "faults_not_started": nemesis.not_started,
         "client_errors": client_errors,
