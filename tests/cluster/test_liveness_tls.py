@@ -12,7 +12,9 @@ truststore, and the keystore's certificate as the client certificate). Then:
 - while the broker is stopped, a new TLS connection completes its TCP connect (the kernel)
   but not its handshake: "other", judge nothing, within the handshake timeout;
 - a trust store that does not accept the broker's certificate raises `TlsRefused`, and
-  `BrokerLiveness` falls back to a plain idle connection, logged once, never pinged;
+  `BrokerLiveness` falls back to a plain idle connection, logged once, never pinged; so
+  does a probe without a client certificate on the mTLS listener (TLS 1.3: the broker
+  closes the connection after the handshake, unanswered), once, not in a reconnect loop;
 - a stopped broker's port refuses: "refused", the kill verdict's evidence, as before.
 
 The same on three brokers, with the verdict and its fencing: test_liveness_tls_cluster.py.
@@ -21,6 +23,7 @@ The same on three brokers, with the verdict and its fencing: test_liveness_tls_c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -118,7 +121,7 @@ def test_tls_pings_judge_a_stopped_broker_and_bad_trust_falls_back(
                 assert not lv._pingable(2, probe.secured)
         warned = [r.getMessage() for r in caplog.records if "TLS handshake" in r.getMessage()]
         assert len(warned) == 1 and "not a dead broker" in warned[0] \
-            and f"127.0.0.1:{ssl_port}" in warned[0], warned
+            and f"127.0.0.1:{ssl_port} over TLS" in warned[0], warned
         # The good context: a TLS connection, pinged.
         good = BrokerLiveness(_Image(ssl_port), None, None, 1,  # type: ignore[arg-type]
                               lambda _n: ("127.0.0.1", ssl_port), unresponsive_ms=2000,
@@ -128,6 +131,29 @@ def test_tls_pings_judge_a_stopped_broker_and_bad_trust_falls_back(
         assert not isinstance(got, str), got
         got[1].close()
         assert probe.secured and good._pingable(2, probe.secured) and good.tls_refused == 0
+
+        # No client certificate on the mTLS listener: TLS 1.3 completes the client's
+        # handshake, then the broker closes the connection unanswered. The probe gives
+        # TLS up once (no reconnect loop) and keeps a plain idle connection.
+        caplog.clear()
+        no_cert = ClientSecurity.from_properties({
+            "security.protocol": "SSL", "ssl.ca.location": str(certs.ca),
+            "ssl.endpoint.identification.algorithm": "none"}).ssl_context()
+        anon = BrokerLiveness(_Image(ssl_port), None, None, 1,  # type: ignore[arg-type]
+                              lambda _n: ("127.0.0.1", ssl_port), unresponsive_ms=2000,
+                              tls=no_cert)
+        with caplog.at_level(logging.INFO, logger="yak.cluster.liveness"):
+            task = asyncio.create_task(anon._probe(2, 7))
+            await asyncio.sleep(1.5)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        lines = [r.getMessage() for r in caplog.records]
+        gave_up = [ln for ln in lines if "before answering any ping" in ln]
+        assert len(gave_up) == 1 and anon.tls_refused == 1, lines
+        probing = [ln for ln in lines if "liveness: probing broker 2" in ln]
+        assert probing[0].endswith("on a pinged TLS connection"), probing
+        assert probing[-1].endswith("on an idle connection") and len(probing) <= 3, probing
 
         # SIGSTOP: both TLS connections go silent and are judged frozen.
         os.kill(broker.pid, signal.SIGSTOP)

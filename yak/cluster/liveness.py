@@ -51,8 +51,9 @@ connect decides the kill verdict's evidence as above (a refusal is evidence, a t
 not); the handshake that follows is bounded by `HANDSHAKE_TIMEOUT_S`, and a handshake that
 times out or is cut off judges nothing, like a connect timeout. It sends no SASL login:
 ApiVersions is served before authentication. A handshake the broker *answered* but that
-failed (a certificate the trust store does not accept, a protocol or cipher mismatch, a
-client certificate refused) is a configuration problem, not a dead or frozen broker: it is
+failed (a certificate the trust store does not accept, a protocol or cipher mismatch), or
+a TLS connection the broker closed before it answered any ping (TLS 1.3 refuses a client
+certificate only after the client's side of the handshake), is a configuration problem, not a dead or frozen broker: it is
 logged once per probed registration, as a warning that names the broker, the address and
 the TLS error, and the probe falls back to a plain idle connection on that listener, which
 keeps the kill verdict (a closed connection, then refusals) and gives up the frozen one;
@@ -261,20 +262,26 @@ class BrokerLiveness:
             return await connect(*addr, tls)
         except TlsRefused as e:
             assert probe is not None
-            probe.tls_ok = probe.secured = False
-            self.tls_refused += 1
-            log.warning("liveness: the TLS handshake with broker %d's inter-broker listener"
-                        " %s:%d failed: %s. A configuration problem (trust store, client"
-                        " certificate, protocols), not a dead broker: it is probed on a"
-                        " plain idle connection from now on (a dead process is still"
-                        " fenced at once; a frozen one only at its session's expiry)",
-                        node, addr[0], addr[1], e)
+            self._give_up_tls(node, probe, f"the TLS handshake failed: {e}")
             return await connect(*addr)
 
+    def _give_up_tls(self, node: int, probe: _ProbeTls, why: str) -> None:
+        """TLS does not work with this broker, for a reason of configuration: log it (once
+        per probe: it gives TLS up) and go on with plain idle connections."""
+        probe.tls_ok = probe.secured = False
+        self.tls_refused += 1
+        addr = self.resolve(node) or ("?", 0)
+        log.warning("liveness: broker %d's inter-broker listener %s:%d over TLS: %s. A"
+                    " configuration problem (trust store, client certificate, protocols),"
+                    " not a dead broker: it is probed on a plain idle connection from now on"
+                    " (a dead process is still fenced at once; a frozen one only at its"
+                    " session's expiry)", node, addr[0], addr[1], why)
+
     def _tls_for(self, node: int, addr: tuple[str, int]) -> ssl.SSLContext | None:
-        """This broker's TLS context when the probed endpoint is SSL or SASL_SSL."""
+        """This broker's TLS context when the probed endpoint is SSL or SASL_SSL and the
+        connection is to be pinged (an idle one needs no TLS)."""
         b = self.store.brokers().get(node)
-        if self.tls is None or b is None:
+        if self.tls is None or b is None or not self.unresponsive_s:
             return None
         tls = any((ep.host, ep.port) == addr and ep.security_protocol in TLS_PROTOCOLS
                   for ep in b.record.end_points)
@@ -292,10 +299,9 @@ class BrokerLiveness:
                     continue
                 reader, writer = got
                 pings = self._pingable(node, tls.secured)
-                log.info("liveness: probing broker %d (epoch %d) on %s%s connection",
-                         node, epoch, "a pinged" if pings else "an idle",
-                         " TLS" if tls.secured else "")
+                _log_probing(node, epoch, pings, tls.secured)
                 while True:
+                    answered = False
                     if pings:
                         second = _Second(self, node, epoch)
                         judge = await watch(reader, writer, self.unresponsive_s,
@@ -306,10 +312,18 @@ class BrokerLiveness:
                             await self._fence(node, epoch, judge.evidence(judge.judged_at)
                                               + "; " + second.evidence)
                             return
+                        answered = second.answered
                     else:
                         with contextlib.suppress(OSError):
                             while await reader.read(4096):
                                 pass  # a broker never writes unasked; drain whatever comes
+                    if tls.secured and not answered:
+                        # TLS 1.3: a client certificate the broker refuses ends the
+                        # connection after the client's handshake, before any answer.
+                        # Reconnecting over TLS would only repeat it, at once.
+                        self._give_up_tls(node, tls, "the broker closed the TLS connection"
+                                          " before answering any ping (a client"
+                                          " certificate it does not accept?)")
                     writer.close()
                     writer = None
                     verdict = await self._reconnect(node, tls)
@@ -317,7 +331,9 @@ class BrokerLiveness:
                         break  # not refused every time: back to the outer loop
                     if isinstance(verdict, tuple):
                         reader, writer = verdict
-                        pings = self._pingable(node, tls.secured)
+                        was, pings = pings, self._pingable(node, tls.secured)
+                        if pings != was:  # TLS given up: say so
+                            _log_probing(node, epoch, pings, tls.secured)
                         continue
                     await self._fence(node, epoch, None)
                     return
@@ -424,6 +440,11 @@ class BrokerLiveness:
                         " %d: %s; its session expiry will", node, e)
 
 
+def _log_probing(node: int, epoch: int, pings: bool, secured: bool) -> None:
+    log.info("liveness: probing broker %d (epoch %d) on %s%s connection", node, epoch,
+             "a pinged" if pings else "an idle", " TLS" if secured else "")
+
+
 class _ProbeTls:
     """One probe's TLS state: `tls_ok` until a handshake fails on its merits (then plain
     idle connections for the rest of the probe); `secured`: the current connection is a
@@ -446,9 +467,11 @@ class _Second:
         self.node = node
         self.epoch = epoch
         self.evidence = ""
+        self.answered = False  # the broker answered at least once on this connection
         self._told = False  # the first refusal of this suspicion is logged, not every tick
 
     def heard(self, now: float) -> None:
+        self.answered = True
         self.liveness.hearing.heard(self.node, now)
 
     async def agrees(self, judge: FreezeJudge, now: float) -> bool:
