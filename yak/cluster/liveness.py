@@ -140,6 +140,9 @@ async def connect(host: str, port: int, tls: ssl.SSLContext | None = None) -> St
     except (OSError, TimeoutError):
         writer.close()
         return "other"
+    except BaseException:  # cancelled (the probe ended): no half-open socket left behind
+        writer.close()
+        raise
     return reader, writer
 RETRY_IDLE_S = 0.5  # between connects to a broker that has never been reached
 
