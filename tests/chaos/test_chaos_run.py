@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from yak.chaos.history import load_history
 from yak.chaos.runner import ChaosConfig, run
+from yak.chaos.verdicts import attribute_run
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -62,6 +64,15 @@ def test_ci_run_under_kills_and_pauses_finds_no_anomaly(tmp_path: Path) -> None:
     for name in ("history.json", "summary.json", "summary.md", "timeline.png",
                  "timeline.html"):
         assert (out / name).is_file(), name
+    # Every liveness fence attributed (yak/chaos/verdicts.py): the kills and pauses fence
+    # their victims, each such fence is explained by its fault; the estimate of time 0 from
+    # the restarts (how older runs are read) agrees with the time the run recorded.
+    v = summary["verdicts"]
+    assert "error" not in v and v["t0_wall_source"] == "recorded by the run", v
+    assert sum(v["expected"].values()) >= 1, v
+    assert "## Liveness fences" in (out / "summary.md").read_text()
+    estimated = attribute_run(tmp_path / "cluster", load_history(out / "history.json"))
+    assert abs(estimated["t0_wall"] - v["t0_wall"]) < 0.25, (estimated["t0_wall_source"], v)
 
 
 @pytest.mark.slow

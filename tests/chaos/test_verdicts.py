@@ -106,6 +106,7 @@ def test_a_pause_explains_its_frozen_verdict_and_an_unexplained_one_is_needless(
     assert f["evidence"].startswith("broker 3 (epoch 507) answered no ApiVersions for 2.06 s")
     assert f["evidence"].endswith("frozen; fenced (lease 3a46a21de4b556f3 revoked)")
     assert f["faults_in_force"] == []
+    assert f["target_silent_s"] == 6.0  # broker 3 logged nothing in the 6 s before
     assert v["revokes_logged_by_target"] == 1
 
 
@@ -248,3 +249,24 @@ def test_the_formats_read_are_the_brokers_own() -> None:
     ap = (REPO / "yak/cluster/alter_partition.py").read_text()
     assert '"%s-%d: ISR %s -> %s (partition epoch %d)"' in ap
     assert "ready in {total:.2f} s {since}" in (REPO / "yak/broker/broker.py").read_text()
+
+
+def test_changes_with_no_fault_in_force_are_counted_and_a_quiet_log_keeps_its_times(
+        tmp_path: Path) -> None:
+    """A no-fault run's ISR shrinks are all needless (issue 27's count), fenced or not. A
+    log silent for 20 minutes is not a clock jump: its lines keep their times. Without a
+    restart to line up, the run's first topic (created just after time 0) anchors it."""
+    tp = "chaos-queue-2"
+    created = ("INFO yak.cluster.cluster_topics: created topic chaos-queue: 4 partition(s),"
+               " replicas [[2, 3, 1], [3, 1, 2], [1, 2, 3], [2, 1, 3]]")
+    ops = fault(1, "reassign", "chaos-txn/3 1,3,2->3,1,2", 600.0, 601.0)
+    cluster = write_logs(tmp_path, {1: [
+        (0.05, created),
+        (1200.0, ALTER.format(tp=tp, old="1, 2, 3", isr="1, 3", pe=1)),     # counted
+        (1200.5, ALTER.format(tp=tp, old="1, 3", isr="1, 2, 3", pe=2)),     # an expansion
+        (600.5, LEADER.format(tp=tp, old=1, new=2, isr="1, 2, 3")),         # the move's
+        (1900.0, LEADER.format(tp=tp, old=2, new=1, isr="1, 2, 3"))]})      # after the end
+    v = attribute_run(cluster, ops, None, 1800.0)
+    assert v["t0_wall_source"].startswith("estimated from the first topic's creation")
+    assert abs(v["t0_wall"] - (T0 + 0.05)) < 1e-3
+    assert v["outside_faults"] == {"leader_changes": 0, "isr_shrinks": 1}

@@ -65,6 +65,7 @@ POST_S = 5.0
 # renewal that finds it gone is one etcd request (1.5 s) later.
 POST_EXPIRED_S = 7.5
 RENEWALS_S = 10.0  # before an expiry, the broker's own failed renewals shown as evidence
+SILENCE_S = 6.0  # before a needless fence, the target's longest silence in its log
 FOLLOW_S = 3.0  # after a fence, its leader changes and ISR shrinks (the controller's pass)
 
 KILLS = ("kill", "kill-leader", "kill-controller", "store-crash-commit")
@@ -91,9 +92,10 @@ _LEADER = re.compile(r"(?P<tp>\S+): leader (?P<old>-?\d+) -> (?P<new>-?\d+) \(ep
 _CTRL_ISR = re.compile(r"(?P<tp>\S+): isr \[(?P<isr>[\d, ]*)\] \(partition epoch (?P<pe>\d+)\)")
 _ALTER = re.compile(r"(?P<tp>\S+): ISR \[(?P<old>[\d, ]*)\] -> \[(?P<isr>[\d, ]*)\]"
                     r" \(partition epoch (?P<pe>\d+)\)")
-_KEEP = ("liveness: ", " session: ", " ready in ")
+_KEEP = ("liveness: ", " session: ", " ready in ", "created topic ")
 _KEEP_LOGGERS = ("yak.cluster.quorum_controller", "yak.cluster.alter_partition")
-_JUMP_S = 300.0  # a gap this large between two lines of one log is a clock jump
+_JUMP_S = 300.0
+FIRST_TOPIC = "created topic chaos-queue:"  # runner.py's first topic, made just after time 0  # a gap this large between two lines of one log is a clock jump
 
 
 def _wall(stamp: str, ms: str) -> float:
@@ -101,29 +103,31 @@ def _wall(stamp: str, ms: str) -> float:
 
 
 def read_broker_logs(logs_dir: Path, jumps: dict[int, list[float]] | None = None,
+                     times: dict[int, list[float]] | None = None,
                      ) -> list[tuple[float, int, str, str]]:
     """(wall time, broker, logger, message) of the lines this module reads, every
     brokerN.log in `logs_dir`, wall times corrected for clock faults (`jumps`: broker ->
-    the `jump_s` of its clock faults; a jump not listed is taken as the gap itself)."""
+    the `jump_s` of its clock faults, from the history).
+    `times`, if given, gets every line's time, by broker."""
     out: list[tuple[float, int, str, str]] = []
     for path in sorted(Path(logs_dir).glob("broker*.log")):
         node = int(path.stem.removeprefix("broker"))
         known = (jumps or {}).get(node, [])
         offset, prev = 0.0, None
+        every = times.setdefault(node, []) if times is not None else None
         with open(path, errors="replace") as f:
             for line in f:
                 m = _LINE.match(line)
                 if m is None:
                     continue
                 raw = _wall(m[1], m[2])
-                if prev is not None and abs(raw - offset - prev) > _JUMP_S:
-                    # the log is written in order: a big step is the faked clock moving
-                    if abs(raw - prev) <= _JUMP_S:
-                        offset = 0.0
-                    else:
-                        offset = next((j for j in known if abs(raw - j - prev) <= _JUMP_S),
-                                      raw - prev)
+                if known and prev is not None and abs(raw - offset - prev) > _JUMP_S:
+                    # the log is written in order: a big step while this broker's clock
+                    # was faked is the jump (or its undoing); a quiet log's gap is not
+                    offset = min((0.0, *known), key=lambda j: abs(raw - j - prev))
                 prev = raw - offset
+                if every is not None:
+                    every.append(prev)
                 msg = m[5]
                 if m[4] in _KEEP_LOGGERS or any(k in msg for k in _KEEP):
                     out.append((prev, node, m[4], msg))
@@ -265,8 +269,26 @@ def attribute(lines: Sequence[tuple[float, int, str, str]], windows: Sequence[Fa
                 if node == f["target"] and 0 <= f["time"] + t0_wall - t <= RENEWALS_S]
         out["needless_list"].append(f)
     _count_effects(out["needless_list"], [*fences.values(), *expiries], effects, t0_wall)
+    out["outside_faults"] = _outside(effects, windows, t0_wall, end, horizon)
     out["needless_leader_changes"] = sum(f["leader_changes"] for f in out["needless_list"])
     out["needless_isr_shrinks"] = sum(f["isr_shrinks"] for f in out["needless_list"])
+    return out
+
+
+def _outside(effects: list[tuple[float, str, str, int]], windows: Sequence[FaultWindow],
+             t0_wall: float, end: float | None, horizon: float) -> dict[str, int]:
+    """Leader changes and ISR shrinks with no fault in force (from `PRE_S` before each,
+    elastic moves included, to `POST_EXPIRED_S` after it), between the history's start and
+    `end` (the cluster's own shutdown moves leaders too): in a no-fault run, all of them
+    are needless (issue 27's count), fenced or not."""
+    out = {"leader_changes": 0, "isr_shrinks": 0}
+    for t, kind, _, _ in effects:
+        rt = t - t0_wall
+        if rt < 0 or (end is not None and rt > end) or any(
+                w.start - PRE_S <= rt <= (w.stop if w.stop is not None else horizon)
+                + POST_EXPIRED_S for w in windows):
+            continue
+        out[kind + "s"] += 1
     return out
 
 
@@ -328,18 +350,33 @@ def attribute_run(cluster_dir: Path, ops: Sequence[dict[str, Any]],
     logs = Path(cluster_dir) / "logs"
     if not any(logs.glob("broker*.log")):  # no logs must not read as "nothing needless"
         raise FileNotFoundError(f"{logs}: no broker logs")
-    lines = read_broker_logs(logs, jumps)
+    times: dict[int, list[float]] = {}
+    lines = read_broker_logs(logs, jumps, times)
     how, spread, n = "recorded by the run", None, 0
     if t0_wall is None:
         t0_wall, spread, n = anchor(lines, windows)
         how = f"estimated from {n} restarts (spread {spread if spread is None else round(spread, 3)} s)"
-    if t0_wall is None:  # no restarts, nothing recorded: the first topic the run created
-        first = next((t for t, _, _, msg in lines if "ready in" in msg), None)
-        t0_wall = first if first is not None else 0.0
-        how = "estimated from the first broker's ready line (no restart to line up)"
+    if t0_wall is None:  # no restarts, nothing recorded: the run creates its topics at 0
+        first = next((t for t, _, _, msg in lines if msg.startswith(FIRST_TOPIC)), None)
+        if first is None:
+            raise ValueError(f"{logs}: no restart nor topic creation to line the logs up with")
+        t0_wall = first
+        how = "estimated from the first topic's creation (no restart to line up; ~0.1 s)"
     out = attribute(lines, windows, t0_wall, end)
     out["t0_wall_source"] = how
+    for f in out["needless_list"]:
+        f["target_silent_s"] = _silence(times.get(f["target"], []), f["time"] + t0_wall)
     return out
+
+
+def _silence(times: list[float], at: float) -> float:
+    """The longest time the broker's log said nothing in the `SILENCE_S` before `at` (its
+    log was empty then: the whole span). A busy broker logs several lines a second; seconds
+    of silence before a verdict on it say its process stood still (a stall, not the
+    prober's), though a quiet broker (no faults, no ISR changes) is silent anyway."""
+    lo = at - SILENCE_S
+    seen = [lo, *(t for t in times if lo < t < at), at]
+    return round(max(b - a for a, b in zip(seen, seen[1:], strict=False)), 2)
 
 
 def report_verdicts(cluster_dir: Path, ops: Sequence[dict[str, Any]], t0_wall: float | None,
@@ -363,7 +400,9 @@ def verdicts_markdown(v: dict[str, Any]) -> list[str]:
         f" frozen {e['frozen']}, session expired {e['expired']}. **Needless: gone"
         f" {n['gone']}, frozen {n['frozen']}, session expired {n['expired']}**, followed by"
         f" {v['needless_leader_changes']} leader changes and {v['needless_isr_shrinks']} ISR"
-        f" shrinks of the fenced broker within {v['follow_s']:g} s. Window: from"
+        f" shrinks of the fenced broker within {v['follow_s']:g} s. With no fault in force:"
+        f" {v['outside_faults']['leader_changes']} leader changes,"
+        f" {v['outside_faults']['isr_shrinks']} ISR shrinks. Window: from"
         f" {-v['window_s'][0]:g} s before a fault to {v['window_s'][1]:g} s after it was"
         f" undone ({v['window_expired_s'][1]:g} s for an expiry); log times lined up {v.get('t0_wall_source', '')} (yak/chaos/verdicts.py).",
         ""]
@@ -371,6 +410,8 @@ def verdicts_markdown(v: dict[str, Any]) -> list[str]:
         lines.append(f"- {f['time']} s: {f['kind']} {f['role']} {f['target']}"
                      + (f" by {f['prober']}" if f["prober"] is not None else "")
                      + f" (in force: {', '.join(f['faults_in_force']) or 'none'};"
+                     + (f" its log silent for {f['target_silent_s']} s of the"
+                        f" {SILENCE_S:g} before;" if "target_silent_s" in f else "")
                      + (f" {f['shrinks_before']} ISR shrinks of it by its leaders in the"
                         f" {v['follow_s']:g} s before;" if f.get("shrinks_before") else "")
                      + f" then {f['leader_changes']} leader changes, {f['isr_shrinks']} ISR"
