@@ -37,6 +37,8 @@ from yak.gateway.http_auth import caller_core
 from yak.tiered.presign import (
     DEFAULT_EXPIRES_S,
     MAX_EXPIRES_S,
+    NO_STORE,
+    NOT_TIERED,
     latest_manifests,
     presigned_segments,
 )
@@ -47,8 +49,6 @@ router = APIRouter(default_response_class=V2Response, tags=["Tiered storage"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (401, 403, 404, 409, 422, 503)
 }
-NOT_TIERED = 40910  # the topic has remote.storage.enable=false
-NO_STORE = 40911  # this gateway has no store to sign with (or one that cannot presign)
 
 
 class SegmentOut(BaseModel):

@@ -52,6 +52,12 @@ _SOURCE = {
     "remote.storage.access.key.id",
     "remote.storage.secret.access.key",
     "remote.storage.session.token",
+    # ... through presigned URLs the brokers' gateway hands out (yak/gateway/rest_tiered.py)
+    "tiered.presign",
+    "tiered.presign.expires",
+    "tiered.gatewayurl",
+    "tiered.gateway.username",
+    "tiered.gateway.password",
 }
 _SINK = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce", "sinkstatetopic",
          "valueformat", "schema.registry.url", "exactlyoncemode", "transactionalidprefix",
@@ -226,12 +232,19 @@ def _security(opts: Mapping[str, str]) -> ClientSecurity:
 class TieredSettings:
     """Where the remote log lives, for `tiered.direct=true`: the broker's own
     `remote.storage.uri` and S3 credentials (else the standard AWS variables of the driver
-    and executors)."""
+    and executors); or, with `tiered.presign=true`, the gateway (`gateway_url`, its HTTP
+    Basic user) that hands out presigned URLs valid `presign_expires_s`, and no store
+    credentials at all."""
 
     uri: str
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+    presign: bool = False
+    gateway_url: str | None = None
+    gateway_username: str | None = None
+    gateway_password: str | None = field(default=None, repr=False)
+    presign_expires_s: int = 3600
 
     def store(self) -> Any:
         """A `RemoteStore` on the bucket (made where it is used: it is not picklable)."""
@@ -242,7 +255,18 @@ class TieredSettings:
             "session_token": self.session_token}, request_timeout_s=30.0)
 
 
+# A job's URLs must outlive its longest read of tiered segments; S3 takes at most 7 days.
+PRESIGN_EXPIRES_DEFAULT_MS = 3_600_000
+PRESIGN_EXPIRES_MAX_MS = 7 * 86_400_000
+
+
 def _tiered(opts: Mapping[str, str]) -> TieredSettings | None:
+    if _bool(opts, "tiered.presign", False):
+        return _presign(opts)
+    for k in ("tiered.presign.expires", "tiered.gatewayurl", "tiered.gateway.username",
+              "tiered.gateway.password"):
+        if k in opts:
+            raise YakOptionError(f"option {k} needs tiered.presign=true")
     if not _bool(opts, "tiered.direct", False):
         return None
     uri = (opts.get("remote.storage.uri") or "").strip()
@@ -261,6 +285,33 @@ def _tiered(opts: Mapping[str, str]) -> TieredSettings | None:
         raise YakOptionError("options remote.storage.access.key.id and "
                              "remote.storage.secret.access.key go together")
     return TieredSettings(uri, key, secret, opts.get("remote.storage.session.token"))
+
+
+def _presign(opts: Mapping[str, str]) -> TieredSettings:
+    """`tiered.presign=true`: the direct read, planned from the gateway's presigned URLs
+    (yak/gateway/rest_tiered.py); the job holds no store credentials."""
+    if not _bool(opts, "tiered.direct", True):
+        raise YakOptionError("option tiered.presign=true reads tiered segments from the"
+                             " bucket: it cannot go with tiered.direct=false")
+    given = sorted(k for k in opts if k.startswith("remote.storage."))
+    if given:
+        raise YakOptionError(f"option {given[0]}: not used with tiered.presign=true (the"
+                             " gateway signs with the brokers' keys; the job holds none)")
+    url = (opts.get("tiered.gatewayurl") or "").strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise YakOptionError("option tiered.presign=true needs tiered.gatewayUrl (the"
+                             " brokers' HTTP gateway, e.g. http://127.0.0.1:8080)")
+    user, password = opts.get("tiered.gateway.username"), opts.get("tiered.gateway.password")
+    if (user is None) != (password is None):
+        raise YakOptionError("options tiered.gateway.username and tiered.gateway.password"
+                             " go together")
+    ms = _duration_ms("tiered.presign.expires",
+                      opts.get("tiered.presign.expires", f"{PRESIGN_EXPIRES_DEFAULT_MS}ms"))
+    if not 1000 <= ms <= PRESIGN_EXPIRES_MAX_MS:
+        raise YakOptionError(f"option tiered.presign.expires: {opts['tiered.presign.expires']!r}"
+                             " is not between 1s and 7d (S3's limit)")
+    return TieredSettings("", presign=True, gateway_url=url, gateway_username=user,
+                          gateway_password=password, presign_expires_s=ms // 1000)
 
 
 @dataclass

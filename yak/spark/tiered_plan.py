@@ -11,9 +11,19 @@ as does anything below the remote log's start (the brokers then apply failOnData
 it, as for any removed offsets).
 
 A topic's objects are under `<topic>-<topic id>/`; the planner finds the id by listing the
-bucket's top level (one request), so it needs no Metadata v10+ topic ids from the client.
-A re-created topic whose old objects were never deleted leaves two such directories: the
-one with the most recent segment event wins, with a warning.
+bucket's top level (one request, `yak.tiered.presign.latest_manifests`), so it needs no
+Metadata v10+ topic ids from the client. A re-created topic whose old objects were never
+deleted leaves two such directories: the one with the most recent segment event wins, with
+a warning.
+
+`tiered.presign=true`: the job holds no store keys. The planner asks the brokers' gateway
+(`GET /tiered/v1/topics/{topic}/partitions/{partition}/segments`, one request per
+partition, as the user of `tiered.gateway.username`) for the partition's segments from the
+range's start on and presigned URLs of their objects; the answer is read back as a
+manifest of those segments (`manifest_of`), so the splits are the same as with keys, and
+each split carries the URLs of the objects it reads. A refusal (the user may not READ the
+topic) fails the query with the gateway's line; URLs expire `tiered.presign.expires` after
+planning.
 
 Under read_committed, a transaction whose data lies in a remote segment may have its ABORT
 marker in a local segment not uploaded yet (uploads stop at the LSO, not at markers). The
@@ -23,20 +33,26 @@ the first offset after the remote log, of one batch, returns them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
 from collections.abc import Iterable
+from dataclasses import replace
+from urllib.parse import quote
+
+import httpx
 
 from yak.client import KafkaClient
 from yak.errors import error_for_code
 from yak.spark.offsets import TP, OffsetRange
-from yak.spark.options import SourceOptions
+from yak.spark.options import SourceOptions, TieredSettings
 from yak.spark.tiered_read import Bridge, RemoteSplit
-from yak.tiered.metadata import Manifest, ManifestStore, partition_dir
-from yak.tiered.store import RemoteStore
+from yak.tiered.metadata import Manifest, partition_dir
+from yak.tiered.presign import NOT_TIERED, latest_manifests, manifest_of
 
 log = logging.getLogger(__name__)
+
+NETWORK_EXCEPTION, KAFKA_STORAGE_ERROR = 13, 56
+# The gateway's refusals as Kafka's errors: not logged in, not allowed, no such partition.
+_GATEWAY_REFUSALS = {401: 58, 403: 29, 404: 3}
 
 
 def plan(client: KafkaClient, opts: SourceOptions,
@@ -44,12 +60,17 @@ def plan(client: KafkaClient, opts: SourceOptions,
     """The ranges as remote splits (from the bucket) and broker ranges (the rest)."""
     assert opts.tiered is not None
     ranges = [r for r in ranges if r.size > 0]
-    with Bridge() as bridge:
-        manifests = bridge.run(_manifests(opts.tiered.store(),
-                                          sorted({(r.topic, r.partition) for r in ranges})))
+    urls: dict[str, str] = {}
+    if opts.tiered.presign:
+        manifests, urls = from_gateway(opts.tiered, ranges)
+    else:
+        with Bridge() as bridge:
+            manifests = bridge.run(latest_manifests(
+                opts.tiered.store(), sorted({(r.topic, r.partition) for r in ranges})))
     if ranges and not manifests:
         log.warning("tiered.direct: no remote log of %s under %s; reading through the brokers",
-                    ", ".join(sorted({r.topic for r in ranges})), opts.tiered.uri)
+                    ", ".join(sorted({r.topic for r in ranges})),
+                    opts.tiered.gateway_url if opts.tiered.presign else opts.tiered.uri)
     out: list[OffsetRange | RemoteSplit] = []
     for r in ranges:
         m = manifests.get((r.topic, r.partition))
@@ -60,6 +81,8 @@ def plan(client: KafkaClient, opts: SourceOptions,
         if remote and opts.client.isolation_level == 1:
             tail = tail_aborted(client, (r.topic, r.partition), m.copied_upto)
             remote = [_with(s, m, tail) for s in remote]
+        if urls:
+            remote = [replace(s, urls=_urls_of(s, urls)) for s in remote]
         out += remote
         out += rest
     return out
@@ -141,34 +164,55 @@ def tail_aborted(client: KafkaClient, tp: TP, offset: int) -> tuple[tuple[int, i
     return tuple(a for a in resp.aborted if a[1] < offset)
 
 
-async def _manifests(store: RemoteStore, tps: list[TP]) -> dict[TP, Manifest]:
-    """The newest manifest of each partition that has a remote log in the bucket."""
-    dirs = await store.list_dirs("")
-    ids: dict[str, list[str]] = {}
-    for topic in {t for t, _ in tps}:
-        ids[topic] = [d[len(topic) + 1:] for d in dirs
-                      if d.startswith(topic + "-") and _is_uuid(d[len(topic) + 1:])]
-    ms = ManifestStore(store)
+def from_gateway(t: TieredSettings, ranges: list[OffsetRange]
+                 ) -> tuple[dict[TP, Manifest], dict[str, str]]:
+    """`tiered.presign`: each partition's remote segments and their presigned URLs, asked
+    of the brokers' gateway (yak/gateway/rest_tiered.py) for the partition's offsets; the
+    answers as manifests (of the segments they list) and object key -> URL. A topic not
+    tiered is left to the brokers (a warning); a refusal fails the query with the
+    gateway's line (403: the user may not READ the topic)."""
+    spans: dict[TP, tuple[int, int]] = {}
+    for r in ranges:
+        lo, hi = spans.get((r.topic, r.partition), (r.start, r.end))
+        spans[(r.topic, r.partition)] = (min(lo, r.start), max(hi, r.end))
+    auth = (t.gateway_username, t.gateway_password or "") if t.gateway_username else None
+    manifests: dict[TP, Manifest] = {}
+    urls: dict[str, str] = {}
+    with httpx.Client(timeout=30.0, auth=auth) as http:
+        for (topic, p), (lo, hi) in sorted(spans.items()):
+            url = (f"{t.gateway_url}/tiered/v1/topics/{quote(topic, safe='')}/partitions/{p}"
+                   "/segments")
+            try:
+                resp = http.get(url, params={"from": lo, "to": hi,
+                                             "expires": t.presign_expires_s})
+                body = resp.json()
+            except (httpx.HTTPError, ValueError) as e:
+                raise error_for_code(NETWORK_EXCEPTION, f"tiered.presign: no answer from the"
+                                     f" gateway {t.gateway_url} for {topic}-{p}:"
+                                     f" {type(e).__name__}: {e}") from None
+            if resp.status_code == 409 and body.get("error_code") == NOT_TIERED:
+                log.warning("tiered.presign: %s; reading %s-%d through the brokers",
+                            body.get("message"), topic, p)
+                continue
+            if resp.status_code != 200:
+                code = _GATEWAY_REFUSALS.get(resp.status_code, KAFKA_STORAGE_ERROR)
+                raise error_for_code(code, f"tiered.presign: the gateway {t.gateway_url}"
+                                     f" refused {topic}-{p} ({resp.status_code}):"
+                                     f" {body.get('message', resp.text[:200])}")
+            try:
+                m, found = manifest_of(body)
+            except ValueError as e:
+                raise error_for_code(KAFKA_STORAGE_ERROR, f"tiered.presign: {topic}-{p}"
+                                     f" from {t.gateway_url}: {e}") from None
+            if m.start_offset is not None:
+                manifests[(topic, p)] = m
+                urls.update(found)
+    return manifests, urls
 
-    async def one(tp: TP) -> Manifest | None:
-        found = [await ms.load(tp[0], tid, tp[1]) for tid in ids.get(tp[0], [])]
-        found = [m for m in found if m.start_offset is not None]
-        if not found:
-            return None
-        if len(found) > 1:
-            best = max(found, key=lambda m: max(s.event_ms for s in m.segments))
-            log.warning("%s-%d: remote logs of %d topic ids in the bucket (%s); reading %s,"
-                        " the most recently written", tp[0], tp[1], len(found),
-                        ", ".join(m.topic_id for m in found), best.topic_id)
-            return best
-        return found[0]
 
-    loaded = await asyncio.gather(*(one(tp) for tp in tps))
-    return {tp: m for tp, m in zip(tps, loaded, strict=True) if m is not None}
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        return str(uuid.UUID(text)) == text
-    except ValueError:
-        return False
+def _urls_of(s: RemoteSplit, urls: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """(key, URL) of the objects a split reads: its segment's `.log` and `.index`, and the
+    `.txnindex` of its transaction segments (read_committed)."""
+    keys = [s.segment.object_key(s.part_dir, "log"), s.segment.object_key(s.part_dir, "index")]
+    keys += [x.object_key(s.part_dir, "txnindex") for x in s.txn_segments]
+    return tuple((k, urls[k]) for k in keys if k in urls)

@@ -41,8 +41,9 @@ from yak.spark.offsets import DataLossError
 from yak.spark.options import TieredSettings
 from yak.spark.record_decoder import decode
 from yak.tiered.metadata import RemoteLogSegmentMetadata
+from yak.tiered.presign_http import PresignedObjects
 from yak.tiered.reader import ChunkCache, RemoteCorruptionError, RemoteSegmentReader
-from yak.tiered.store import ObjectNotFoundError, RemoteStore
+from yak.tiered.store import ObjectNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ class RemoteSplit:
     manifest the planner read), whose objects are under `part_dir` in the bucket.
     `txn_segments`: this segment and the later remote ones that have a `.txnindex`;
     `tail_aborted`: (producer id, first offset) of aborted transactions whose marker is
-    past the remote log (read_committed only)."""
+    past the remote log (read_committed only); `urls`: (object key, presigned URL) of the
+    objects this split reads, under `tiered.presign` (else empty: the store is read with
+    the job's credentials)."""
 
     topic: str
     partition: int
@@ -70,6 +73,7 @@ class RemoteSplit:
     segment: RemoteLogSegmentMetadata
     txn_segments: tuple[RemoteLogSegmentMetadata, ...] = ()
     tail_aborted: tuple[tuple[int, int], ...] = field(default=())
+    urls: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def size(self) -> int:
@@ -129,28 +133,43 @@ def read_splits(
     one store client and one loop thread for the task."""
     schema = arrow_schema(include_headers, value_decoder.target if value_decoder else None)
     with Bridge() as bridge:
-        store = settings.store()
-        reader = RemoteSegmentReader(store, ChunkCache(4 << 20))
-
-        async def first_range(split: RemoteSplit) -> tuple[int, bytes]:
-            """The split's byte position (from the `.index`) and its first range."""
-            seg = split.segment
-            pos = await reader.position_for(seg, split.part_dir, split.start)
-            key = seg.object_key(split.part_dir, "log")
-            return pos, await store.get_range(key, pos, min(pos + RANGE_BYTES, seg.size))
-
-        nxt = bridge.submit(first_range(splits[0])) if splits else None
-        for i, split in enumerate(splits):
-            assert nxt is not None
-            first, nxt = nxt, None
-            if i + 1 < len(splits):  # the next segment's index and first range meanwhile
-                nxt = bridge.submit(first_range(splits[i + 1]))
-            # (a task stopped early leaves reads in flight: Bridge.close cancels them)
-            yield from _read_one(bridge, store, reader, split, first, schema,
-                                 fail_on_data_loss, read_committed, value_decoder)
+        store: Any = (PresignedObjects({k: u for s in splits for k, u in s.urls})
+                      if settings.presign else settings.store())
+        try:
+            yield from _read_splits(bridge, store, splits, schema, fail_on_data_loss,
+                                    read_committed, value_decoder)
+        finally:
+            if settings.presign:  # its connections (reads still in flight fail, then
+                with contextlib.suppress(Exception):  # Bridge.close cancels them)
+                    bridge.submit(store.aclose()).result(10)
 
 
-def _read_one(bridge: Bridge, store: RemoteStore, reader: RemoteSegmentReader,
+def _read_splits(bridge: Bridge, store: Any, splits: tuple[RemoteSplit, ...],
+                 schema: pa.Schema, fail_on_data_loss: bool, read_committed: bool,
+                 value_decoder: Any) -> Iterator[pa.RecordBatch]:
+    """`read_splits` over one store: a `RemoteStore`, or `PresignedObjects` (the same
+    read calls over presigned URLs, yak/tiered/presign_http.py)."""
+    reader = RemoteSegmentReader(store, ChunkCache(4 << 20))
+
+    async def first_range(split: RemoteSplit) -> tuple[int, bytes]:
+        """The split's byte position (from the `.index`) and its first range."""
+        seg = split.segment
+        pos = await reader.position_for(seg, split.part_dir, split.start)
+        key = seg.object_key(split.part_dir, "log")
+        return pos, await store.get_range(key, pos, min(pos + RANGE_BYTES, seg.size))
+
+    nxt = bridge.submit(first_range(splits[0])) if splits else None
+    for i, split in enumerate(splits):
+        assert nxt is not None
+        first, nxt = nxt, None
+        if i + 1 < len(splits):  # the next segment's index and first range meanwhile
+            nxt = bridge.submit(first_range(splits[i + 1]))
+        # (a task stopped early leaves reads in flight: Bridge.close cancels them)
+        yield from _read_one(bridge, store, reader, split, first, schema,
+                             fail_on_data_loss, read_committed, value_decoder)
+
+
+def _read_one(bridge: Bridge, store: Any, reader: RemoteSegmentReader,
               split: RemoteSplit, first: Future[tuple[int, bytes]], schema: pa.Schema,
               fail_on_data_loss: bool, read_committed: bool,
               value_decoder: Any) -> Iterator[pa.RecordBatch]:

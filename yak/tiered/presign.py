@@ -30,12 +30,15 @@ from typing import Any
 from yak.tiered.metadata import Manifest, ManifestStore, RemoteLogSegmentMetadata, partition_dir
 from yak.tiered.store import RemoteStore
 
-__all__ = ["DEFAULT_EXPIRES_S", "MAX_EXPIRES_S", "latest_manifests", "manifest_of",
-           "presigned_segments"]
+__all__ = ["DEFAULT_EXPIRES_S", "MAX_EXPIRES_S", "NOT_TIERED", "NO_STORE", "latest_manifests",
+           "manifest_of", "presigned_segments"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRES_S = 900
+# The gateway's error codes (REST Proxy style: HTTP status + two digits) a reader branches on.
+NOT_TIERED = 40910  # 409: the topic has remote.storage.enable=false (read it via brokers)
+NO_STORE = 40911  # 409: the gateway has no store to sign with, or one that cannot presign
 MAX_EXPIRES_S = 7 * 24 * 3600  # S3's limit for a SigV4 presigned URL
 # The objects a reader of [from, to) needs from each segment in the range; `.txnindex`
 # also from later segments.
