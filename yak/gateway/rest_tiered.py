@@ -6,7 +6,9 @@ The answer (`yak.tiered.presign.presigned_segments`): the partition's remote log
 its readable segments from the one holding `from` on (base and last offsets, size, leader
 epochs, files), each with presigned GET URLs of the objects a reader of [from, to) needs
 (`.log`, `.index`, `.txnindex`), valid `expires` seconds (default 900, at most 7 days, S3's
-limit for SigV4 presigned URLs).
+limit for SigV4 presigned URLs). `to` at or below `from` is an empty range: the segments
+are listed, no `.log` is signed (not an error: each parameter is valid alone, as the
+OpenAPI document says).
 
 Who may ask: the caller must be allowed to READ the topic, as the cluster itself decides
 for the caller's own Kafka login (DescribeTopics' authorized operations, as
@@ -109,8 +111,6 @@ async def presigned_segment_urls(
     end: Annotated[int | None, Query(alias="to", ge=0)] = None,
     expires: Annotated[int, Query(ge=1, le=MAX_EXPIRES_S)] = DEFAULT_EXPIRES_S,
 ) -> Any:
-    if end is not None and end < start:
-        raise RestError(422, 422, f"Unprocessable entity: to ({end}) is below from ({start})")
     cluster = caller_core(request).cluster
     exists, ops = await cluster.topic_access(topic)
     if not exists:
