@@ -229,6 +229,12 @@ _CLUSTER_FAMILIES = {
     "liveness_frozen": ("counter", "yak_controller_liveness_frozen",
                         "Brokers this broker fenced as frozen: no answer to its liveness "
                         "pings for broker.liveness.unresponsive.ms (yak/cluster/liveness.py)."),
+    "liveness_tls_refused": ("counter", "yak_liveness_tls_refused",
+                             "Liveness probes of a TLS inter-broker listener that gave TLS up "
+                             "(handshake failed or closed before any answer: a trust store or "
+                             "client certificate problem) and fell back to an idle "
+                             "connection: no frozen verdict for that broker until it "
+                             "registers again."),
 }
 
 

@@ -350,6 +350,8 @@ class ClusterNode:
             "partitions": hosted,
             "liveness_fenced": self.liveness.fenced if self.liveness is not None else 0,
             "liveness_frozen": self.liveness.frozen if self.liveness is not None else 0,
+            "liveness_tls_refused": (self.liveness.tls_refused if self.liveness is not None
+                                     else 0),
         }
 
     # ------------------------------------------------------------------ the view
