@@ -21,10 +21,9 @@ a kill, bounce, pause or network partition whose window covers it; a session exp
 when an etcd member was killed then (every broker's renewals go to etcd). The window runs
 from `PRE_S` before the fault's start (the uncertainty of lining up the logs' wall clocks
 with the history's monotonic times, see `anchor`) to `POST_S` after its stop op (the
-restarted broker ready, SIGCONT sent, the cut healed): a verdict already decided on a
-paused broker is logged up to the ping bound (2 s) plus the quorum's second source (1 s)
-later, and a paused or cut broker only notices its expired lease at its first renewal
-after the fault (`broker.heartbeat.interval.ms` plus one etcd request), hence 5 s.
+restarted broker ready, SIGCONT sent, the cut healed): a verdict already being decided
+on a paused broker is logged up to the ping bound (2 s) plus the quorum's second source
+(1 s) later, on a loaded machine more, hence 5 s; an expiry's is `POST_EXPIRED_S`.
 Several brokers may log the same revoke; a fence is counted once per lease.
 
 The logs carry wall-clock times, the history monotonic seconds since the run's start. A
@@ -100,9 +99,9 @@ _ALTER = re.compile(r"(?P<tp>\S+): ISR \[(?P<old>[\d, ]*)\] -> \[(?P<isr>[\d, ]*
                     r" \(partition epoch (?P<pe>\d+)\)")
 _KEEP = ("liveness: ", " session: ", "created topic ")
 _KEEP_LOGGERS = ("yak.cluster.quorum_controller", "yak.cluster.alter_partition")
-_JUMP_S = 300.0
-AGREE_S = 0.1
-FIRST_TOPIC = "created topic chaos-queue:"  # runner.py's first topic, made just after time 0  # a gap this large between two lines of one log is a clock jump
+_JUMP_S = 300.0  # a step this large between two lines of a clock-faulted broker's log
+AGREE_S = 0.1  # restarts within this of the median estimate of time 0 agree with it
+FIRST_TOPIC = "created topic chaos-queue:"  # runner.py's first topic, made just after time 0
 
 
 def _wall(stamp: str, ms: str) -> float:
