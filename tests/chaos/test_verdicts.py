@@ -220,6 +220,13 @@ def test_the_report_carries_the_section(tmp_path: Path) -> None:
     assert "Liveness fences" not in summary_markdown(summary)
     assert verdicts.report_verdicts(tmp_path / "nowhere", [], None, None) == {
         "error": f"fences not attributed: {tmp_path / 'nowhere' / 'logs'}: no broker logs"}
+    # a history this module cannot read (a clock fault's jump not a number) is said too
+    bad = fault(1, "clock", "broker1", 1.0, 2.0, [1], jump_s="soon")
+    assert verdicts.report_verdicts(cluster, bad, T0, None) == {
+        "error": "fences not attributed: could not convert string to float: 'soon'"}
+    untimed = [{"op": "nemesis", "fault": "kill", "phase": "start", "target": "broker1"}]
+    assert verdicts.report_verdicts(cluster, untimed, T0, None) == {
+        "error": "fences not attributed: KeyError: 'time'"}
 
 
 def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

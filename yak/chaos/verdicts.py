@@ -388,12 +388,15 @@ def _silence(times: list[float], at: float) -> float:
 
 def report_verdicts(cluster_dir: Path, ops: Sequence[dict[str, Any]], t0_wall: float | None,
                     end: float | None) -> dict[str, Any]:
-    """`attribute_run` for the run's report: logs it cannot read are said, not raised (the
-    report of a run matters more than this section of it)."""
+    """`attribute_run` for the run's report: whatever goes wrong reading the logs is said,
+    not raised, since it would come at the end of a run whose report (its verdict, its
+    anomalies) matters more than this section of it."""
     try:
         return attribute_run(cluster_dir, ops, t0_wall, end)
     except (OSError, ValueError) as e:
         return {"error": f"fences not attributed: {e}"}
+    except Exception as e:  # a log line this module did not foresee must not lose the run
+        return {"error": f"fences not attributed: {type(e).__name__}: {e}"}
 
 
 def verdicts_markdown(v: dict[str, Any]) -> list[str]:
