@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 import socket
 from typing import Any
@@ -26,24 +27,41 @@ class LazyApp:
 
     Every `yak serve` listens on HTTP by default; FastAPI and the gateway cost ~0.4 s of
     CPU to import, which a broker nobody browses should not pay at start-up.
+
+    The import runs in a worker thread, not on the broker's event loop: it is module code
+    run for 0.4 s on a quiet machine and 6 s under a loaded test suite, and on the loop it
+    answered nothing for that long, past the liveness probe's bound
+    (`broker.liveness.unresponsive.ms`, 2 s). `yak cluster up` asks every console once the
+    brokers registered, and a live broker was fenced as frozen for it (CI, 2026-11-27: a
+    broker missing from Metadata right after `cluster up`). In a thread the loop still
+    runs between the interpreter's GIL switches (every 5 ms). Building the app from the
+    imported modules (~0.25 s) stays on the loop: its objects belong to it.
     """
 
     def __init__(self, settings: GatewaySettings, core: Any = None) -> None:
         self.settings = settings
         self.core = core  # a GatewayCore shared with the gRPC gateway, or None: the app's own
         self.app: Any = None
+        self._building: asyncio.Future[None] | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.app is None:
-            from yak.gateway.app import create_app
-
-            self.app = create_app(self.settings, self.core)
-            # What is imported and built by now lives as long as the process: frozen, the
-            # collector's full collections skip it and walk only what requests create.
-            # Unfrozen they walked ~130k objects, ~0.1 s of CPU each, ~20 us per WebSocket
-            # record (docs/benchmarks/gateway.md).
-            gc.freeze()
+            # One build, whoever connects first; the others wait for that one.
+            if self._building is None:
+                self._building = asyncio.ensure_future(self._build())
+            await asyncio.shield(self._building)
         await self.app(scope, receive, send)
+
+    async def _build(self) -> None:
+        await asyncio.to_thread(importlib.import_module, "yak.gateway.app")
+        from yak.gateway.app import create_app
+
+        self.app = create_app(self.settings, self.core)
+        # What is imported and built by now lives as long as the process: frozen, the
+        # collector's full collections skip it and walk only what requests create.
+        # Unfrozen they walked ~130k objects, ~0.1 s of CPU each, ~20 us per WebSocket
+        # record (docs/benchmarks/gateway.md).
+        gc.freeze()
 
     async def close(self) -> None:
         if self.app is not None:
