@@ -88,6 +88,7 @@ LIST_OFFSETS_VERSION = 7
 EARLIEST_LOCAL_VERSION = 8  # ListOffsets v8+: EARLIEST_LOCAL_TIMESTAMP (KIP-405)
 LATEST_TIMESTAMP = -1
 EARLIEST_LOCAL_TIMESTAMP = -4
+_EMPTY = memoryview(b"")
 _NONE = int(ErrorCode.none)
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _MOVED_TO_TIERED = int(ErrorCode.offset_moved_to_tiered_storage)
@@ -481,9 +482,8 @@ class _SourceFetcher:
                 if seen is not None and seen[0] is p and seen[1] == hw and seen[2] == start \
                         and seen[3] == p.log_end_offset:
                     return  # lag, in_sync and last_error are as the last answer left them
-                # Nothing to append: only the leader's high watermark and log start (what
-                # `ReplicaManager.append_as_follower` does with no whole batch).
-                p.update_high_watermark_as_follower(hw, start)
+                # Nothing to append: the leader's high watermark and log start only.
+                rm.append_as_follower(pf.topic, pf.partition, epoch, _EMPTY, hw, start)
         except KafkaError as e:
             log.warning("%s-%d: replication from broker %d failed: %s", pf.topic,
                         pf.partition, self.leader_id, e)
