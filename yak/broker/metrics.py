@@ -235,6 +235,11 @@ _CLUSTER_FAMILIES = {
                              "client certificate problem) and fell back to an idle "
                              "connection: no frozen verdict for that broker until it "
                              "registers again."),
+    "liveness_withheld": ("counter", "yak_liveness_frozen_withheld",
+                          "Frozen verdicts this broker withheld (once per suspicion) because "
+                          "the silent broker's fetch had arrived at a partition led here "
+                          "within broker.liveness.unresponsive.ms: it was replicating, so "
+                          "alive (yak/cluster/liveness_witness.py)."),
 }
 
 

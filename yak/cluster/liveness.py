@@ -78,6 +78,13 @@ bound (a controller that hears none of them judges none); a broker probing only 
 controller records its suspicion in etcd and judges once a majority of the brokers
 suspect the same registration. Until then it goes on pinging, and an answer withdraws the
 suspicion.
+
+A silence is also no verdict while the suspect is seen replicating (liveness_witness.py,
+run G's two false positives): before judging, the prober asks `last_fetch_ms`, injected by
+the composition, when a fetch from the suspect last arrived at a partition this broker
+leads; one that arrived within the bound withholds the verdict (logged once per suspicion,
+counted in `withheld`), and a broker probing the controller then neither records nor keeps
+its suspicion in etcd. No such fetch (or nothing of the suspect's led here): judged as above.
 """
 
 from __future__ import annotations
@@ -94,6 +101,7 @@ from yak.cluster.kv import KVClient
 from yak.cluster.layout import ClusterKeys
 from yak.cluster.liveness_pings import PINGABLE_PROTOCOLS, TLS_PROTOCOLS, FreezeJudge, watch
 from yak.cluster.liveness_quorum import Hearing, Suspicions, peers_agree
+from yak.cluster.liveness_witness import fetched_within
 
 __all__ = ["BrokerLiveness"]
 
@@ -155,7 +163,10 @@ class BrokerLiveness:
     inter-broker client TLS context (None: SSL and SASL_SSL endpoints get an idle plain
     connection, kill verdict only). `fenced` counts the brokers (and controllers) this
     broker fenced as gone, `frozen` those it fenced as unresponsive for `unresponsive_ms`
-    (metrics; 0 ms: never judged frozen).
+    (metrics; 0 ms: never judged frozen). `last_fetch_ms(node_id)` (set by the composition;
+    None: no witness) says when that broker's fetch last arrived at a partition this broker
+    leads (time.monotonic ms, liveness_witness.py); `withheld` counts the suspicions it
+    withheld.
     """
 
     def __init__(self, store: EtcdMetadataStore, client: KVClient, keys: ClusterKeys,
@@ -174,6 +185,10 @@ class BrokerLiveness:
         self.unresponsive_s = max(0, unresponsive_ms) / 1000
         self.tls = tls
         self.tls_refused = 0  # probes that fell back to an idle connection (bad TLS setup)
+        # The local witness of life (liveness_witness.py): a fetch from the suspect that
+        # arrived here within the bound withholds the frozen verdict.
+        self.last_fetch_ms: Callable[[int], int | None] | None = None
+        self.withheld = 0  # suspicions withheld because the suspect fetched within the bound
         # The frozen verdict's second source (liveness_quorum.py): whom this prober heard
         # lately (in the controller's term), and its suspicions in etcd (otherwise).
         self.hearing = Hearing()
@@ -345,6 +360,14 @@ class BrokerLiveness:
             if writer is not None:
                 writer.close()
 
+    def fetch_witness(self, node: int, now: float) -> str | None:
+        """The evidence that `node` fetched from this broker within the bound before `now`
+        (time.monotonic s), or None (no witness wired, nothing of it led here, or its last
+        fetch arrived earlier)."""
+        if self.last_fetch_ms is None:
+            return None
+        return fetched_within(self.last_fetch_ms(node), now, self.unresponsive_s)
+
     def _pingable(self, node: int, secured: bool = False) -> bool:
         """Ping only where Kafka framing is spoken on this connection: the endpoint probed
         is PLAINTEXT or SASL_PLAINTEXT, or SSL or SASL_SSL and the connection is a TLS one
@@ -472,6 +495,7 @@ class _Second:
         self.evidence = ""
         self.answered = False  # the broker answered at least once on this connection
         self._told = False  # the first refusal of this suspicion is logged, not every tick
+        self._witnessed = False  # this suspicion was withheld by a fetch (logged, counted)
 
     def heard(self, now: float) -> None:
         self.answered = True
@@ -479,6 +503,17 @@ class _Second:
 
     async def agrees(self, judge: FreezeJudge, now: float) -> bool:
         lv = self.liveness
+        seen = lv.fetch_witness(self.node, now)
+        if seen is not None:  # it replicates: alive, whatever its pings say
+            self.evidence = seen
+            if not self._witnessed:
+                self._witnessed = True
+                lv.withheld += 1
+                log.info("liveness: broker %d (epoch %d) %s; %s", self.node, self.epoch,
+                         judge.evidence(now), seen)
+            if not lv._active:  # no suspicion of a live controller is recorded or kept
+                await lv.suspicions.withdraw(self.node)
+            return False
         registered = set(lv.store.brokers())
         if lv.node_id not in registered:
             ok, self.evidence = False, "this prober is not registered itself; not judged"
@@ -500,5 +535,5 @@ class _Second:
                    else "silence no longer counted (the window restarted or the probe ended)")
             log.info("liveness: broker %d (epoch %d) %s; suspicion withdrawn", self.node,
                      self.epoch, why)
-        self._told = False
+        self._told = self._witnessed = False
         await self.liveness.suspicions.withdraw(self.node)

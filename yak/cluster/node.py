@@ -352,6 +352,7 @@ class ClusterNode:
             "liveness_frozen": self.liveness.frozen if self.liveness is not None else 0,
             "liveness_tls_refused": (self.liveness.tls_refused if self.liveness is not None
                                      else 0),
+            "liveness_withheld": self.liveness.withheld if self.liveness is not None else 0,
         }
 
     # ------------------------------------------------------------------ the view
