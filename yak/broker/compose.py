@@ -63,6 +63,7 @@ from yak.cluster.coordinators import CoordinatorLocator
 from yak.cluster.dynamic_config import DynamicBrokerConfigs
 from yak.cluster.identity import DataDirMismatchError
 from yak.cluster.inter_broker import InterBrokerClient, RemoteMarkerSender
+from yak.cluster.liveness_witness import LeaderFetches
 from yak.cluster.node import ClusterNode, EndpointSpec
 from yak.cluster.producer_ids import ProducerIdManager
 from yak.cluster.remote_log_metadata import KVRemoteLogMetadata
@@ -182,6 +183,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     if node.liveness is not None and inter_broker_connect is not None:
         # The liveness probe pings SSL/SASL_SSL listeners over the same TLS (no login).
         node.liveness.tls = inter_broker_connect.ssl
+    if node.liveness is not None:
+        # A suspect seen fetching from this broker's leaders is alive: no frozen verdict.
+        node.liveness.last_fetch_ms = LeaderFetches(replica_manager)
     # KIP-73's throttles: live broker rates, the topics' replica lists from the image.
     throttle = ReplicationThrottle.side("follower", config, node.store.get)
     replica_manager.leader_throttle = ReplicationThrottle.side("leader", config, node.store.get)
