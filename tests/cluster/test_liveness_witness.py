@@ -7,10 +7,8 @@ reading of a real ReplicaManager's follower state on real logs; and the probe on
 sockets with real etcd, where a silent broker that fetches is not fenced and, once its
 fetches stop, is.
 
-Not here: a real-process test with three brokers. Making a real broker leave its pings
-unanswered while its replica fetchers go on needs a hook in the broker's request path (a
-SIGSTOP or a stalled loop stops both, which is the point of the witness); no test hook was
-added to production code for it.
+The same on three real brokers, with the probe's link cut one way while the suspect's
+fetches go on: test_liveness_witness_cluster.py (slow).
 """
 
 from __future__ import annotations
