@@ -11,7 +11,10 @@ alone, that it is alive: the verdict is withheld (liveness.py's `_Second`).
 
 Which time counts: the arrival of the fetch, as the leader's follower state records it
 (`FollowerState.last_fetch_ms`, set on the first pass of a follower's fetch, before any
-long poll; yak/partition/follower_state.py), never the time a parked fetch is answered. A
+long poll; yak/partition/follower_state.py: a replica fetcher keeps one fetch in flight
+per leader, so nothing queues before that pass on its connection, and a prober whose own
+loop was late enough to delay it has its window voided anyway, liveness_pings.py), never
+the time a parked fetch is answered. A
 fetch parked in the purgatory says the follower was alive when it sent it, not since: a
 follower frozen right after sending one keeps it parked for up to
 `replica.fetch.wait.max.ms`, so only an arrival inside the bound is evidence of the bound.
