@@ -58,8 +58,13 @@ def test_a_remote_read_is_paced_by_the_fetch_quota(
     upto = 5000  # ~5 MB, all of it remote
     got, nbytes, seconds = read_remote_part(b, "paced", upto)
     assert got == list(range(upto))
-    rate = nbytes / seconds
-    assert 0.7 * QUOTA <= rate <= 1.3 * QUOTA, (rate, seconds)
+    # Before any pacing comes a burst: the bucket saved up one second of quota while the
+    # broker sat idle (uploads, local deletion), and the first read goes at once on top of
+    # it (yak/tiered/quota.py; the unit test below). The paced rate is over the rest. Not
+    # counting it, 5 MB read in 3.66 s once measured 1.37x the quota under load.
+    burst = QUOTA + (256 << 10)  # + one read of max.partition.fetch.bytes
+    rate = (nbytes - burst) / seconds
+    assert 0.7 * QUOTA <= rate <= 1.3 * QUOTA, (rate, nbytes, seconds)
     text = scrape(http)
     throttled = sample(text, "yak_tiered_fetch_throttled_total")
     assert throttled is not None and throttled > 0
