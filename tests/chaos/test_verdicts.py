@@ -41,6 +41,12 @@ NOT_JUDGED = (
     " connection; this prober's loop at most 0 ms late in the window, limit 500 ms; 7 windows"
     " voided by its own lateness); suspected in etcd by brokers [1]: 1 of 3 brokers are no"
     " majority; not judged")
+WITHHELD = (
+    "INFO yak.cluster.liveness: liveness: broker 3 (epoch 6) answered no ApiVersions for"
+    " 2.00 s (bound 2.00 s; last answer 2.00 s ago; 40 answers to 48 pings on this"
+    " connection; this prober's loop at most 3 ms late in the window, limit 500 ms; 0 windows"
+    " voided by its own lateness); but it fetched from this broker (a partition led here)"
+    " 0.01 s ago, within the bound 2.00 s: replicating, so alive; verdict withheld")
 EXPIRED = "WARNING yak.cluster.lease: broker {node} session: lease {lease} lost: expired"
 REVOKED = "WARNING yak.cluster.lease: broker {node} session: lease {lease} lost: gone (revoked)"
 NOT_RENEWED = ("WARNING yak.cluster.lease: broker {node} session: etcd unreachable, lease"
@@ -109,6 +115,16 @@ def test_a_pause_explains_its_frozen_verdict_and_an_unexplained_one_is_needless(
     assert f["faults_in_force"] == []
     assert f["target_silent_s"] == 6.0  # broker 3 logged nothing in the 6 s before
     assert v["revokes_logged_by_target"] == 1
+
+
+def test_a_verdict_withheld_by_a_fetch_is_counted_not_fenced(tmp_path: Path) -> None:
+    cluster = write_logs(tmp_path, {1: [(200.0, WITHHELD)], 2: [(200.1, WITHHELD)]})
+    v = attribute_run(cluster, [], T0)
+    assert v["withheld"] == 2 and v["withheld_list"][0]["prober"] == 1
+    assert v["withheld_list"][0]["evidence"].startswith("broker 3 (epoch 6) answered no")
+    assert v["needless"] == v["expected"] == {"gone": 0, "frozen": 0, "expired": 0}
+    assert any("withheld because the silent broker was still fetching" in line
+               and ": 2." in line for line in verdicts.verdicts_markdown(v))
 
 
 def test_the_window_around_a_fault(tmp_path: Path) -> None:
@@ -257,6 +273,9 @@ def test_the_formats_read_are_the_brokers_own() -> None:
     ap = (REPO / "yak/cluster/alter_partition.py").read_text()
     assert '"%s-%d: ISR %s -> %s (partition epoch %d)"' in ap
     assert verdicts.READY_MARK == env.READY
+    witness = (REPO / "yak/cluster/liveness_witness.py").read_text()
+    assert verdicts.WITHHELD in witness
+    assert '"liveness: broker %d (epoch %d) %s; %s"' in liveness
 
 
 def test_changes_with_no_fault_in_force_are_counted_and_a_quiet_log_keeps_its_times(

@@ -84,6 +84,9 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
 }
 ANY_BROKER = ("etcd-kill",)
 
+# The end of the probe's log line for a frozen verdict that a fetch within the bound withheld
+# (yak/cluster/liveness_witness.py).
+WITHHELD = "replicating, so alive; verdict withheld"
 _LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (\w+) ([\w.]+): (.*)")
 _VERDICT = re.compile(
     r"liveness: (?P<role>broker|controller) (?P<target>\d+) \((?:broker )?epoch (?P<epoch>\d+)"
@@ -225,6 +228,7 @@ def attribute(lines: Sequence[tuple[float, int, str, str]], windows: Sequence[Fa
     expiries: list[dict[str, Any]] = []
     revoked_seen: set[str] = set()
     renewals: list[tuple[float, int, str]] = []  # "lease ... not renewed" lines
+    withheld: list[dict[str, Any]] = []  # frozen verdicts a fetch withheld (not fences)
     for t, node, _, msg in lines:
         if (m := _VERDICT.search(msg)) is not None:
             f = fences.get(m["lease"])
@@ -246,6 +250,9 @@ def attribute(lines: Sequence[tuple[float, int, str, str]], windows: Sequence[Fa
                 revoked_seen.add(m["lease"])
         elif " session: " in msg and " not renewed" in msg:
             renewals.append((t, node, msg))
+        elif msg.endswith(WITHHELD):  # liveness_witness.py: it fetched, so no verdict
+            withheld.append({"time": round(t - t0_wall, 3), "prober": node,
+                             "evidence": msg[msg.index("liveness: ") + 10:]})
     horizon = end if end is not None else max((w.stop or w.start for w in windows),
                                               default=0.0)
     effects = _consequences(lines)
@@ -254,7 +261,8 @@ def attribute(lines: Sequence[tuple[float, int, str, str]], windows: Sequence[Fa
         "window_expired_s": [-PRE_S, POST_EXPIRED_S], "follow_s": FOLLOW_S,
         "expected": {}, "needless": {}, "expected_by_fault": {},
         "revokes_logged_by_target": len(revoked_seen & set(fences)),
-        "needless_list": [], "needless_leader_changes": 0, "needless_isr_shrinks": 0}
+        "needless_list": [], "needless_leader_changes": 0, "needless_isr_shrinks": 0,
+        "withheld": len(withheld), "withheld_list": withheld}
     for k in ("gone", "frozen", "expired"):
         out["expected"][k] = out["needless"][k] = 0
     for f in sorted([*fences.values(), *expiries], key=lambda f: f["time"]):
@@ -416,6 +424,9 @@ def verdicts_markdown(v: dict[str, Any]) -> list[str]:
         f" {-v['window_s'][0]:g} s before a fault to {v['window_s'][1]:g} s after it was"
         f" undone ({v['window_expired_s'][1]:g} s for an expiry); log times lined up {v.get('t0_wall_source', '')} (yak/chaos/verdicts.py).",
         ""]
+    if v.get("withheld"):
+        lines += [f"Frozen verdicts withheld because the silent broker was still fetching"
+                  f" (liveness_witness.py; not fences): {v['withheld']}.", ""]
     for f in v["needless_list"]:
         lines.append(f"- {f['time']} s: {f['kind']} {f['role']} {f['target']}"
                      + (f" by {f['prober']}" if f["prober"] is not None else "")
