@@ -180,6 +180,10 @@ async def start_embedded(listen: str | None, bootstrap: str, broker_metrics: Any
                                broker_metrics=broker_metrics, security=security, **options)
     core = None
     if grpc is not None:  # gRPC is opt-in, so its imports are paid only when asked for
+        # In a thread, as LazyApp's: the broker is registered and probed by now, and grpc's
+        # and the core's imports on its loop would leave its pings unanswered meanwhile.
+        for module in ("yak.gateway.core", "yak.gateway.grpc_api.server"):
+            await asyncio.to_thread(importlib.import_module, module)
         from yak.gateway.core import GatewayCore
 
         core = GatewayCore(settings)
