@@ -10,6 +10,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 # `benchmarks/` is a top-level folder of scripts, not an installed package:
 # load the report module from its file.
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "suite" / "report.py"
@@ -81,6 +83,7 @@ def test_write_produces_markdown_json_and_plots(tmp_path: Path) -> None:
         assert all(f"]({p.name})" in md for p in pngs)
 
 
+@pytest.mark.slow
 def test_suite_runs_end_to_end_against_yak(tmp_path: Path) -> None:
     """The harness itself (servers, drivers, alternation, report) on Yak alone, tiny counts."""
     import subprocess

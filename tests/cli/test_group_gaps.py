@@ -34,6 +34,7 @@ def committed(b: list[str], group: str) -> dict[tuple[str, int], int | None]:
     return {(r["topic"], r["partition"]): r["committed_offset"] for r in doc["partitions"]}
 
 
+@pytest.mark.slow
 def test_offset_delete_and_members(broker) -> None:
     b = ["--bootstrap", broker.bootstrap]
     ok("topic", "create", "od", "-p", "2", *b)

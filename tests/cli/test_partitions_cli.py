@@ -12,6 +12,7 @@ import os
 import signal
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -64,6 +65,7 @@ def moving(via: list[str]) -> list[dict]:
     return json.loads(ok("partitions", "move-status", "--json", *via))["reassignments"]
 
 
+@pytest.mark.slow
 def test_move_status_cancel_and_errors_on_two_brokers(cluster_factory) -> None:  # noqa: F811
     # A session long enough that broker 2, paused so that it cannot catch up, stays
     # registered while its move is listed and cancelled.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 
+import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
 from registry.conftest import served  # noqa: F401 (fixture)
 
@@ -101,6 +102,7 @@ def test_partitioner_choice(broker) -> None:
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_schema_registry_encoding(served) -> None:  # noqa: ANN001, F811
     import io
     import json

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.cli.test_cli import ok, one_line_error, yak
@@ -22,6 +23,7 @@ def _starts(bootstrap: str, topic: str) -> list[int]:
     return [p["log_start_offset"] for p in desc["partitions"]]
 
 
+@pytest.mark.slow
 def test_trim(broker) -> None:
     b = ["--bootstrap", broker.bootstrap]
     ok("topic", "create", "logs", "-p", "2", *b)
@@ -93,6 +95,7 @@ def test_trim(broker) -> None:
     assert r.returncode == 1
 
 
+@pytest.mark.slow
 def test_add_partitions(broker) -> None:
     b = ["--bootstrap", broker.bootstrap]
     ok("topic", "create", "grow", "-p", "2", *b)

@@ -97,6 +97,7 @@ def test_node_add_gives_a_new_broker_its_share_under_acks_all(cluster_factory) -
           f" {len(acked)} records acked")
 
 
+@pytest.mark.slow
 def test_off_moves_nothing_and_rebalance_command_does(cluster_factory) -> None:  # noqa: F811
     c = cluster_factory(3, partition_autobalancing_mode="off")
     via = ["--bootstrap", c[1].bootstrap]

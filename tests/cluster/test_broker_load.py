@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -68,6 +69,7 @@ def test_reports_appear_follow_traffic_and_vanish_with_the_broker(
     assert set(loads(etcd, keys)) == {1, 2}
 
 
+@pytest.mark.slow
 def test_a_cordoned_broker_gets_no_new_partition_until_recommissioned(
         cluster_factory) -> None:  # noqa: F811
     c = cluster_factory(3, offsets_topic_num_partitions="3")
@@ -120,6 +122,7 @@ def test_a_cordoned_broker_gets_no_new_partition_until_recommissioned(
     assert sum(3 in r for r in after) == 8, after  # 24 replicas over 3 brokers
 
 
+@pytest.mark.slow
 def test_cluster_status_shows_each_brokers_load(tmp_path) -> None:
     """`yak cluster up -n 2` then `yak cluster status`: a load line under each running
     broker, read from the cluster's etcd."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from tests.cluster.conftest import cluster_factory, etcd, keys  # noqa: F401 - fixtures
 from yak.cluster.broker_load import SCORE_STEP, BrokerLoad, load_score, preference, read_loads
 from yak.cluster.etcd import KeyValue
@@ -84,6 +86,7 @@ def test_racks_stay_distinct_with_a_preference() -> None:
     assert Counter(r[0] for r in got) == {b: 1 for b in racks}
 
 
+@pytest.mark.slow
 def test_a_new_topic_avoids_a_broker_loaded_for_real(cluster_factory, etcd, keys) -> None:  # noqa: F811
     """Three brokers on etcd; broker 2 is kept busy by producers writing to the partition
     it leads. Once its report says so, a new two-partition topic goes to brokers 1 and 3

@@ -125,6 +125,7 @@ def test_users_acls_and_clients_through_the_cli(b, certs, admin_props):
     assert json.loads(ok("user", "list", "--format", "json", *adm)) == []
 
 
+@pytest.mark.slow
 def test_quotas_through_the_cli(b, admin_props):
     adm = ["--bootstrap", b.addr("SASL_SSL"), "--command-config", str(admin_props)]
     ok("quota", "set", "--user", "alice", "producer_byte_rate=1048576",
