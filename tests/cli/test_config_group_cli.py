@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from tests.cli.test_cli import ok, one_line_error, yak
@@ -19,6 +20,7 @@ def described(bootstrap: str, group: str) -> dict[str, tuple[str | None, int]]:
     return {k: (e.value, e.source) for k, e in a.describe_configs([res])[res].result(15).items()}
 
 
+@pytest.mark.slow
 def test_group_configs_from_the_cli(broker_factory) -> None:
     broker = broker_factory(**{"group.consumer.min.heartbeat.interval.ms": "1000"})
     b = ["--bootstrap", broker.bootstrap]

@@ -33,6 +33,7 @@ def secured(tmp_path: Path, certs):  # noqa: ANN001, ANN201, F811
     b.kill()
 
 
+@pytest.mark.slow
 def test_consume_needs_no_group_acl(secured) -> None:  # noqa: ANN001
     bs = ["--bootstrap", secured.addr("SASL_PLAINTEXT")]
     adm = [*bs, *login("admin", "admin-secret")]

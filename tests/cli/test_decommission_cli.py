@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cli.test_cli import ok, one_line_error, yak
@@ -20,6 +21,7 @@ def status(via: list[str]) -> dict:
     return json.loads(ok("cluster", "decommission", "3", "--status", "--json", *via))
 
 
+@pytest.mark.slow
 def test_decommission_drains_a_broker_and_loses_nothing(cluster_factory) -> None:  # noqa: F811
     c = cluster_factory(3)
     via = ["--bootstrap", c[1].bootstrap]

@@ -142,6 +142,7 @@ def test_list_describe_reset_delete(broker) -> None:
     one_line_error(yak("share-group", "describe", "fresh", *b), "GROUP_ID_NOT_FOUND")
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(broker) -> None:
     b = ["-b", broker.bootstrap]
     for args in (

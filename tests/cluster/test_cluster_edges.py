@@ -58,6 +58,7 @@ def _yak(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_cli_on_a_cluster(cluster_factory) -> None:
     c = cluster_factory(3)
     b = ["-b", c.bootstrap]

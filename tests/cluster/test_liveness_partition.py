@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from .failover import FailoverRun, wait_for
 
 REGISTERED = "registered, epoch"
@@ -56,6 +58,7 @@ def _pinging(run: FailoverRun, prober: int, target: int) -> bool:
             and "a pinged connection" in _log(run, prober))
 
 
+@pytest.mark.slow
 def test_a_cut_off_broker_fences_nobody(tmp_path: Path) -> None:
     with FailoverRun(tmp_path, links=True,
                      settings={"broker.liveness.unresponsive.ms": "2000"}) as run:

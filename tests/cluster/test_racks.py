@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.cluster.test_cli_cluster import _free_block, _yak
@@ -18,6 +19,7 @@ T = 30.0
 RACKS = {1: "a", 2: "b", 3: "c", 4: "a"}
 
 
+@pytest.mark.slow
 def test_racks_in_the_harness_and_in_placement(tmp_path: Path) -> None:
     d = tmp_path / "yc"
     base = _free_block()

@@ -236,6 +236,7 @@ def _move_under_load(cluster_factory, megabytes: int) -> None:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_move_200mb_from_123_to_234_under_producer_and_group(cluster_factory) -> None:
     _move_under_load(cluster_factory, 200)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # The cluster fixtures (a real etcd and `yak serve --metadata etcd://...` brokers).
@@ -17,6 +18,7 @@ from .test_console import browser_context, pytestmark, shot  # noqa: F401
 PARTITIONS = 45  # over two pages of 20
 
 
+@pytest.mark.slow
 def test_stopped_broker_is_offline_and_urps_are_paged(browser_context: Any,  # noqa: F811
                                                       cluster_factory: Any) -> None:  # noqa: F811
     c = cluster_factory(2, http=True, **{"replica.lag.time.max.ms": "2000"})

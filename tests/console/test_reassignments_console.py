@@ -14,6 +14,7 @@ import re
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -51,6 +52,7 @@ def _bytes(text: str) -> float:
     return float(m.group(1)) * 1024 ** ["B", "KiB", "MiB", "GiB"].index(m.group(2))
 
 
+@pytest.mark.slow
 def test_reassignment_in_progress_racks_and_an_offline_broker(
         browser_context: Any, cluster_factory: Any) -> None:  # noqa: F811
     c = cluster_factory(0, http=True)

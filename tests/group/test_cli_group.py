@@ -29,6 +29,7 @@ def ok(*args: str) -> str:
     return r.stdout
 
 
+@pytest.mark.slow
 def test_group_list_describe_lag_reset_delete(broker_factory) -> None:
     b = broker_factory(**{"group.initial.rebalance.delay.ms": "0"})
     bs = ["--bootstrap", b.bootstrap]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO, Served
 
 
@@ -17,6 +19,7 @@ def yak(served: Served, *args: str, stdin: str | None = None) -> subprocess.Comp
         input=stdin, capture_output=True, text=True, timeout=60, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_register_list_get_compat_delete(served: Served, tmp_path: Path) -> None:
     v1 = {"type": "record", "name": "Cli", "fields": [{"name": "a", "type": "int"}]}
     v2 = {**v1, "fields": [*v1["fields"], {"name": "b", "type": "string", "default": ""}]}

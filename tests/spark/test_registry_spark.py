@@ -48,6 +48,7 @@ def _reader(spark: Any, served: GatewayProc, topic: str, **opts: str) -> Any:
     return r.load()
 
 
+@pytest.mark.slow
 def test_spark_reads_and_writes_avro_through_the_registry(spark: Any, served: GatewayProc,
                                                           tmp_path: Path) -> None:
     sr = SchemaRegistryClient({"url": served.url, "timeout": 30})
