@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
@@ -112,6 +113,9 @@ def _consume(bs: str, group: str, want: int, timeout: float = 40) -> dict[str, l
     return seen
 
 
+# Slow, and flaky once (2026-11-27 final run: the delete still answered NON_EMPTY_GROUP
+# 20 s after the member's close; its leave was not seen, the share session is 45 s).
+@pytest.mark.slow
 def test_a_deleted_share_group_is_forgotten_by_every_leader_and_coordinator(
         cluster_factory) -> None:  # noqa: F811 (the fixture imported above)
     c = cluster_factory(3)
