@@ -504,11 +504,8 @@ class _SourceFetcher:
         code = r.error_code
         pf.seen = None
         try:
-            if code == _NONE and r.diverging_epoch is not None:
+            if code == _NONE:  # a diverging epoch: answers without one went to `_take`
                 self._truncate_diverging(pf, epoch, r.diverging_epoch)
-                return
-            if code == _NONE:  # (answers without error go to `_take`)
-                self._take(pf, epoch, r)
                 return
             if code == _OUT_OF_RANGE:
                 await self._out_of_range(pf, epoch, r)
