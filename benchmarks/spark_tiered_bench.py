@@ -67,10 +67,10 @@ def remote_ends(s3_uri: str, topic: str, partitions: int) -> dict[int, int]:
     import asyncio
 
     from yak.spark.options import TieredSettings
-    from yak.spark.tiered_plan import _manifests
+    from yak.tiered.presign import latest_manifests
 
     store = TieredSettings(s3_uri, "yak", "yaksecret").store()
-    ms = asyncio.run(_manifests(store, [(topic, p) for p in range(partitions)]))
+    ms = asyncio.run(latest_manifests(store, [(topic, p) for p in range(partitions)]))
     return {p: (ms[(topic, p)].copied_upto if (topic, p) in ms else 0)
             for p in range(partitions)}
 
