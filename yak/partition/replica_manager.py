@@ -357,17 +357,38 @@ class ReplicaManager(AppendPath, FetchPath, FollowerPath, IsrMaintenance):
         return remote[0], remote[1], rl.epoch_for(topic, partition, remote[0])
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        """DeleteRecords on the leader; returns the new low watermark; raises KafkaError."""
+        """The broker's own pruning on the leader (the share coordinator's state topic);
+        returns the new low watermark; raises KafkaError. On a tiered partition the remote
+        log's start is committed by the next round, not waited for: a client's
+        DeleteRecords goes through `delete_records_acked`."""
         p = self.partition_or_error(topic, partition)
         low = p.delete_records_on_leader(offset)
         rl = self.remote_log
         if rl is not None and p.log.config.remote_storage_enable:
             # Tiered (issue 25): the whole log's start moves, remote records included.
-            rl.delete_records(topic, partition, p.log.high_watermark if offset == -1 else offset)
+            rl.request_log_start(topic, partition,
+                                 p.log.high_watermark if offset == -1 else offset)
             start = rl.log_start_offset(topic, partition)
             if start is not None:
                 return start
         return low
+
+    async def delete_records_acked(self, topic: str, partition: int, offset: int,
+                                   timeout_ms: int) -> int:
+        """A client's DeleteRecords on the leader: returns the new low watermark once it is
+        durable; raises KafkaError. On a tiered partition (issue 25) the whole log's start
+        moves, remote records included, and is answered only once committed to the remote
+        log metadata, as Kafka answers only once the log start offset is durable: an
+        answered DeleteRecords is never undone by a restart or a new leader
+        (KAFKA_STORAGE_ERROR or REQUEST_TIMED_OUT, retriable, if it cannot be committed)."""
+        p = self.partition_or_error(topic, partition)
+        target = p.log.high_watermark if offset == -1 else offset
+        low = p.delete_records_on_leader(offset)
+        rl = self.remote_log
+        if rl is None or not p.log.config.remote_storage_enable:
+            return low
+        start = await rl.delete_records(topic, partition, target, max(timeout_ms, 0) / 1000)
+        return low if start is None else start
 
     def describe_log_dirs(
         self, wanted: Mapping[str, Iterable[int]] | None

@@ -50,10 +50,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from yak.errors import KafkaStorageError, OffsetOutOfRangeError
+from yak.errors import (
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+)
 from yak.storage import PartitionLog
 from yak.tiered.aux_state import RemoteAuxState, remote_aux_state
 from yak.tiered.config import TieredConfig
@@ -77,6 +82,11 @@ from yak.tiered.store import RemoteStorageError, RemoteStore, parse_uri
 __all__ = ["HostedPartition", "RemoteLogManager", "TieredConfig"]
 
 log = logging.getLogger(__name__)
+
+# How often the task loop looks for leaderships not yet taken up between two rounds: a new
+# leader reads the committed metadata (a DeleteRecords' start) within this, not a whole
+# `remote.log.manager.task.interval.ms` later.
+_LEADERSHIP_POLL_S = 1.0
 
 
 class HostedPartition(NamedTuple):
@@ -102,9 +112,13 @@ class _State:
     epoch: int = -2  # leader epoch the manifest was (re)loaded for; -1: as a follower
     failures: int = 0
     backoff_until: float = 0.0
-    # DeleteRecords below what the manifest says: refused to readers at once, committed
-    # by the next round (with the segments wholly below it deleted).
+    # DeleteRecords' start: refused to readers at once; committed before the request is
+    # answered (`delete_records`), the segments wholly below it deleted by the next round.
+    # A request that timed out is still committed by that round.
     requested_start: int = 0
+    # Held while the leader reads (`_take_lead`) or commits (`_commit`) the head, so that a
+    # DeleteRecords' commit and the round's commits build each version on the one before.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
     # When the leader next looks for orphan objects (wall ms; `yak.tiered.orphans`): at
     # once when a leadership starts, again when unnamed objects pass the grace period.
@@ -171,17 +185,25 @@ class RemoteLogManager:
         self._loop_task = None
 
     async def _loop(self) -> None:
+        interval = self.config.task_interval_ms / 1000
+        next_round = time.monotonic() + interval
         while True:
-            await asyncio.sleep(self.config.task_interval_ms / 1000)
+            await asyncio.sleep(max(0.0, min(_LEADERSHIP_POLL_S,
+                                             next_round - time.monotonic())))
             try:
+                if time.monotonic() < next_round:
+                    self.run_once(new_leaders_only=True)
+                    continue
+                next_round = time.monotonic() + interval
                 self.run_once()
                 self.guard.check(sum(s["lag_bytes"] for s in self.status() if s["leader"]),
                                  self.last_error)
             except Exception:  # noqa: BLE001 - the loop must outlive one bad tick
                 log.exception("remote log manager: a round could not be started")
 
-    def run_once(self) -> list[asyncio.Task[None]]:
-        """Start a round for every tiered partition whose previous round is over."""
+    def run_once(self, *, new_leaders_only: bool = False) -> list[asyncio.Task[None]]:
+        """Start a round for every tiered partition whose previous round is over (only
+        those led here under an epoch whose metadata is not read yet: `new_leaders_only`)."""
         started = []
         hosted = {(h.topic, h.partition): h for h in self._tiered()}
         for key in [k for k in self._states if k not in hosted]:
@@ -192,6 +214,8 @@ class RemoteLogManager:
         for key, h in hosted.items():
             st = self._state(h)
             if (st.task is not None and not st.task.done()) or now < st.backoff_until:
+                continue
+            if new_leaders_only and not (h.is_leader and st.epoch != h.leader_epoch):
                 continue
             st.task = asyncio.create_task(self._round(h, st), name=f"yak-rlm-{key[0]}-{key[1]}")
             started.append(st.task)
@@ -248,14 +272,8 @@ class RemoteLogManager:
                     exc_info=not isinstance(e, RemoteStorageError))
 
     async def _leader_round(self, h: HostedPartition, st: _State) -> None:
-        if st.manifest is None or st.epoch != h.leader_epoch:
-            # A new leadership: carry on from the committed metadata, whoever wrote it.
-            await self._load(h, leader=True)
-            st.epoch = h.leader_epoch
-            st.orphans_due_ms = 0
+        await self._take_lead(h, st)
         assert st.manifest is not None
-        if self.manifests.unpublished(st.manifest):
-            await self.manifests.publish(st.manifest)  # a publication that failed here
         if st.manifest.leader_epoch > h.leader_epoch:
             return  # a newer leader owns the remote log; our leadership is stale
         if _now_ms() >= st.orphans_due_ms:
@@ -266,12 +284,36 @@ class RemoteLogManager:
         await self._copy(h, st)
         await self._remote_retention(h, st)
 
+    async def _take_lead(self, h: HostedPartition, st: _State) -> None:
+        """A new leadership carries on from the committed metadata, whoever wrote it
+        (reconciling the two copies); a publication that failed here is retried. Under the
+        partition's lock: a DeleteRecords commits only on the head read here."""
+        async with st.lock:
+            if st.manifest is None or st.epoch != h.leader_epoch:
+                await self._load(h, leader=True)
+                st.epoch = h.leader_epoch
+                st.orphans_due_ms = 0
+            assert st.manifest is not None
+            if self.manifests.unpublished(st.manifest):
+                await self.manifests.publish(st.manifest)
+
     async def _commit(self, h: HostedPartition, st: _State, **changes: Any) -> Manifest:
         """Commit the next version in the metadata store, then publish it to the bucket;
         _Fenced if someone else committed it. A failed publication raises after the
         commit (the round backs off; the next one publishes first): objects are deleted
-        only after the version without them is in both copies."""
+        only after the version without them is in both copies. Under the partition's
+        lock, one commit at a time: the round's and a DeleteRecords' (`delete_records`)
+        each build on the version the other committed."""
+        async with st.lock:
+            return await self._commit_locked(h, st, **changes)
+
+    async def _commit_locked(self, h: HostedPartition, st: _State, **changes: Any) -> Manifest:
         assert st.manifest is not None
+        if "log_start_offset" in changes:
+            # The log start only moves forward: a retention commit computed before a
+            # DeleteRecords' commit must not take that start back.
+            changes["log_start_offset"] = max(changes["log_start_offset"],
+                                              st.manifest.log_start_offset)
         new = replace(st.manifest, version=st.manifest.version + 1,
                       leader_epoch=max(h.leader_epoch, st.manifest.leader_epoch),
                       broker_id=self.node_id, **changes)
@@ -312,7 +354,8 @@ class RemoteLogManager:
         grace period (`yak.tiered.orphans`): list first, then read the newest manifest."""
         d = partition_dir(h.topic, h.topic_id, h.partition)
         listing = await self.store.list_objects(f"{d}/")
-        await self._load(h)
+        async with st.lock:  # not over a DeleteRecords' commit in flight
+            await self._load(h)
         assert st.manifest is not None
         now = _now_ms()
         old, due = find_orphans(listing, d, st.manifest, now, self.config.orphan_grace_ms)
@@ -485,16 +528,73 @@ class RemoteLogManager:
         start = st.manifest.start_offset
         return None if start is None else max(start, st.requested_start)
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> None:
-        """DeleteRecords on a tiered partition's leader: nothing below `offset` is served
-        from now on; the next round commits the new start and deletes the segments below
-        it (a broker that dies before that commit serves them again after its restart:
-        the manifest is the record)."""
+    def request_log_start(self, topic: str, partition: int, offset: int) -> None:
+        """Move the whole log's start to `offset` without waiting (the broker's own
+        pruning, which repeats itself): nothing below it is served from now on and the
+        next round commits it. A client's DeleteRecords goes through `delete_records`."""
         st = self._states.get((topic, partition))
         if st is None:
             return
         st.requested_start = max(st.requested_start, offset)
         self.run_once()
+
+    async def delete_records(self, topic: str, partition: int, offset: int,
+                             timeout_s: float) -> int | None:
+        """DeleteRecords on a tiered partition's leader: nothing below `offset` is served
+        from now on, and the call returns (the remote log's start, None while it holds
+        nothing readable) only once that start is committed to the remote log metadata
+        and published to the bucket, so that neither a restart nor a new leader serves
+        those records again (Kafka answers once the log start offset is durable). The
+        segments wholly below it are deleted by the next round.
+
+        NotLeaderOrFollowerError if this broker does not lead the partition (or a newer
+        leader owns the remote log); KafkaStorageError if the metadata store or the bucket
+        fails; RequestTimedOutError after `timeout_s` (both retriable: a retry commits
+        nothing twice, and the next round commits the start anyway)."""
+        h = next((h for h in self._tiered() if (h.topic, h.partition) == (topic, partition)),
+                 None)
+        if h is None or not h.is_leader:
+            raise NotLeaderOrFollowerError(f"this broker does not lead {topic}-{partition}")
+        st = self._state(h)
+        st.requested_start = max(st.requested_start, offset)  # refused to readers at once
+        try:
+            await asyncio.wait_for(self._commit_start(h, st, offset), timeout_s)
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"the log start offset {offset} of {topic}-{partition} was not committed"
+                f" to the remote log metadata within {timeout_s:.1f}s") from None
+        except RemoteStorageError as e:
+            raise KafkaStorageError(
+                f"committing the log start offset {offset} of {topic}-{partition}: {e}"
+            ) from e
+        return self.log_start_offset(topic, partition)
+
+    async def _commit_start(self, h: HostedPartition, st: _State, offset: int) -> None:
+        """Commit `offset` as the remote log's start on the current head (read by a new
+        leadership first), once: a version another writer committed meanwhile is read and
+        the check made again on it."""
+        while True:
+            await self._take_lead(h, st)
+            async with st.lock:
+                m = st.manifest
+                assert m is not None
+                if m.leader_epoch > h.leader_epoch:
+                    raise NotLeaderOrFollowerError(
+                        f"{h.topic}-{h.partition}: leader epoch {m.leader_epoch} owns the"
+                        f" remote log (this broker leads epoch {h.leader_epoch})")
+                if m.log_start_offset >= offset:
+                    if self.manifests.unpublished(m):
+                        await self.manifests.publish(m)
+                    return
+                try:
+                    await self._commit_locked(h, st, log_start_offset=offset)
+                except _Fenced as e:
+                    log.info("%s-%d: %s; DeleteRecords reads it and tries again",
+                             h.topic, h.partition, e)
+                    continue
+                log.info("%s-%d: DeleteRecords committed log start offset %d (version %d)",
+                         h.topic, h.partition, offset, st.manifest.version)
+                return
 
     def highest_copied_offset(self, topic: str, partition: int) -> int | None:
         """The last offset in the remote log (ListOffsets LATEST_TIERED_TIMESTAMP)."""
