@@ -54,7 +54,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from yak.cli.reassign_wire import ReassignClient
+from yak.client.reassign_wire import ReassignClient
 from yak.devcluster.local import LocalEtcd
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from yak.chaos.nemeses import (
     planned_moves,
     replica_set_choices,
 )
-from yak.cli.reassign_wire import ClusterView, PartitionState
+from yak.client.reassign_wire import ClusterView, PartitionState
 
 
 def _valid(target: tuple[int, ...], live: list[int], rf: int) -> bool:

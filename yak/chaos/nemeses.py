@@ -50,7 +50,7 @@ from typing import Any
 
 from yak.chaos.env import ChaosCluster
 from yak.chaos.history import Recorder
-from yak.cli.reassign_wire import ClusterView, ReassignClient, TopicPartition
+from yak.client.reassign_wire import ClusterView, ReassignClient, TopicPartition
 
 __all__ = ["ELASTIC", "ElasticNemesis", "choose_move", "decommission_candidates",
            "elastic_unsupported", "planned_moves", "replica_set_choices"]

@@ -477,7 +477,7 @@ def _compare_replicas(cluster: ChaosCluster, topics: dict[str, int], errors: lis
     from confluent_kafka import Consumer, TopicPartition
 
     from yak.chaos.replicas import ReplicaComparison, compare_replicas
-    from yak.cli.reassign_wire import ReassignClient
+    from yak.client.reassign_wire import ReassignClient
 
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-replicas",
                   "log_level": 0})

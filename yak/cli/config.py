@@ -45,7 +45,7 @@ from yak.cli.common import (
     parse_pairs,
     secured,
 )
-from yak.cli.config_wire import (
+from yak.client.config_wire import (
     BROKER,
     DELETE,
     DYNAMIC_SOURCES,

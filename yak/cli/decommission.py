@@ -51,9 +51,9 @@ from yak.cli.common import (
     client_security,
     secured,
 )
-from yak.cli.config_wire import BROKER, DELETE, SET, ConfigWireError, config_client
 from yak.cli.partitions import call, fail_line, report
-from yak.cli.reassign_wire import (
+from yak.client.config_wire import BROKER, DELETE, SET, ConfigWireError, config_client
+from yak.client.reassign_wire import (
     ClusterView,
     Ongoing,
     ReassignClient,

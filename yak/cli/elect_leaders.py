@@ -37,7 +37,7 @@ from yak.cli.common import (
     secured,
 )
 from yak.cli.partitions import BAD_INPUT, call, code_name, fail_line
-from yak.cli.reassign_wire import PREFERRED, UNCLEAN, TopicPartition, reassign_client
+from yak.client.reassign_wire import PREFERRED, UNCLEAN, TopicPartition, reassign_client
 
 out = Console(highlight=False, soft_wrap=True)
 

@@ -48,8 +48,8 @@ from yak.cli.common import (
     fail,
     secured,
 )
-from yak.cli.config_wire import ConfigWireError
-from yak.cli.reassign_wire import (
+from yak.client.config_wire import ConfigWireError
+from yak.client.reassign_wire import (
     ClusterView,
     Ongoing,
     ReassignClient,
@@ -263,8 +263,8 @@ def _set_throttles(bootstrap: str, timeout: float, rate: int,
                    plan: Mapping[TopicPartition, Sequence[int]]) -> None:
     """Kafka's tool's throttle (KIP-73): the rate on every broker a move involves, and each
     topic's throttled replicas (leaders: the current replicas; followers: the added ones)."""
-    from yak.cli.config_wire import BROKER, SET, TOPIC, config_client
     from yak.cli.reassign_json import throttled_brokers, throttled_replicas
+    from yak.client.config_wire import BROKER, SET, TOPIC, config_client
 
     brokers = throttled_brokers(current, plan)
     with config_client(bootstrap, timeout, client_security()) as c:
@@ -289,7 +289,7 @@ def _clear_throttles(bootstrap: str, timeout: float, brokers: Sequence[int],
     change). A broker that cannot be reached does not stop the others: they are all
     tried, and what failed is one line at the end (exit 1; run the command again)."""
     from yak.cli.common import CliError
-    from yak.cli.config_wire import BROKER, DELETE, TOPIC, config_client
+    from yak.client.config_wire import BROKER, DELETE, TOPIC, config_client
 
     failed: list[str] = []
 

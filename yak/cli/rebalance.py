@@ -45,7 +45,7 @@ from yak.cli.common import (
 )
 from yak.cli.decommission import cordoned_brokers, targets
 from yak.cli.partitions import call, report
-from yak.cli.reassign_wire import ClusterView, TopicPartition, reassign_client
+from yak.client.reassign_wire import ClusterView, TopicPartition, reassign_client
 from yak.cluster.balancer import Plan, plan_moves
 
 out = Console(highlight=False, soft_wrap=True)

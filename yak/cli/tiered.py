@@ -46,10 +46,6 @@ from yak.cli.common import (
 app = typer.Typer(help="Tiered storage (KIP-405): what is uploaded, what lags.",
                   no_args_is_help=True)
 
-LIST_OFFSETS_VERSION = 9  # -4 needs v8 and -5 v9 (Kafka refuses them below)
-EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5
-
-
 @app.command("status")
 @secured
 def status(
@@ -154,6 +150,13 @@ def _wire_rows(md: Any, leaders: dict[tuple[str, int], int],
                timeout: float) -> list[dict[str, Any]]:
     """One row per partition with what its leader answers: offsets and local bytes."""
     from yak.cli.cluster_info import _describe_log_dirs
+    from yak.client.special_offsets import (
+        EARLIEST,
+        EARLIEST_LOCAL,
+        LATEST,
+        LATEST_TIERED,
+        list_special_offsets,
+    )
 
     rows = {tp: _row(tp, leader) for tp, leader in sorted(leaders.items())}
     by_leader: dict[int, list[tuple[str, int]]] = {}
@@ -165,7 +168,8 @@ def _wire_rows(md: Any, leaders: dict[tuple[str, int], int],
     for leader, tps in by_leader.items():
         b = md.brokers[leader]
         try:
-            offsets = {ts: _list_offsets(b.host, b.port, tps, ts, timeout)
+            offsets = {ts: list_special_offsets(b.host, b.port, tps, ts, timeout,
+                                                client_security())
                        for ts in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST)}
             dirs = _describe_log_dirs(b.host, b.port, timeout)
         except Exception as e:  # one broker down must not hide the others
@@ -193,40 +197,6 @@ def _row(tp: tuple[str, int], leader: int) -> dict[str, Any]:
             "remote_bytes": None, "uploading_segments": None, "last_upload_ms": None,
             "lag_offsets": None, "lag_bytes": None, "lag_segments_est": None,
             "error": None}
-
-
-def _list_offsets(host: str, port: int, tps: list[tuple[str, int]], timestamp: int,
-                  timeout: float, security: Any = None) -> dict[tuple[str, int], int | str]:
-    """ListOffsets v9 for one special timestamp: offset, or the error's name (also the
-    console's topic page, with the gateway's `security`; the CLI's by default)."""
-    from yak.client.connection import Connection, build
-    from yak.errors import ErrorCode
-    from yak.protocol.kio_compat import schema_module
-
-    req = schema_module("list_offsets", LIST_OFFSETS_VERSION, "request")
-    resp_mod = schema_module("list_offsets", LIST_OFFSETS_VERSION, "response")
-    by_topic: dict[str, list[int]] = {}
-    for t, p in tps:
-        by_topic.setdefault(t, []).append(p)
-    topics = tuple(
-        build(req.ListOffsetsTopic, name=t, partitions=tuple(
-            build(req.ListOffsetsPartition, partition_index=p, current_leader_epoch=-1,
-                  timestamp=timestamp) for p in ps))
-        for t, ps in by_topic.items())
-    conn = Connection(host, port, client_id="yak-cli", timeout_s=timeout,
-                      security=security or client_security())
-    try:
-        resp = conn.send(build(req.ListOffsetsRequest, replica_id=-1, isolation_level=0,
-                               topics=topics), resp_mod.ListOffsetsResponse)
-    finally:
-        conn.close()
-    out: dict[tuple[str, int], int | str] = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            code = int(p.error_code)
-            out[(str(t.name), int(p.partition_index))] = (
-                int(p.offset) if code == 0 else ErrorCode(code).name.upper())
-    return out
 
 
 def _add_manifests(rows: list[dict[str, Any]], ids: dict[str, str], uri: str | None,

@@ -124,9 +124,13 @@ async def topic_detail(request: Request, topic: str) -> Any:
 async def _tiered_offsets(cluster: Any, tm: Any) -> dict[int, dict[str, int | None]]:
     """A tiered topic's partitions on their leaders: ListOffsets EARLIEST_LOCAL (-4, the
     local log's start) and LATEST_TIERED (-5, the last offset uploaded), as `yak tiered
-    status` asks them (its `_list_offsets`); None where a leader does not answer (remote
+    status` asks them (`yak.client.special_offsets`); None where a leader does not answer (remote
     bytes are in the bucket, which the console does not read)."""
-    from yak.cli.tiered import EARLIEST_LOCAL, LATEST_TIERED, _list_offsets
+    from yak.client.special_offsets import (
+        EARLIEST_LOCAL,
+        LATEST_TIERED,
+        list_special_offsets,
+    )
 
     md = await cluster.metadata()
     by_leader: dict[int, list[tuple[str, int]]] = {}
@@ -139,7 +143,7 @@ async def _tiered_offsets(cluster: Any, tm: Any) -> dict[int, dict[str, int | No
         host, port = md.brokers[leader]
         try:
             local, tiered = await asyncio.gather(*(asyncio.to_thread(
-                _list_offsets, host, port, tps, ts, cluster.timeout_s, cluster.security)
+                list_special_offsets, host, port, tps, ts, cluster.timeout_s, cluster.security)
                 for ts in (EARLIEST_LOCAL, LATEST_TIERED)))
         except Exception:  # noqa: BLE001, S112 - a detail of the page
             continue

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from yak.cli.config_wire import ConfigClient, ConfigWireError
+from yak.client.config_wire import ConfigClient, ConfigWireError
 from yak.protocol.kio_compat import build, schema_module
 from yak.security.client import ClientSecurity
 
