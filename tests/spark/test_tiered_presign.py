@@ -10,7 +10,8 @@ segments).
 - in-process (no Spark): the plan under `tiered.presign` is the plan with keys, split for
   split, and the executor-side reader fed by the URLs returns the same Arrow rows as the
   credentialed reader, read_uncommitted and read_committed;
-- an expired URL fails the read with one line naming `tiered.presign.expires`;
+- an expired URL that cannot be re-asked fails the read with one line naming
+  `tiered.presign.expires`;
 - the options are checked when the query is defined;
 - a real local[2] Spark query through presigned URLs gives the rows the brokers give.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
@@ -173,6 +175,8 @@ def test_an_expired_url_fails_the_read_in_one_line(broker, s3, topic) -> None:
     name, end = topic
     opts, groups = planned(options(broker, s3, name, end, True,
                                    **{"tiered.presign.expires": "1s"}))
+    # nothing listens there: the re-ask fails too (test_tiered_presign_reask.py: it works)
+    opts.tiered = replace(opts.tiered, gateway_url=f"http://127.0.0.1:{free_port()}")
     time.sleep(2.5)
     with pytest.raises(PresignedUrlRefusedError) as e:
         rows(opts, groups[:1])

@@ -19,6 +19,13 @@ headers, as Kafka's consumer does.
 A segment object that is gone (remote retention or topic deletion after planning) follows
 `failOnDataLoss`: a `DataLossError` naming the segment and offsets, or a warning and the
 rest of the split skipped.
+
+`tiered.presign`: the objects are read through the URLs the driver planned with. A URL the
+store refuses (expired: a long job, or a streaming batch planned long before it ran) is
+re-asked once (`GatewayReask`): the same gateway route the driver used, narrowed to the
+segment's offsets, with the job's gateway URL and user from the options; the executor
+still holds no store key. A segment missing from the fresh answer was deleted after
+planning and follows `failOnDataLoss` as above.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+import httpx
 import pyarrow as pa
 
 from yak.errors import CorruptRecordError
@@ -40,10 +49,11 @@ from yak.spark.fetcher import arrow_schema, to_record_batch
 from yak.spark.offsets import DataLossError
 from yak.spark.options import TieredSettings
 from yak.spark.record_decoder import decode
-from yak.tiered.metadata import RemoteLogSegmentMetadata
+from yak.tiered.metadata import RemoteLogSegmentMetadata, partition_dir
+from yak.tiered.presign import manifest_of
 from yak.tiered.presign_http import PresignedObjects
 from yak.tiered.reader import ChunkCache, RemoteCorruptionError, RemoteSegmentReader
-from yak.tiered.store import ObjectNotFoundError
+from yak.tiered.store import ObjectNotFoundError, RemoteStorageError
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +143,8 @@ def read_splits(
     one store client and one loop thread for the task."""
     schema = arrow_schema(include_headers, value_decoder.target if value_decoder else None)
     with Bridge() as bridge:
-        store: Any = (PresignedObjects({k: u for s in splits for k, u in s.urls})
+        store: Any = (PresignedObjects({k: u for s in splits for k, u in s.urls},
+                                       reask=GatewayReask(settings, splits))
                       if settings.presign else settings.store())
         try:
             yield from _read_splits(bridge, store, splits, schema, fail_on_data_loss,
@@ -142,6 +153,65 @@ def read_splits(
             if settings.presign:  # its connections (reads still in flight fail, then
                 with contextlib.suppress(Exception):  # Bridge.close cancels them)
                     bridge.submit(store.aclose()).result(10)
+
+
+class GatewayReask:
+    """Fresh presigned URLs of the segment that holds an object key, asked of the gateway
+    the driver planned with (`GET /tiered/v1/topics/{t}/partitions/{p}/segments`, from the
+    segment's base offset to its end, `tiered.presign.expires`, the job's gateway user):
+    every URL of the answer (the segment's `.log`, `.index`, `.txnindex` and later
+    segments' `.txnindex`), so one re-ask renews all the reads in flight on it.
+
+    The segment is found by id in the answer: absent (remote retention or topic deletion
+    since planning; a 404 for the partition), `ObjectNotFoundError`, which the reader
+    treats as any object gone from the bucket (failOnDataLoss). Any other failure (the
+    gateway unreachable or refusing) is a `RemoteStorageError` of one line."""
+
+    def __init__(self, settings: TieredSettings, splits: tuple[RemoteSplit, ...]) -> None:
+        self.settings = settings
+        # object key -> (topic, partition, the split's partition directory, its segment)
+        self.owner: dict[str, tuple[str, int, str, RemoteLogSegmentMetadata]] = {}
+        for s in splits:
+            for seg in (s.segment, *s.txn_segments):
+                for kind in ("log", "index", "txnindex"):
+                    self.owner[seg.object_key(s.part_dir, kind)] = (
+                        s.topic, s.partition, s.part_dir, seg)
+
+    async def __call__(self, key: str) -> dict[str, str]:
+        t = self.settings
+        if key not in self.owner:
+            raise RemoteStorageError(f"{key} is not an object of this task's segments")
+        topic, p, part_dir, seg = self.owner[key]
+        url = f"{t.gateway_url}/tiered/v1/topics/{quote(topic, safe='')}/partitions/{p}/segments"
+        auth = (t.gateway_username, t.gateway_password or "") if t.gateway_username else None
+        try:
+            async with httpx.AsyncClient(timeout=30.0, auth=auth) as http:
+                r = await http.get(url, params={"from": seg.base_offset,
+                                                "to": seg.end_offset + 1,
+                                                "expires": t.presign_expires_s})
+        except httpx.HTTPError as e:
+            raise RemoteStorageError(f"no answer from the gateway {t.gateway_url} for"
+                                     f" {topic}-{p}: {type(e).__name__}: {e}") from None
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}  # not the gateway's JSON (a proxy's page): its status says enough
+        body = body if isinstance(body, dict) else {}
+        if r.status_code == 404:
+            raise ObjectNotFoundError(f"{key}: the gateway {t.gateway_url} no longer knows"
+                                      f" {topic}-{p} (404: {body.get('message')})")
+        if r.status_code != 200:
+            raise RemoteStorageError(f"the gateway {t.gateway_url} refused {topic}-{p}"
+                                     f" ({r.status_code}: {body.get('message', r.text[:200])})")
+        try:
+            m, urls = manifest_of(body)
+        except ValueError as e:
+            raise RemoteStorageError(f"{topic}-{p} from {t.gateway_url}: {e}") from None
+        if not any(s.segment_id == seg.segment_id for s in m.copied):
+            return {}
+        if partition_dir(m.topic, m.topic_id, m.partition) != part_dir:
+            return {}  # the topic was re-created under a new id: the old objects are gone
+        return urls
 
 
 def _read_splits(bridge: Bridge, store: Any, splits: tuple[RemoteSplit, ...],
