@@ -130,12 +130,13 @@ class FetcherConfig:
 class _PartitionFetch:
     """One followed partition: the leadership it follows and whether it is backing off."""
 
-    __slots__ = ("topic", "partition", "leader_epoch", "delayed_until", "lag", "last_error",
-                 "in_sync", "rebuild", "seen")
+    __slots__ = ("topic", "partition", "key", "leader_epoch", "delayed_until", "lag",
+                 "last_error", "in_sync", "rebuild", "seen")
 
     def __init__(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.key = (topic, partition)  # in `_SourceFetcher.partitions`: built once
         self.leader_epoch = leader_epoch
         self.delayed_until = 0.0
         self.lag = 0
@@ -264,6 +265,9 @@ class _SourceFetcher:
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.partitions: dict[tuple[str, int], _PartitionFetch] = {}
+        self._client_id = f"yak-replica-{self.cfg.node_id}"
+        # A long poll's answer may take the leader's wait on top of the socket timeout.
+        self._request_timeout_s = (self.cfg.socket_timeout_ms + self.cfg.fetch_wait_max_ms) / 1000
         self._changed = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._down_logged = False
@@ -393,34 +397,45 @@ class _SourceFetcher:
     # ------------------------------------------------------------------ one fetch
 
     async def _fetch(self, ready: list[_PartitionFetch]) -> None:
+        """One round trip: ask for every ready partition, apply what comes back. Once per
+        produce on the leader in the steady state, so the per-fetch and per-partition work
+        is kept to plain reads: the request's fixed part is built once (the codec keeps it),
+        answers are matched per topic and then by partition index, and answers without
+        error are applied by plain calls."""
         cfg = self.cfg
         rm = self.rm
-        by_topic: dict[str, FetchRequestTopic] = {}
-        sent: dict[tuple[Any, int], tuple[_PartitionFetch, int]] = {}
-        by_id = cfg.fetch_version >= 13
+        # topic name -> (the request's topic, its partitions by index: (fetch, epoch))
+        by_topic: dict[str, tuple[FetchRequestTopic, dict[int, tuple[_PartitionFetch, int]]]]
+        by_topic = {}
         throttle = self.manager.throttle
         throttled: set[tuple[str, int]] = set()
         held_back = False
+        max_bytes = cfg.fetch_max_bytes
         for pf in ready:
-            p = rm.get_partition(pf.topic, pf.partition)
+            topic = pf.topic
+            p = rm.get_partition(topic, pf.partition)
             if p is None or p.is_leader:
                 continue  # the publisher has not caught up with this change yet
-            if throttle is not None and throttle.applies(pf.topic, pf.partition, pf.in_sync):
+            part_max = max_bytes
+            if throttle is not None and throttle.applies(topic, pf.partition, pf.in_sync):
                 wait = throttle.quota.wait_s()
                 if wait > 0:  # the quota is spent: this partition waits for it to refill
                     self._delay([pf], wait)
                     held_back = True
                     continue
-                throttled.add((pf.topic, pf.partition))
-            t = by_topic.get(pf.topic)
-            if t is None:
-                t = by_topic[pf.topic] = FetchRequestTopic(p.topic_id, pf.topic, [])
+                throttled.add((topic, pf.partition))
+                part_max = throttle.max_bytes(max_bytes)
+            entry = by_topic.get(topic)
+            if entry is None:
+                entry = by_topic[topic] = (FetchRequestTopic(p.topic_id, topic, []), {})
+            t, sent = entry
+            if t.topic_id is not p.topic_id and t.topic_id != p.topic_id:
+                continue  # another incarnation of the topic: asked once the publisher settles
             t.partitions.append(FetchRequestPartition(
                 pf.partition, p.log_end_offset, pf.leader_epoch, p.latest_epoch,
-                p.log_start_offset, cfg.fetch_max_bytes if (pf.topic, pf.partition)
-                not in throttled else throttle.max_bytes(cfg.fetch_max_bytes)))
-            sent[(p.topic_id if by_id else pf.topic, pf.partition)] = (pf, pf.leader_epoch)
-        if not sent:
+                p.log_start_offset, part_max))
+            sent[pf.partition] = (pf, pf.leader_epoch)
+        if not by_topic:
             if not held_back:
                 self._delay(ready, cfg.fetch_backoff_ms / 1000)
             return
@@ -428,12 +443,11 @@ class _SourceFetcher:
         assert conn is not None
         cid = conn.next_correlation_id()
         frame = encode_fetch_request(
-            cfg.fetch_version, cid, f"yak-replica-{cfg.node_id}",
+            cfg.fetch_version, cid, self._client_id,
             cfg.node_id, cfg.broker_epoch(), cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
-            cfg.fetch_response_max_bytes, list(by_topic.values()))
+            cfg.fetch_response_max_bytes, [t for t, _ in by_topic.values()])
         sent_at = time.monotonic()
-        body = await conn.request_frame(
-            frame, cid, (cfg.socket_timeout_ms + cfg.fetch_wait_max_ms) / 1000)
+        body = await conn.request_frame(frame, cid, self._request_timeout_s)
         self.rounds += 1
         self.bytes += len(body)
         self.wait_s += time.monotonic() - sent_at
@@ -443,20 +457,29 @@ class _SourceFetcher:
                      ErrorCode(response.error_code).name)
             self._delay(ready, cfg.fetch_backoff_ms / 1000)
             return
+        # The answers' topics are named by id from v13 on: one lookup per topic.
+        by_id = cfg.fetch_version >= 13
+        if by_id:
+            by_key = {t.topic_id: sent for t, sent in by_topic.values()}
+        else:
+            by_key = {name: sent for name, (_, sent) in by_topic.items()}
+        partitions = self.partitions
+        copied = self.manager.copied
         for t in response.topics:
-            key0 = t.topic_id if by_id else t.name
+            sent = by_key.get(t.topic_id if by_id else t.name)
+            if sent is None:
+                continue
             for r in t.partitions:
-                entry = sent.get((key0, r.partition_index))
+                entry = sent.get(r.partition_index)
                 if entry is None:
                     continue
                 pf, epoch = entry
-                if self.partitions.get((pf.topic, pf.partition)) is not pf \
-                        or pf.leader_epoch != epoch:
+                if partitions.get(pf.key) is not pf or pf.leader_epoch != epoch:
                     continue  # followed differently since the request left: drop it
-                if throttle is not None and (pf.topic, pf.partition) in throttled:
-                    throttle.quota.record(r.records_size)
-                if r.records_size and self.manager.copied is not None:  # metrics, issue 23
-                    self.manager.copied(pf.topic, pf.partition, r.records_size)
+                if throttled and pf.key in throttled:
+                    throttle.quota.record(r.records_size)  # type: ignore[union-attr]
+                if r.records_size and copied is not None:  # metrics, issue 23
+                    copied(pf.topic, pf.partition, r.records_size)
                 if r.error_code == _NONE and r.diverging_epoch is None:
                     self._take(pf, epoch, r)  # the steady state: no coroutine per partition
                 else:
@@ -474,8 +497,8 @@ class _SourceFetcher:
         hw, start = r.high_watermark, r.log_start_offset
         try:
             if r.records_size:
-                rm.append_as_follower(pf.topic, pf.partition, epoch, r.records[0], hw, start)
-                p = rm.follower_partition(pf.topic, pf.partition, epoch)
+                p = rm.apply_follower_fetch(pf.topic, pf.partition, epoch, r.records[0], hw,
+                                            start)
             else:
                 p = rm.follower_partition(pf.topic, pf.partition, epoch)
                 seen = pf.seen
@@ -483,7 +506,7 @@ class _SourceFetcher:
                         and seen[3] == p.log_end_offset:
                     return  # lag, in_sync and last_error are as the last answer left them
                 # Nothing to append: the leader's high watermark and log start only.
-                rm.append_as_follower(pf.topic, pf.partition, epoch, _EMPTY, hw, start)
+                rm.apply_follower_fetch(pf.topic, pf.partition, epoch, _EMPTY, hw, start)
         except KafkaError as e:
             log.warning("%s-%d: replication from broker %d failed: %s", pf.topic,
                         pf.partition, self.leader_id, e)
@@ -491,12 +514,13 @@ class _SourceFetcher:
             return
         end = p.log_end_offset
         pf.seen = (p, hw, start, end)
-        pf.lag = max(0, hw - end)
-        pf.in_sync = pf.lag == 0
+        lag = hw - end
+        pf.lag = lag if lag > 0 else 0
+        pf.in_sync = lag <= 0
         if pf.last_error != _NONE:
             log.info("%s-%d: fetching from broker %d again", pf.topic, pf.partition,
                      self.leader_id)
-        pf.last_error = _NONE
+            pf.last_error = _NONE
 
     async def _partition_result(self, pf: _PartitionFetch, epoch: int,
                                 r: FetchPartitionResult) -> None:

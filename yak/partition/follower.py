@@ -74,6 +74,21 @@ class FollowerPath:
         p.update_high_watermark_as_follower(leader_high_watermark, leader_log_start_offset)
         return info
 
+    def apply_follower_fetch(
+        self, topic: str, partition: int, leader_epoch: int, records: memoryview,
+        leader_high_watermark: int, leader_log_start_offset: int,
+    ) -> Partition:
+        """`append_as_follower` for the replica fetcher's steady state: the same append
+        and high watermark, but it returns the partition (whose log end the fetcher reads
+        next) rather than an append summary, so one answer costs one partition lookup."""
+        p = self.follower_partition(topic, partition, leader_epoch)
+        if records:
+            n = _whole_batches(records)
+            if n:
+                p.append_as_follower(records[:n] if n != len(records) else records)
+        p.update_high_watermark_as_follower(leader_high_watermark, leader_log_start_offset)
+        return p
+
     def truncate(self, topic: str, partition: int, leader_epoch: int, offset: int) -> int:
         """Truncate a follower's log at `offset` (diverging epochs); returns its new log
         end offset. Runs on the event loop on purpose: no leadership change or append

@@ -340,37 +340,46 @@ class PartitionLog(LocalLog):
                                    self.partition)
         with self.lock:
             first = headers[0].base_offset
-            if first < self.log_end_offset:
-                raise InvalidRecordError(
-                    f"offset {first} is below the log end offset {self.log_end_offset}"
-                )
             prev = self.log_end_offset
+            if first < prev:
+                raise InvalidRecordError(f"offset {first} is below the log end offset {prev}")
             meta = []
             for h in headers:
-                if h.base_offset < prev:
+                base = h.base_offset
+                if base < prev:
                     raise InvalidRecordError("batch offsets are not increasing")
-                last = h.base_offset + h.last_offset_delta
-                prev = last + 1
-                meta.append((h.base_offset, last, h.max_timestamp, h.batch_length + LOG_OVERHEAD))
+                prev = base + h.last_offset_delta + 1
+                meta.append((base, prev - 1, h.max_timestamp, h.batch_length + LOG_OVERHEAD))
             active = self._active
             if active.size == 0 and first != active.base_offset:
                 # An empty active segment must be based where its first batch is.
                 self._replace_empty_active(first)
                 if len(self._view.segments) == 1:
                     self.log_start_offset = max(self.log_start_offset, first)
-            elif meta[-1][1] - self._active.base_offset > INT32_MAX:
+            elif meta[-1][1] - active.base_offset > INT32_MAX:
                 self._roll(first, now)
             try:
                 self._write([mv], len(mv), meta, now, base_override=first)
+                # Per batch, so kept to plain reads: producer state only for batches with
+                # a producer (`update` ignores the others), and the epoch cache only when
+                # a batch starts a newer epoch than its latest (`assign` ignores the rest,
+                # under its lock).
+                update = self.producer_state.update
+                cache = self.leader_epoch_cache
                 pos = 0
                 for h in headers:
-                    ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else -1
-                    self.producer_state.update(h, h.base_offset, ts)
-                    if h.attributes & CONTROL_BIT and h.producer_id >= 0:
-                        # A replicated marker: end the transaction here as the leader did.
-                        self._follow_marker(mv[pos : pos + h.batch_length + LOG_OVERHEAD], h)
-                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                    pos += h.batch_length + LOG_OVERHEAD
+                    size = h.batch_length + LOG_OVERHEAD
+                    if h.producer_id >= 0:
+                        attrs = h.attributes
+                        update(h, h.base_offset,
+                               h.max_timestamp if attrs & TIMESTAMP_TYPE_BIT else -1)
+                        if attrs & CONTROL_BIT:
+                            # A replicated marker: end the transaction here as the leader did.
+                            self._follow_marker(mv[pos : pos + size], h)
+                    ple = h.partition_leader_epoch
+                    if ple > cache.latest:
+                        cache.assign(ple, h.base_offset)
+                    pos += size
             except OSError as e:
                 raise KafkaStorageError(f"append to {self.topic}-{self.partition}: {e}") from e
             self.unflushed_messages += prev - first

@@ -368,10 +368,23 @@ class LogSegment:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
             raise KafkaStorageError(f"append to {self.log_path} failed: {e}") from e
+        # `_index_batch` per batch, inlined: this runs once per batch of every append
+        # (leader and follower), and the method call was most of its cost.
         pos = start
+        interval = self.index_interval_bytes
+        since = self.bytes_since_last_index
         for base, last, max_ts, size in batches:
-            self._index_batch(pos, base, last, max_ts, size)
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+                self.offset_of_max_timestamp = last
+            if since > interval:
+                self.index.append(base, pos)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                since = 0
+                self._refresh_full()
+            since += size
             pos += size
+        self.bytes_since_last_index = since
         self.size = start + total
         self.next_offset = batches[-1][1] + 1
         self.unflushed = True
