@@ -243,7 +243,17 @@ class RemoteLogManager:
             m = await self.manifests.load(h.topic, h.topic_id, h.partition)
         st.manifest = m
         h.log.tiered_upto = m.copied_upto
+        await self._apply_start(h.log, m)
         return m
+
+    @staticmethod
+    async def _apply_start(plog: PartitionLog, m: Manifest) -> None:
+        """The committed log start is the whole log's: a DeleteRecords into the local part
+        that a crash took back locally (the log start checkpoint is periodic) is made
+        again here, at start-up or a leadership's first read of the metadata."""
+        target = min(m.log_start_offset, plog.high_watermark)
+        if target > plog.log_start_offset:
+            await asyncio.to_thread(plog.delete_records, target)
 
     # ------------------------------------------------------------------ one round
 
