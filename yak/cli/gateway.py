@@ -4,6 +4,12 @@ HTTP (REST Proxy v2, /ws, console, /metrics; the same app `yak serve --http` emb
 and/or gRPC (`yak.v1.Gateway`, `--grpc`), sharing one gateway core: one producer, one
 admin client. It reaches the cluster given by `--bootstrap` over the Kafka protocol and
 runs until SIGTERM/SIGINT.
+
+`--set remote.storage.uri=...` (and the keys, with the broker's setting names, else the
+standard AWS variables): the store whose presigned segment URLs the gateway hands out
+(`GET /tiered/v1/...`, yak/gateway/rest_tiered.py), as the gateway of `yak serve` does with
+its broker's settings; so a gateway apart from the brokers can serve Spark's
+`tiered.presign`. Only those settings are taken: the gateway does nothing else with them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ OFF = ("", "none", "off")
 
 
 PARTITIONERS = ("default", "load_aware")  # yak.client.load_aware (issue 23)
+# The broker settings `--set` takes: the store presigned segment URLs are signed with.
+STORE_SETTINGS = ("remote.storage.uri", "remote.storage.access.key.id",
+                  "remote.storage.secret.access.key")
 
 
 @secured
@@ -77,6 +86,13 @@ def gateway(
                           " default (murmur2_random, as Java's) or load_aware (prefer"
                           " partitions whose leader acknowledges soonest).")
     ] = "default",
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="remote.storage.uri=s3://BUCKET[/PREFIX]?endpoint=...&"
+                     "region=..., remote.storage.access.key.id=..., remote.storage.secret."
+                     "access.key=... (repeatable; keys default to the AWS_* variables): the "
+                     "store to sign presigned URLs of tiered segments with."),
+    ] = None,
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
     from yak.cli.common import fail
@@ -84,6 +100,7 @@ def gateway(
 
     if partitioner not in PARTITIONERS:
         fail(f"invalid --partitioner {partitioner!r}: expected default or load_aware", 2)
+    tiered = _store_settings(set_ or [])
 
     http_listen = None if http.lower() in OFF else http
     grpc_listen = None if grpc.lower() in OFF else grpc
@@ -141,7 +158,8 @@ def gateway(
                                request_timeout_s=request_timeout_s,
                                security=client_security(), user_login=user_login,
                                http_auth=http_auth, http_ssl=http_ssl, grpc_auth=grpc_auth,
-                               principal_mapper=mapper, partitioner=partitioner)
+                               principal_mapper=mapper, partitioner=partitioner,
+                               tiered=tiered)
 
     async def run() -> None:
         from yak.gateway.core import GatewayCore
@@ -186,6 +204,43 @@ def gateway(
         uvloop.run(run())
     except ImportError:  # pragma: no cover - uvloop is a dependency
         asyncio.run(run())
+
+
+def _store_settings(items: list[str]) -> Any:
+    """`--set` KEY=VALUE items as a `TieredConfig` naming the store to presign with (None
+    without any); exit 2 with one line for a key that is not one of `STORE_SETTINGS`, a
+    bad URI, keys without a URI, or a store that cannot presign (not s3://)."""
+    from yak.cli.common import fail
+
+    if not items:
+        return None
+    raw: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq:
+            fail(f"--set {item!r}: expected KEY=VALUE", 2)
+        if key not in STORE_SETTINGS:
+            fail(f"--set {key}: yak gateway takes only {', '.join(STORE_SETTINGS)} (the"
+                 " store presigned segment URLs are signed with)", 2)
+        raw[key] = value.strip()
+    from yak.settings import ConfigError
+    from yak.tiered.config import TieredConfig
+    from yak.tiered.store import parse_uri
+
+    try:
+        cfg = TieredConfig.from_settings(raw)
+    except ConfigError as e:
+        fail(f"--set: {e}", 2)
+    if not cfg.uri:
+        fail("--set remote.storage.access.key.id/secret.access.key need"
+             " remote.storage.uri", 2)
+    if parse_uri(cfg.uri).scheme != "s3":
+        fail(f"--set remote.storage.uri={cfg.uri}: presigned URLs need an s3:// store", 2)
+    if bool(cfg.access_key_id) != bool(cfg.secret_access_key):
+        fail("--set remote.storage.access.key.id and remote.storage.secret.access.key go"
+             " together", 2)
+    return cfg
 
 
 def _fail(message: str) -> None:

@@ -18,8 +18,9 @@ clients read the topic's `remote.storage.enable` (a reader need not hold DESCRIB
 and the broker's store signs (its keys never leave the process).
 
 Where the store comes from: the broker's own `remote.storage.*` settings, which `yak serve`
-hands its embedded gateway (`GatewaySettings.tiered`). A standalone `yak gateway` has none
-and answers 409 saying so.
+hands its embedded gateway (`GatewaySettings.tiered`), or a standalone `yak gateway`'s
+`--set remote.storage.uri=...` (and keys) with the same names. A gateway with neither
+answers 409 saying so.
 
 Refusals: unknown topic or partition 404, not allowed 403 (TOPIC_AUTHORIZATION_FAILED),
 topic not tiered / no store / a `file://` store (nothing to presign) 409, bad `from`/`to`/
@@ -91,7 +92,8 @@ def _store(request: Request) -> RemoteStore:
     if cfg is None or not cfg.uri:
         raise RestError(409, NO_STORE, "This gateway has no remote storage to presign with:"
                         " presigned URLs are handed out by the gateway of `yak serve` on a"
-                        " broker with remote.storage.uri set")
+                        " broker with remote.storage.uri set, or by `yak gateway --set"
+                        " remote.storage.uri=...`")
     uri = parse_uri(cfg.uri)
     if uri.scheme != "s3":
         raise RestError(409, NO_STORE, f"remote.storage.uri {cfg.uri} cannot be presigned:"
