@@ -13,6 +13,7 @@ the only client of the route and of the URLs.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -120,3 +121,11 @@ def test_bad_store_settings_stop_it_at_start_up(sets: list[str], line: str) -> N
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = r.stderr.strip()
     assert line in err and "\n" not in err and "Traceback" not in err, err
+
+
+def test_the_help_names_the_store_settings() -> None:
+    r = subprocess.run([sys.executable, "-c", "from yak.cli.main import app; app()",
+                        "gateway", "--help"], cwd=REPO, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "--set" in r.stdout and "s3://BUCKET[/PREFIX]" in r.stdout

@@ -21,6 +21,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from yak.cli.common import client_security, secured
 
@@ -88,10 +89,12 @@ def gateway(
     ] = "default",
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="remote.storage.uri=s3://BUCKET[/PREFIX]?endpoint=...&"
-                     "region=..., remote.storage.access.key.id=..., remote.storage.secret."
-                     "access.key=... (repeatable; keys default to the AWS_* variables): the "
-                     "store to sign presigned URLs of tiered segments with."),
+        # Help text is rich markup: "[/PREFIX]" would read as a closing tag; escape() keeps it.
+        typer.Option("--set", help=escape(
+                     "remote.storage.uri=s3://BUCKET[/PREFIX]?endpoint=...&region=...,"
+                     " remote.storage.access.key.id=..., remote.storage.secret.access.key=..."
+                     " (repeatable; keys default to the AWS_* variables): the store to sign"
+                     " presigned URLs of tiered segments with.")),
     ] = None,
 ) -> None:
     """Run the gateway (HTTP: REST Proxy v2, /ws, console, /metrics; gRPC) against a cluster."""
