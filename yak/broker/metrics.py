@@ -13,16 +13,27 @@ cardinality is bounded by the topics themselves.
 
 Label children are cached in dicts because `Counter.labels(...)` costs a lock and a
 tuple build per call, which on the Produce path would be as much as the counter itself.
+
+The per-request count and latency histogram (every request: a follower's Fetch is one per
+append at RF=3, issue 28) are plain per-API accumulators (`_RequestStats`), turned into
+Prometheus families only when scraped: a `Counter.inc` plus a `Histogram.observe` took
+a lock per value and walked the buckets in Python on every request. The exported names,
+labels and buckets are those of the Counter and Histogram they replace.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 
 from yak.broker.reassignment_metrics import ReassignmentCollector, ReassignmentTraffic
 from yak.protocol import kio_compat
@@ -63,14 +74,9 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
-            "yak_broker_requests", "Kafka requests handled, by API name.", ["api"], registry=r
-        )
-        self.request_seconds = Histogram(
-            "yak_broker_request_latency_seconds",
-            "Time from a request's frame being taken to its response being written, by API.",
-            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
-        )
+        # yak_broker_requests_total and yak_broker_request_latency_seconds, by API name.
+        self._request_stats: dict[int, _RequestStats] = {}
+        r.register(_RequestCollector(self._request_stats))
         self.bytes_in = Counter(
             "yak_broker_topic_bytes_in", "Record batch bytes appended by Produce, by topic.",
             ["topic"], registry=r,
@@ -93,7 +99,6 @@ class BrokerMetrics:
         # Reassignment bytes (issue 23): counted by the Fetch handler and the replica
         # fetchers when the composition binds it (`bind_reassignment`).
         self.reassignment: ReassignmentTraffic | None = None
-        self._req_children: dict[int, tuple[Any, Any]] = {}
         self._in_children: dict[str, tuple[Any, Any]] = {}
         self._out_children: dict[str, tuple[Any, Any]] = {}
 
@@ -101,14 +106,14 @@ class BrokerMetrics:
 
     def record_request(self, api_key: int, started: float) -> None:
         """Called by the connection once per request (responses or not, e.g. acks=0);
-        `started` is a perf_counter()."""
-        children = self._req_children.get(api_key)
-        if children is None:
-            name = kio_compat.api_name(api_key)
-            children = (self.requests.labels(name), self.request_seconds.labels(name))
-            self._req_children[api_key] = children
-        children[0].inc()
-        children[1].observe(time.perf_counter() - started)
+        `started` is a perf_counter(). A bucket index and three additions: Prometheus's
+        Histogram here cost a lock per value and a Python walk of the buckets."""
+        elapsed = time.perf_counter() - started
+        stats = self._request_stats.get(api_key)
+        if stats is None:
+            stats = self._request_stats[api_key] = _RequestStats(kio_compat.api_name(api_key))
+        stats.buckets[bisect.bisect_left(_LATENCY_BUCKETS, elapsed)] += 1
+        stats.total += elapsed
 
     def record_appended(self, results: Sequence[PartitionAppendResult]) -> None:
         """Count what a Produce appended (per topic), from the partition layer's results."""
@@ -198,6 +203,59 @@ class BrokerMetrics:
                         total += s.value
             out[key] = total
         return out
+
+
+class _RequestStats:
+    """One API's requests: how many fell in each latency bucket (the last: above every
+    bound, +Inf) and their summed seconds. Written by the event loop only; a scrape from
+    another thread reads ints that each are whole (at worst one request behind)."""
+
+    __slots__ = ("api", "buckets", "total")
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.buckets = [0] * (len(_LATENCY_BUCKETS) + 1)
+        self.total = 0.0
+
+
+class _RequestCollector:
+    """Exports `_RequestStats` as the Counter `yak_broker_requests` and the Histogram
+    `yak_broker_request_latency_seconds` (label `api`, Kafka's API names) would be."""
+
+    def __init__(self, stats: dict[int, _RequestStats]) -> None:
+        self._stats = stats
+
+    def describe(self) -> list[Any]:
+        return list(self._families({}))
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self._stats)
+
+    @staticmethod
+    def _families(stats: dict[int, _RequestStats]) -> Iterable[Any]:
+        count = CounterMetricFamily("yak_broker_requests", "Kafka requests handled, by API name.",
+                                    labels=["api"])
+        latency = HistogramMetricFamily(
+            "yak_broker_request_latency_seconds",
+            "Time from a request's frame being taken to its response being written, by API.",
+            labels=["api"])
+        bounds = [*(_bound(b) for b in _LATENCY_BUCKETS), "+Inf"]
+        for s in list(stats.values()):
+            per_bucket = list(s.buckets)  # one snapshot: the count is their sum
+            cumulative = []
+            running = 0
+            for bound, n in zip(bounds, per_bucket, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            count.add_metric([s.api], running)
+            latency.add_metric([s.api], cumulative, s.total)
+        yield count
+        yield latency
+
+
+def _bound(b: float) -> str:
+    """A bucket's `le` label as prometheus_client writes it (`floatToGoString`)."""
+    return repr(float(b))
 
 
 class ClusterStats(Protocol):
