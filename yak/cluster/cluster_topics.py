@@ -78,6 +78,10 @@ class ClusterTopicManager:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.store.by_id(topic_id)
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name only: a Fetch v13+ per topic per request, without `by_id`'s TopicInfo."""
+        return self.store.topic_name(str(topic_id))
+
     def topics(self) -> list[TopicInfo]:
         return self.store.topics()
 

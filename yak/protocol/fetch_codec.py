@@ -280,6 +280,12 @@ _REQ_TOP_V15 = struct.Struct(">iiib")  # v15+: the replica id moved to replica_s
 _SESSION = struct.Struct(">ii")
 _I64 = struct.Struct(">q")
 _REPLICA_STATE = struct.Struct(">iq")
+# A partition's fixed fields by version: partition, [current leader epoch (v9+)],
+# fetch offset, [last fetched epoch (v12+)], [log start offset (v5+)], partition max bytes.
+_REQ_PART_V12 = struct.Struct(">iiqiqi")
+_REQ_PART_V9 = struct.Struct(">iiqqi")
+_REQ_PART_V5 = struct.Struct(">iqqi")
+_REQ_PART_V4 = struct.Struct(">iqi")
 
 
 class FetchRequestError(ValueError):
@@ -360,30 +366,38 @@ def decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
             n_parts, pos = read_array_len(body, pos, end, flex, part_min, err)
             parts = []
             for _ in range(n_parts):
-                partition, = _I32.unpack_from(body, pos)
-                pos += 4
-                leader_epoch = -1
-                if version >= 9:
-                    leader_epoch, = _I32.unpack_from(body, pos)
-                    pos += 4
-                fetch_offset, = _I64.unpack_from(body, pos)
-                pos += 8
-                last_epoch = -1
+                # One unpack per partition (the version's fixed fields), not one per field.
                 if version >= 12:
-                    last_epoch, = _I32.unpack_from(body, pos)
-                    pos += 4
-                log_start = -1
-                if version >= 5:
-                    log_start, = _I64.unpack_from(body, pos)
-                    pos += 8
-                max_part, = _I32.unpack_from(body, pos)
-                pos += 4
-                if flex:
-                    pos = skip_tagged_fields(body, pos, end, err)
+                    partition, leader_epoch, fetch_offset, last_epoch, log_start, max_part = \
+                        _REQ_PART_V12.unpack_from(body, pos)
+                    pos += _REQ_PART_V12.size
+                    # Tagged fields: almost always none (one zero byte).
+                    if pos < end and body[pos] == 0:
+                        pos += 1
+                    else:
+                        pos = skip_tagged_fields(body, pos, end, err)
+                else:
+                    last_epoch = -1
+                    if version >= 9:
+                        partition, leader_epoch, fetch_offset, log_start, max_part = \
+                            _REQ_PART_V9.unpack_from(body, pos)
+                        pos += _REQ_PART_V9.size
+                    elif version >= 5:
+                        leader_epoch = -1
+                        partition, fetch_offset, log_start, max_part = \
+                            _REQ_PART_V5.unpack_from(body, pos)
+                        pos += _REQ_PART_V5.size
+                    else:
+                        leader_epoch = log_start = -1
+                        partition, fetch_offset, max_part = _REQ_PART_V4.unpack_from(body, pos)
+                        pos += _REQ_PART_V4.size
                 parts.append(FetchRequestPartitionData(partition, fetch_offset, max_part,
                                                        leader_epoch, last_epoch, log_start))
             if flex:
-                pos = skip_tagged_fields(body, pos, end, err)
+                if pos < end and body[pos] == 0:
+                    pos += 1
+                else:
+                    pos = skip_tagged_fields(body, pos, end, err)
             topics.append(FetchRequestTopicData(name, tid, parts))
         forgotten: list[tuple[str | None, uuid.UUID | None, list[int]]] = []
         if version >= 7:
@@ -409,7 +423,15 @@ def decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
             rack_s, pos = read_string(body, pos, end, flex, err, nullable=False)
             rack = rack_s or ""
         replica_epoch = -1
-        if flex:
+        if flex and version >= 15 and end - pos == 4 + _REPLICA_STATE.size \
+                and body[pos] == 1 and body[pos + 1] == 1 \
+                and body[pos + 2] == _REPLICA_STATE.size + 1:
+            # A follower's request ends with exactly one tagged field, replica_state (tag
+            # 1, 13 bytes: replica id, broker epoch, the struct's own empty tagged fields):
+            # read in place, without the general reader's dict.
+            replica_id, replica_epoch = _REPLICA_STATE.unpack_from(body, pos + 3)
+            pos = end
+        elif flex:
             tags, pos = read_tagged_fields(body, pos, end, err)
             state = tags.get(1)
             if state is not None and version >= 15:
@@ -425,9 +447,21 @@ def decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
 
 
 def _uuid_or_none(buf: memoryview, pos: int) -> uuid.UUID | None:
-    """A topic id; the all-zero id is "none", as kio reads it."""
+    """A topic id; the all-zero id is "none", as kio reads it. The same few ids come in
+    every request (a follower's fetch names the same topics each round trip), so their
+    `UUID` objects (immutable) are kept, not built again: a bounded cache, emptied when
+    full, so ids a client makes up cannot grow it."""
     raw = bytes(buf[pos:pos + 16])
-    return None if raw == _ZERO_ID else uuid.UUID(bytes=raw)
+    tid = _IDS.get(raw)
+    if tid is None:
+        if raw == _ZERO_ID:
+            return None
+        if len(_IDS) >= _IDS_MAX:
+            _IDS.clear()
+        tid = _IDS[raw] = uuid.UUID(bytes=raw)
+    return tid
 
 
 _ZERO_ID = bytes(16)
+_IDS: dict[bytes, uuid.UUID] = {}
+_IDS_MAX = 4096

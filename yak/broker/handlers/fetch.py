@@ -81,11 +81,9 @@ async def handle(ctx: RequestContext, request: FetchRequestData) -> RawResponse:
     if authorizer is not None and replica_id >= 0:
         replica_ok = ctx.cluster_authorized(AclOperation.CLUSTER_ACTION)
     for t in request.topics:
-        if by_id:
-            info = broker.topics.by_id(t.topic_id)
-            name = info.name if info is not None else None
-        else:
-            name = t.topic
+        # By id, the name only (`topic_name`): `by_id` builds a TopicInfo, with a parsed id
+        # and a copied config dict, per topic of every follower's and consumer's fetch.
+        name = broker.topics.topic_name(t.topic_id) if by_id else t.topic
         slots: list[tuple[int, int | None]] = []
         denied = authorizer is not None and name is not None and not (
             replica_ok and ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name))
