@@ -162,10 +162,11 @@ class GatewayReask:
     every URL of the answer (the segment's `.log`, `.index`, `.txnindex` and later
     segments' `.txnindex`), so one re-ask renews all the reads in flight on it.
 
-    The segment is found by id in the answer: absent (remote retention or topic deletion
-    since planning; a 404 for the partition), `ObjectNotFoundError`, which the reader
-    treats as any object gone from the bucket (failOnDataLoss). Any other failure (the
-    gateway unreachable or refusing) is a `RemoteStorageError` of one line."""
+    The segment is found by id in the answer. Absent (remote retention or topic deletion
+    since planning), no URL is returned for the key and `PresignedObjects` raises
+    `ObjectNotFoundError`; a 404 for the partition raises it here. The reader treats it as
+    any object gone from the bucket (failOnDataLoss). Any other failure (the gateway
+    unreachable or refusing) is a `RemoteStorageError` of one line."""
 
     def __init__(self, settings: TieredSettings, splits: tuple[RemoteSplit, ...]) -> None:
         self.settings = settings
