@@ -418,7 +418,9 @@ class ShareGroups:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """Tombstones for the group and its members' records (DeleteGroups of an empty
-        share group), then it is forgotten here."""
+        share group), then it is forgotten here. The notes still pending (a departed
+        member whose tombstones' write failed) are written with them: dropped, that
+        member's live records would join the group when its id is used again."""
         g = self.groups.get(group_id)
         if self.store is None or g is None:
             self.groups.pop(group_id, None)
@@ -427,6 +429,6 @@ class ShareGroups:
             (v, mid) for mid in g.members
             for v in (gr.MEMBER_METADATA, gr.CURRENT_ASSIGNMENT)}
         self.groups.pop(group_id)
-        self.pending[group_id] = notes
+        self.pending[group_id] = self.pending.get(group_id, set()) | notes
         records = self.take_records(group_id)  # the group is gone: all tombstones
         return await self.store.write_share_records(group_id, records)
