@@ -165,3 +165,24 @@ def test_requests_sharing_a_head_decode_with_kio(version: int) -> None:
     head, _ = _kio_request(encode_fetch_request(version, 9, None, 3, 1, 500, 1, 1 << 20,
                                                 topics), version)
     assert head == (1, version, 9, None)
+
+
+def test_records_over_two_mib_take_the_general_reader() -> None:
+    """A records length of four varint bytes (over 2 MiB) is not read inline."""
+    version = 16
+    mod = kio_compat.schema_module("fetch", version, "response")
+    records = bytes(range(256)) * (9 << 10)  # 2.25 MiB
+    part = kio_compat.build(
+        mod.PartitionData, partition_index=0, error_code=ErrorCode.none, high_watermark=1,
+        last_stable_offset=1, log_start_offset=0, aborted_transactions=None,
+        preferred_read_replica=-1, records=records)
+    resp = kio_compat.build(
+        kio_compat.response_class(1, version), throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none, session_id=0, node_endpoints=(),
+        responses=(kio_compat.build(mod.FetchableTopicResponse, topic="t", topic_id=TID,
+                                    partitions=(part,)),))
+    frame = b"\x00\x00\x00\x01\x00" + bytes(kio_compat.encode(resp))
+    (p,) = decode_fetch_response(version, memoryview(frame)).topics[0].partitions
+    assert p.records_size == len(records) and bytes(p.records[0]) == records
+    with pytest.raises(FetchDecodeError):
+        decode_fetch_response(version, memoryview(frame[:-100]))

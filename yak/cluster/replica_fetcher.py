@@ -407,6 +407,7 @@ class _SourceFetcher:
         # topic name -> (the request's topic, its partitions by index: (fetch, epoch))
         by_topic: dict[str, tuple[FetchRequestTopic, dict[int, tuple[_PartitionFetch, int]]]]
         by_topic = {}
+        request: list[FetchRequestTopic] = []  # by_topic's request topics, in order
         throttle = self.manager.throttle
         throttled: set[tuple[str, int]] = set()
         held_back = False
@@ -428,6 +429,7 @@ class _SourceFetcher:
             entry = by_topic.get(topic)
             if entry is None:
                 entry = by_topic[topic] = (FetchRequestTopic(p.topic_id, topic, []), {})
+                request.append(entry[0])
             t, sent = entry
             if t.topic_id is not p.topic_id and t.topic_id != p.topic_id:
                 continue  # another incarnation of the topic: asked once the publisher settles
@@ -445,7 +447,7 @@ class _SourceFetcher:
         frame = encode_fetch_request(
             cfg.fetch_version, cid, self._client_id,
             cfg.node_id, cfg.broker_epoch(), cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
-            cfg.fetch_response_max_bytes, [t for t, _ in by_topic.values()])
+            cfg.fetch_response_max_bytes, request)
         sent_at = time.monotonic()
         body = await conn.request_frame(frame, cid, self._request_timeout_s)
         self.rounds += 1
@@ -459,10 +461,9 @@ class _SourceFetcher:
             return
         # The answers' topics are named by id from v13 on: one lookup per topic.
         by_id = cfg.fetch_version >= 13
-        if by_id:
-            by_key = {t.topic_id: sent for t, sent in by_topic.values()}
-        else:
-            by_key = {name: sent for name, (_, sent) in by_topic.items()}
+        by_key: dict[Any, dict[int, tuple[_PartitionFetch, int]]] = {}
+        for name, (t, sent) in by_topic.items():  # (a loop: a comprehension is a call)
+            by_key[t.topic_id if by_id else name] = sent
         partitions = self.partitions
         copied = self.manager.copied
         for t in response.topics:

@@ -211,15 +211,29 @@ def decode_fetch_response(version: int, frame: memoryview) -> FetchResponse:
                 else:
                     index, code, hw, lso, log_start, preferred, aborted, pos = \
                         _partition_aborted(frame, pos, end)
-                if pos < end and (b := frame[pos]) < 0x80:
-                    pos += 1
-                    if b == 0:
-                        records = None
+                # The records' compact length (N + 1): up to three bytes (2 MiB) inline.
+                n = -1
+                if end - pos >= 3:
+                    b = frame[pos]
+                    if b < 0x80:
+                        n, pos = b - 1, pos + 1
                     else:
-                        if b - 1 > end - pos:
-                            raise err(f"bytes of {b - 1} overrun the {end - pos} left")
-                        records = frame[pos:pos + b - 1]
-                        pos += b - 1
+                        b2 = frame[pos + 1]
+                        if b2 < 0x80:
+                            n, pos = (b & 0x7F | b2 << 7) - 1, pos + 2
+                        elif (b3 := frame[pos + 2]) < 0x80:
+                            n, pos = (b & 0x7F | (b2 & 0x7F) << 7 | b3 << 14) - 1, pos + 3
+                        else:
+                            n = -2  # longer: the general reader
+                else:
+                    n = -2
+                if n >= 0:
+                    if n > end - pos:
+                        raise err(f"bytes of {n} overrun the {end - pos} left")
+                    records = frame[pos:pos + n]
+                    pos += n
+                elif n == -1:
+                    records = None
                 else:
                     records, pos = read_bytes(frame, pos, end, True, err)
                 p = FetchPartitionResult(index, code, hw, lso, log_start, aborted, preferred)

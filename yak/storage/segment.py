@@ -378,10 +378,11 @@ class LogSegment:
                 self.max_timestamp = max_ts
                 self.offset_of_max_timestamp = last
             if since > interval:
-                self.index.append(base, pos)
+                index = self.index
+                index.append(base, pos)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 since = 0
-                self._refresh_full()
+                self.indexes_full = index.is_full or self.time_index.is_full
             since += size
             pos += size
         self.bytes_since_last_index = since
