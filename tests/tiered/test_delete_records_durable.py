@@ -60,29 +60,29 @@ def _tiered_broker(tmp_path: Path, broker_factory: Callable[..., YakBroker]) -> 
     return b
 
 
-def _delete_records(b: YakBroker, offset: int) -> int:
+def _delete_records(b: YakBroker, offset: int, topic: str = TOPIC) -> int:
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    fut = admin.delete_records([TopicPartition(TOPIC, 0, offset)],
+    fut = admin.delete_records([TopicPartition(topic, 0, offset)],
                                operation_timeout=20, request_timeout=30)
     (res,) = fut.values()
     return int(res.result(40).low_watermark)
 
 
-def _check_start(b: YakBroker, start: int) -> None:
+def _check_start(b: YakBroker, start: int, topic: str = TOPIC) -> None:
     """EARLIEST is `start`, a Fetch below it is OFFSET_OUT_OF_RANGE, and a consumer
-    reset to the earliest reads from `start` on."""
-    assert low_watermark(b, TOPIC) == start
+    reset to the earliest reads from `start` on (`b`: the partition's leader)."""
+    assert low_watermark(b, topic) == start
     with RawClient(b.bootstrap) as c:
-        assert c.list_offset(TOPIC, 0, EARLIEST).offset == start
+        assert c.list_offset(topic, 0, EARLIEST).offset == start
         for below in (0, start // 2, start - 1):
-            p = c.fetch(TOPIC, 0, below).responses[0].partitions[0]
+            p = c.fetch(topic, 0, below).responses[0].partitions[0]
             assert p.error_code == ErrorCode.offset_out_of_range, (below, p.error_code)
             assert p.log_start_offset == start
-        p = c.fetch(TOPIC, 0, start).responses[0].partitions[0]
+        p = c.fetch(topic, 0, start).responses[0].partitions[0]
         assert p.error_code == 0 and p.records
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "durable-earliest",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(TOPIC, 0, 0)])  # below the start: reset to the earliest
+    c.assign([TopicPartition(topic, 0, 0)])  # below the start: reset to the earliest
     try:
         first = None
         deadline = time.monotonic() + 30

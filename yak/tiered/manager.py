@@ -253,7 +253,9 @@ class RemoteLogManager:
         again here, at start-up or a leadership's first read of the metadata."""
         target = min(m.log_start_offset, plog.high_watermark)
         if target > plog.log_start_offset:
-            await asyncio.to_thread(plog.delete_records, target)
+            # Past a high watermark that moved back meanwhile: the next read does it.
+            with contextlib.suppress(OffsetOutOfRangeError):
+                await asyncio.to_thread(plog.delete_records, target)
 
     # ------------------------------------------------------------------ one round
 
