@@ -1,8 +1,10 @@
-"""The Fetch request decoder's shortcuts for the leader's side of replication (issue 28):
+"""The Fetch codec's shortcuts for the leader's side of replication (issue 28):
 a follower's v15+ request, whose only tagged field is replica_state, is read in place; any
 other shape of tagged fields takes the general reader and gives the same fields; the topic
 ids of repeated requests are the same `UUID` objects, the all-zero id is None, and ids a
-client makes up cannot grow the id cache past its bound."""
+client makes up cannot grow the id cache past its bound. The response's partition of a
+read_uncommitted fetch is packed at once and its records length written inline: compared
+with kio's encoder at every varint boundary."""
 
 from __future__ import annotations
 
@@ -81,3 +83,17 @@ def test_topic_ids_are_shared_and_bounded() -> None:
         raw = struct.pack(">QQ", 1, i + 1)
         assert fetch_codec._uuid_or_none(memoryview(raw), 0) == uuid.UUID(bytes=raw)
         assert len(fetch_codec._IDS) <= fetch_codec._IDS_MAX
+
+
+@pytest.mark.parametrize("version", [12, 13, 16])
+@pytest.mark.parametrize("size", [1, 126, 127, 128, 16_382, 16_383, 16_384, 2_100_000])
+def test_response_records_length_written_inline_matches_kio(version: int, size: int) -> None:
+    """The response's compact records length (a varint written inline) at every byte-count
+    boundary, for a follower's partition (null aborted list) and a read_committed one."""
+    from protocol.test_fetch_codec import _assert_same
+    from yak.protocol.fetch_codec import FetchPartitionResult, FetchTopicResult
+
+    records = [b"\x07" * size]
+    parts = [FetchPartitionResult(0, 0, 10, 10, 0, None, -1, records, size),
+             FetchPartitionResult(1, 0, 10, 10, 0, [(5, 6)], 2, records, size)]
+    _assert_same(version, [FetchTopicResult("t", uuid.UUID(int=7), parts)])

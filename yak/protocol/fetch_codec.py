@@ -52,6 +52,8 @@ _I32 = struct.Struct(">i")
 _TOP = struct.Struct(">ihi")  # throttle, error, session id (v7+)
 _PART_V4 = struct.Struct(">ihqq")  # index, error, hw, lso
 _PART_V5 = struct.Struct(">ihqqq")  # + log start offset
+# v12+ with a null aborted list (compact: 0) and the preferred read replica.
+_PART_FLEX_NULL = struct.Struct(">ihqqqBi")
 _I32_I32 = struct.Struct(">ii")  # preferred read replica, records size (v11)
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _ABORTED = struct.Struct(">qq")
@@ -156,19 +158,25 @@ def encode_fetch_response(
         else:
             write_uvarint(head, n + 1)
         for p in parts:
-            head += _PART_V5.pack(p.partition_index, p.error_code, p.high_watermark,
-                                  p.last_stable_offset, p.log_start_offset)
             aborted = p.aborted_transactions
-            if aborted is None:
-                head.append(0)
+            if aborted is None:  # read_uncommitted (every follower): one pack
+                head += _PART_FLEX_NULL.pack(p.partition_index, p.error_code, p.high_watermark,
+                                             p.last_stable_offset, p.log_start_offset, 0,
+                                             p.preferred_read_replica)
             else:
+                head += _PART_V5.pack(p.partition_index, p.error_code, p.high_watermark,
+                                      p.last_stable_offset, p.log_start_offset)
                 write_uvarint(head, len(aborted) + 1)
                 for pid, first in aborted:
                     head += _ABORTED_FLEX.pack(pid, first, 0)
-            head += _I32.pack(p.preferred_read_replica)
+                head += _I32.pack(p.preferred_read_replica)
             records_size = p.records_size
             if records_size:
-                write_uvarint(head, records_size + 1)
+                n = records_size + 1  # the compact length, as an unsigned varint, inline
+                while n > 0x7F:
+                    head.append((n & 0x7F) | 0x80)
+                    n >>= 7
+                head.append(n)
                 out.append(head)
                 size += len(head) + records_size
                 out.extend(p.records)  # type: ignore[arg-type]
