@@ -418,17 +418,35 @@ class ShareGroups:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """Tombstones for the group and its members' records (DeleteGroups of an empty
-        share group), then it is forgotten here. The notes still pending (a departed
+        share group), and the group is forgotten here once they are committed: Kafka's
+        runtime applies a change only with the write of its records, so a failed write
+        (answered with its error, as the runtime maps it: NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE) leaves the group here as it was, and the client's
+        retry writes the tombstones again. Before, the group left memory before the
+        write: a retry answered GROUP_ID_NOT_FOUND and wrote nothing, and a new
+        coordinator's replay brought the group back. The notes still pending (a departed
         member whose tombstones' write failed) are written with them: dropped, that
-        member's live records would join the group when its id is used again."""
+        member's live records would join the group when its id is used again; on
+        failure they stay pending. A group that changed while its tombstones were being
+        committed (a member joined after them: its records follow them in the log) is
+        kept, as the log's replay would have it."""
         g = self.groups.get(group_id)
         if self.store is None or g is None:
             self.groups.pop(group_id, None)
             return ErrorCode.none
-        notes = {(gr.GROUP_METADATA, "")} | {
-            (v, mid) for mid in g.members
-            for v in (gr.MEMBER_METADATA, gr.CURRENT_ASSIGNMENT)}
-        self.groups.pop(group_id)
-        self.pending[group_id] = self.pending.get(group_id, set()) | notes
-        records = self.take_records(group_id)  # the group is gone: all tombstones
-        return await self.store.write_share_records(group_id, records)
+        if g.members:  # joined while the delete deleted the group's share state
+            return ErrorCode.non_empty_group
+        owed = self.pending.pop(group_id, set())
+        notes = owed | {(gr.GROUP_METADATA, "")}
+        records: list[tuple[bytes, bytes | None]] = [
+            (gr.encode_key(version, group_id, member_id), None)
+            for version, member_id in sorted(notes)]
+        epoch = g.epoch
+        code = await self.store.write_share_records(group_id, records)
+        if code is not ErrorCode.none:
+            if self.groups.get(group_id) is g:  # not moved away meanwhile
+                self.pending.setdefault(group_id, set()).update(owed)
+            return code
+        if self.groups.get(group_id) is g and g.epoch == epoch and not g.members:
+            del self.groups[group_id]
+        return ErrorCode.none
