@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.share.test_share_group_delete_tombstones import Node
+from tests.share.test_share_group_delete_tombstones import TOPIC_ID, Node, _topics
 from yak.coordinator.memory import MemoryCoordinatorLog
 from yak.coordinator.timer import ManualClock
 from yak.errors import ErrorCode, KafkaStorageError, NotLeaderOrFollowerError
+from yak.share import records as rec
+from yak.share.coordinator import ShareCoordinator
+from yak.share.deletion import delete_share_group
+from yak.share.manager import ShareConfig, ShareManager
+from yak.share.persister import CoordinatorPersister
 
 
 def test_a_failed_tombstone_write_keeps_the_group_and_a_retry_deletes_it() -> None:
@@ -91,4 +96,31 @@ def test_a_member_that_joins_while_the_tombstones_commit_keeps_the_group() -> No
         assert g is not None and replayed is not None
         assert set(g.members) == set(replayed.members) == {"m2"}
         assert g.epoch == replayed.epoch
+    asyncio.run(scenario())
+
+
+def test_delete_groups_of_a_share_group_answers_the_failed_write_and_its_retry_deletes() -> None:
+    """The DeleteGroups path (yak/share/deletion.py's `delete_share_group`): the share
+    state deleted through the share coordinator, then the tombstones; their failed write
+    is the answer, and the client's retry (the group still known here) deletes the group
+    instead of answering GROUP_ID_NOT_FOUND."""
+    async def scenario() -> None:
+        log, clock = MemoryCoordinatorLog(4), ManualClock()
+        state_log = MemoryCoordinatorLog(num_partitions=3, topic=rec.SHARE_STATE_TOPIC)
+        state = ShareCoordinator(state_log, state_log, clock)
+        state.runtime.load_led_partitions()
+        share = ShareManager(ShareConfig(), clock, None,  # type: ignore[arg-type]
+                             _topics, 0, CoordinatorPersister(state))
+        a = Node(log, clock)
+        share.groups = a.groups
+        assert (await a.hb("m1", 0)).error is ErrorCode.none
+        assert (await a.hb("m1", -1)).error is ErrorCode.none
+        topics = [("q", TOPIC_ID, 3)]
+        log.fail_next.append(KafkaStorageError("a failed write"))
+        assert await delete_share_group(share, "g", topics) is ErrorCode.not_coordinator
+        assert a.groups.get("g") is not None
+        assert Node(log, clock).groups.get("g") is not None
+        assert await delete_share_group(share, "g", topics) is ErrorCode.none  # the retry
+        assert a.groups.get("g") is None and Node(log, clock).groups.get("g") is None
+        assert await delete_share_group(share, "g", topics) is ErrorCode.group_id_not_found
     asyncio.run(scenario())
