@@ -55,6 +55,7 @@ _UNKNOWN_TP = int(ErrorCode.unknown_topic_or_partition)
 _NOT_LEADER = int(ErrorCode.not_leader_or_follower)
 _FENCED_EPOCH = int(ErrorCode.fenced_leader_epoch)
 _MOVED_TO_TIERED = int(ErrorCode.offset_moved_to_tiered_storage)
+_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 
 
 class LeaderThrottle(Protocol):
@@ -353,7 +354,13 @@ class FetchPath:
                         and p.log.config.remote_storage_enable
                         and w.fetch_offset < p.log_start_offset):
                     # A follower below our local start, in the remote log: it rebuilds
-                    # its state from there (KIP-405; yak/cluster/replica_fetcher.py).
+                    # its state from there (KIP-405; yak/cluster/replica_fetcher.py),
+                    # once this leadership has read the remote log metadata (retriable).
+                    epoch = p.leader_epoch if p.is_leader else None
+                    if not rl.leader_ready(w.topic, w.partition, epoch):
+                        out.append(PartitionReadResult(_STORAGE_ERROR))
+                        errors = True
+                        continue
                     start = rl.log_start_offset(w.topic, w.partition)
                     if start is not None and start <= w.fetch_offset:
                         out.append(PartitionReadResult(_MOVED_TO_TIERED, p.high_watermark,
@@ -374,8 +381,10 @@ class FetchPath:
             total += info.size
             log_start = info.log_start_offset
             if rl is not None and p.log.config.remote_storage_enable:
-                # Tiered: the whole log's start (the remote one), as Kafka answers.
-                remote_start = rl.log_start_offset(w.topic, w.partition)
+                # Tiered: the whole log's start (the remote one), as Kafka answers; the
+                # local one until a new leader has read the remote log metadata.
+                remote_start = rl.log_start_offset(
+                    w.topic, w.partition, leader_epoch=p.leader_epoch if p.is_leader else None)
                 if remote_start is not None:
                     log_start = remote_start
             out.append(PartitionReadResult(_NONE, info.high_watermark, info.last_stable_offset,
@@ -401,13 +410,17 @@ class FetchPath:
             log_ = p.log
             hw = log_.high_watermark
             lso = min(log_.last_stable_offset, hw)
-            start = rl.log_start_offset(w.topic, w.partition)
+            # A new leader serves nothing remote before it has read the remote log
+            # metadata for its leadership (KAFKA_STORAGE_ERROR, retriable): its copy as a
+            # follower may predate a DeleteRecords its predecessor answered.
+            epoch = p.leader_epoch if p.is_leader else None
+            start = rl.log_start_offset(w.topic, w.partition, leader_epoch=epoch)
             low = log_.log_start_offset if start is None else start
             try:
                 rr, aborted = await rl.read(
                     w.topic, w.partition, str(p.topic_id), log_, w.fetch_offset,
                     min(w.max_bytes, params.max_bytes - total), lso if committed else hw,
-                    total == 0, committed)
+                    total == 0, committed, leader_epoch=epoch)
             except OffsetOutOfRangeError:
                 results[i] = PartitionReadResult(_OUT_OF_RANGE, hw, lso, low)
                 continue

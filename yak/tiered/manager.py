@@ -85,7 +85,8 @@ log = logging.getLogger(__name__)
 
 # How often the task loop looks for leaderships not yet taken up between two rounds: a new
 # leader reads the committed metadata (a DeleteRecords' start) within this, not a whole
-# `remote.log.manager.task.interval.ms` later.
+# `remote.log.manager.task.interval.ms` later. A remote read refused to a leader that has
+# not read it yet (`leader_ready`) wakes the loop at once.
 _LEADERSHIP_POLL_S = 1.0
 
 
@@ -146,6 +147,11 @@ class RemoteLogManager:
         self._copy_slots: asyncio.Semaphore | None = None
         self._quota_next = 0.0
         self._loop_task: asyncio.Task[None] | None = None
+        # Set by a remote read refused for want of this leadership's metadata: the loop
+        # looks for new leaderships now rather than at its next poll.
+        self._wake = asyncio.Event()
+        # Notified whenever a leadership has read its metadata (`wait_leader_ready`).
+        self._led = asyncio.Condition()
         self._reads: set[asyncio.Task[Any]] = set()
         self._deletes: set[asyncio.Task[None]] = set()
         # Kafka's RemoteCopyBytesPerSec / RemoteFetchBytesPerSec and their errors, as totals.
@@ -169,7 +175,10 @@ class RemoteLogManager:
         manifests of the tiered partitions hosted now, then run the task loop."""
         self._copy_slots = asyncio.Semaphore(self.config.copier_pool_size)
         await self.store.check()
-        await asyncio.gather(*(self._load(h) for h in self._tiered()),
+        # A partition led here already (the single broker leads everything at start-up)
+        # reads the metadata as its leader, so its remote reads are served at once.
+        await asyncio.gather(*(self._take_lead(h, self._state(h)) if h.is_leader
+                               else self._load(h) for h in self._tiered()),
                              return_exceptions=True)
         self._loop_task = asyncio.create_task(self._loop(), name="yak-remote-log-manager")
 
@@ -188,8 +197,10 @@ class RemoteLogManager:
         interval = self.config.task_interval_ms / 1000
         next_round = time.monotonic() + interval
         while True:
-            await asyncio.sleep(max(0.0, min(_LEADERSHIP_POLL_S,
-                                             next_round - time.monotonic())))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, min(
+                    _LEADERSHIP_POLL_S, next_round - time.monotonic())))
+            self._wake.clear()
             try:
                 if time.monotonic() < next_round:
                     self.run_once(new_leaders_only=True)
@@ -305,6 +316,8 @@ class RemoteLogManager:
                 await self._load(h, leader=True)
                 st.epoch = h.leader_epoch
                 st.orphans_due_ms = 0
+                async with self._led:
+                    self._led.notify_all()
             assert st.manifest is not None
             if self.manifests.unpublished(st.manifest):
                 await self.manifests.publish(st.manifest)
@@ -532,10 +545,55 @@ class RemoteLogManager:
 
     # ------------------------------------------------------------------ reads
 
-    def log_start_offset(self, topic: str, partition: int) -> int | None:
-        """The remote log's start (the whole log's start), None if nothing is remote."""
+    def leader_ready(self, topic: str, partition: int, leader_epoch: int | None) -> bool:
+        """Whether this broker's copy of the remote log metadata may answer remote reads:
+        `leader_epoch` is the partition's current one if this broker leads it, None if it
+        does not (a follower answers from its copy, re-read each round). A leader answers
+        only from the metadata it (re)read for this leadership: the copy it held as a
+        follower may predate a DeleteRecords its predecessor answered, whose records must
+        never be served again. False wakes the task loop, which reads it at once; the
+        caller answers a retriable error meanwhile (Kafka's remote log metadata "not yet
+        initialized" for a new leader)."""
+        if leader_epoch is None:
+            return True
+        st = self._states.get((topic, partition))
+        if st is not None and st.manifest is not None and st.epoch == leader_epoch:
+            return True
+        self._wake.set()
+        return False
+
+    async def wait_leader_ready(self, topic: str, partition: int,
+                                leader_epoch: int | None) -> bool:
+        """`leader_ready`, waiting at most `remote.fetch.max.wait.ms` for the task loop
+        (woken) to read the metadata: a request that comes right after the election is
+        answered, not refused, when that read is quick."""
+        if self.leader_ready(topic, partition, leader_epoch):
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with self._led:
+                await asyncio.wait_for(self._led.wait_for(
+                    lambda: self.leader_ready(topic, partition, leader_epoch)),
+                    self.config.fetch_max_wait_ms / 1000)
+        return self.leader_ready(topic, partition, leader_epoch)
+
+    async def check_leader_ready(self, topic: str, partition: int,
+                                 leader_epoch: int | None) -> None:
+        """`wait_leader_ready` or KafkaStorageError (retriable: consumers back off and fetch
+        again)."""
+        if not await self.wait_leader_ready(topic, partition, leader_epoch):
+            raise KafkaStorageError(
+                f"{topic}-{partition}: the remote log metadata of leader epoch {leader_epoch}"
+                " is not read yet")
+
+    def log_start_offset(self, topic: str, partition: int, *,
+                         leader_epoch: int | None = None) -> int | None:
+        """The remote log's start (the whole log's start), None if nothing is remote, or
+        if `leader_epoch` (this broker leads the partition) is given and its metadata is
+        not read yet (`leader_ready`): the caller answers from the local log then."""
         st = self._states.get((topic, partition))
         if st is None or st.manifest is None:
+            return None
+        if leader_epoch is not None and not self.leader_ready(topic, partition, leader_epoch):
             return None
         start = st.manifest.start_offset
         return None if start is None else max(start, st.requested_start)
@@ -627,11 +685,13 @@ class RemoteLogManager:
         return epoch
 
     async def offset_for_timestamp(self, topic: str, partition: int, log_: PartitionLog,
-                                   timestamp: int) -> tuple[int, int] | None:
+                                   timestamp: int, *,
+                                   leader_epoch: int | None = None) -> tuple[int, int] | None:
         """ListOffsets by time below the local log start: (offset, timestamp) of the first
         remote record at or after `timestamp` in a segment older than the local log, None
         if the answer is local (or nothing qualifies remotely). KafkaStorageError if the
-        store fails."""
+        store fails, or if `leader_epoch`'s metadata is not read yet (`leader_ready`)."""
+        await self.check_leader_ready(topic, partition, leader_epoch)
         st = self._states.get((topic, partition))
         if st is None or st.manifest is None:
             return None
@@ -672,11 +732,21 @@ class RemoteLogManager:
 
     async def read(self, topic: str, partition: int, topic_id: str, log_: PartitionLog,
                    offset: int, max_bytes: int, upper: int, min_one: bool,
-                   committed: bool) -> tuple[RemoteRead, list[tuple[int, int]] | None]:
+                   committed: bool, *, leader_epoch: int | None = None,
+                   ) -> tuple[RemoteRead, list[tuple[int, int]] | None]:
         """A Fetch below the local log start. OffsetOutOfRangeError if no remote segment
         holds `offset`; KafkaStorageError (retriable) if the store fails or an object is
-        corrupt; an empty read if the store, or the fetch quota, takes longer than
-        remote.fetch.max.wait.ms."""
+        corrupt, or if this broker leads the partition (`leader_epoch`) and has not read
+        the metadata for that leadership yet (`leader_ready`); an empty read if the store,
+        or the fetch quota, takes longer than remote.fetch.max.wait.ms."""
+        st = self._states.get((topic, partition))
+        if st is not None and offset < st.requested_start:
+            # Below a start this broker was asked for (it only grows): out of range
+            # whether or not this leadership's metadata is read yet.
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {topic}-{partition} is below the log start offset"
+                f" {st.requested_start}")
+        await self.check_leader_ready(topic, partition, leader_epoch)
         if not await self.fetch_quota.admit(self.config.fetch_max_wait_ms / 1000):
             return RemoteRead(), [] if committed else None  # KIP-956: the quota is spent
         task = asyncio.create_task(self._read(topic, partition, topic_id, log_, offset,
