@@ -66,15 +66,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if not allowed:
                     raise authorization_error(ResourceType.TOPIC)
+                if replicas.remote_log is not None and (
+                        p.timestamp >= 0
+                        or p.timestamp in (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP)):
+                    # Earliest, latest tiered and by time may be answered remotely: from
+                    # the metadata this leadership read, so checked (and waited) first.
+                    await _check_remote_ready(replicas, t.name, p.partition_index)
                 offset, ts, epoch = replicas.fetch_offset_for_timestamp(
                     t.name, p.partition_index, p.timestamp, isolation,
                     getattr(p, "current_leader_epoch", -1),
                 )
-                if replicas.remote_log is not None and (
-                        p.timestamp >= 0
-                        or p.timestamp in (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP)):
-                    # Earliest, latest tiered and by time may be answered remotely.
-                    await _check_remote_ready(replicas, t.name, p.partition_index)
                 if p.timestamp >= 0 and replicas.remote_log is not None:
                     # Tiered storage: the record may be older than the local log.
                     offset, ts, epoch = await replicas.remote_offset_for_timestamp(
