@@ -9,8 +9,10 @@ Real parts only: SeaweedFS with an identity (it checks signatures and expiry its
 S3 does), one broker process with tiering on and its embedded gateway on HTTP,
 confluent-kafka producing. The reads run the executor's code in-process (what a Spark
 task runs for a `TieredInputPartition`), so the wait between planning and reading is the
-test's to choose: URLs valid 1 s (`tiered.presign.expires`'s minimum), a read that starts
-after they expired.
+test's to choose: URLs valid 4 s, a read that starts after they expired. Not the route's
+1 s minimum: SigV4's X-Amz-Date is to the second, so a URL signed late in a second lives
+as little as `expires - 1` s, and the re-asked URL must outlive its first GET on a loaded
+machine (a full-suite run failed with 1 s: the fresh URL had expired too).
 
 - every row is read, in order, with its offset's value;
 - the re-ask unable to succeed (the gateway stopped: nothing listens at its address) fails
@@ -77,6 +79,9 @@ def tiered_topic(broker: YakBroker, s3: SeaweedS3, name: str) -> int:
     return m.copied_upto
 
 
+EXPIRES_S = 4  # the plan's URLs and the re-asked ones (see the module docstring)
+
+
 @pytest.fixture(scope="module")
 def topic(broker: YakBroker, s3: SeaweedS3) -> tuple[str, int]:
     return "reask", tiered_topic(broker, s3, "reask")
@@ -84,13 +89,13 @@ def topic(broker: YakBroker, s3: SeaweedS3) -> tuple[str, int]:
 
 def planned(broker: YakBroker, topic: str, end: int, **extra: str) -> tuple[object, list]:
     """(parsed options, the remote splits' task groups) as Spark's driver plans them, with
-    URLs valid 1 s."""
+    URLs valid EXPIRES_S."""
     from yak.spark.options import parse_source_options
     from yak.spark.source import TieredInputPartition, YakBatchReader
 
     raw = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
            "endingOffsets": f'{{"{topic}":{{"0":{end}}}}}', "tiered.presign": "true",
-           "tiered.gatewayUrl": broker.url, "tiered.presign.expires": "1s", **extra}
+           "tiered.gatewayUrl": broker.url, "tiered.presign.expires": f"{EXPIRES_S}s", **extra}
     opts = parse_source_options(raw, streaming=False)
     groups = [p.splits for p in YakBatchReader(opts).partitions()
               if isinstance(p, TieredInputPartition)]
@@ -112,7 +117,7 @@ def read(settings, groups: list, fail_on_data_loss: bool = True) -> list[tuple[i
 
 
 def expire() -> None:
-    time.sleep(2.5)  # URLs valid 1 s; SigV4 expiry is checked to the second
+    time.sleep(EXPIRES_S + 1.5)  # SigV4 expiry is checked to the second
 
 
 def test_expired_urls_are_reasked_and_every_row_is_read(broker, s3, topic) -> None:
