@@ -68,7 +68,7 @@ def _check(bootstrap: str, cluster_id: str, created: dict[str, int] | None = Non
     res = [ConfigResource(ResourceType.TOPIC, "orders"),
            ConfigResource(ResourceType.TOPIC, "compacted")]
     configs = {r.name: f.result(10) for r, f in admin.describe_configs(res).items()}
-    assert configs["orders"]["retention.ms"].value == "86400000"
+    assert configs["orders"]["retention.ms"].value == "3153600000000"
     assert not configs["orders"]["retention.ms"].is_default
     assert configs["orders"]["max.message.bytes"].value == "65536"
     assert configs["compacted"]["cleanup.policy"].value == "compact"
@@ -93,9 +93,14 @@ def test_a_data_dir_of_the_single_broker_of_before_opens(tmp_path: Path) -> None
     data = tmp_path / "data"
     shutil.copytree(FIXTURE, data)
     cluster_id = json.loads((data / "__yak_metadata.json").read_text())["cluster_id"]
+    # The fixture's records carry the times they were written (2026-11-26): a retention
+    # shorter than the fixture's age deletes them at start-up (the first run after
+    # 2026-11-27 23:00 found "orders", then at 1 day, empty). So "orders" keeps its own
+    # non-default retention of 100 years, and the topics on the broker's default keep
+    # everything (log.retention.ms=-1) whatever the date.
     settings = {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS"}
+        "super.users": "User:ANONYMOUS", "log.retention.ms": "-1"}
     broker = YakBroker(data, settings, port=free_port()).start()
     try:
         _check(broker.bootstrap, cluster_id)
