@@ -45,7 +45,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from yak.clock import Clock, MonotonicClock, SystemClock
-from yak.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from yak.errors import (
+    KafkaStorageError,
+    OffsetNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
 from yak.partition.fetch import FetchParams, FetchPartition, FetchPath, PartitionReadResult
 from yak.partition.follower import FollowerPath
 from yak.partition.group_commit import GroupCommit
@@ -340,6 +344,25 @@ class ReplicaManager(AppendPath, FetchPath, FollowerPath, IsrMaintenance):
                 if last is not None:
                     return last, -1, rl.epoch_for(topic, partition, last)
         return found
+
+    async def wait_remote_log_ready(self, topic: str, partition: int) -> None:
+        """Before ListOffsets answers from a tiered partition's remote log (earliest, latest
+        tiered, by time): a new leader answers from the remote log metadata only once it
+        has read it for its leadership (issue 25). The copy it held as a follower may
+        predate a DeleteRecords its predecessor answered, so an earliest offset from it
+        could name deleted records. Waits for that read up to remote.fetch.max.wait.ms,
+        then OFFSET_NOT_AVAILABLE, which clients retry, as for a new leader whose high
+        watermark is not caught up yet (KIP-207)."""
+        rl = self.remote_log
+        if rl is None:
+            return
+        p = self.partition_or_error(topic, partition)
+        if not p.log.config.remote_storage_enable or not p.is_leader:
+            return
+        if not await rl.wait_leader_ready(topic, partition, p.leader_epoch):
+            raise OffsetNotAvailableError(
+                f"{topic}-{partition}: the remote log metadata of leader epoch"
+                f" {p.leader_epoch} is not read yet")
 
     async def remote_offset_for_timestamp(
         self, topic: str, partition: int, timestamp: int, found: tuple[int, int, int],

@@ -16,7 +16,7 @@ import datetime
 from typing import Any
 
 from yak.broker.context import RequestContext
-from yak.errors import KafkaError, OffsetNotAvailableError
+from yak.errors import KafkaError
 from yak.partition import FetchIsolation
 from yak.protocol import kio_compat
 from yak.protocol.kio_compat import ErrorCode
@@ -29,22 +29,6 @@ MAX_VERSION = 10  # v11 adds LATEST_TIERED semantics only; kio max is 11
 READ_COMMITTED = 1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIERED_TIMESTAMP = -5
-
-
-async def _check_remote_ready(replicas: Any, topic: str, partition: int) -> None:
-    """A new leader of a tiered partition answers from the remote log metadata only once it
-    has read it for its leadership (issue 25): the copy it held as a follower may predate
-    a DeleteRecords its predecessor answered, so an earliest offset from it could name
-    deleted records. The request waits for that read up to remote.fetch.max.wait.ms, then
-    OFFSET_NOT_AVAILABLE, which clients retry, as for a new
-    leader whose high watermark is not caught up yet (KIP-207)."""
-    part = replicas.partition_or_error(topic, partition)
-    if not part.log.config.remote_storage_enable or not part.is_leader:
-        return
-    if not await replicas.remote_log.wait_leader_ready(topic, partition, part.leader_epoch):
-        raise OffsetNotAvailableError(
-            f"{topic}-{partition}: the remote log metadata of leader epoch"
-            f" {part.leader_epoch} is not read yet")
 
 _ZERO = datetime.timedelta(0)
 
@@ -71,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         or p.timestamp in (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP)):
                     # Earliest, latest tiered and by time may be answered remotely: from
                     # the metadata this leadership read, so checked (and waited) first.
-                    await _check_remote_ready(replicas, t.name, p.partition_index)
+                    await replicas.wait_remote_log_ready(t.name, p.partition_index)
                 offset, ts, epoch = replicas.fetch_offset_for_timestamp(
                     t.name, p.partition_index, p.timestamp, isolation,
                     getattr(p, "current_leader_epoch", -1),
