@@ -677,8 +677,12 @@ class LocalWatch:
             if snapshot is not None:
                 yield snapshot
             while not self._closed:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancel that
+                # comes in the loop iteration where the get completes, and the watch then
+                # ran on while its consumer's stop() awaited it forever (a full-suite hang).
                 try:
-                    resp = await asyncio.wait_for(self._queue.get(), EXPIRY_CHECK_S)
+                    async with asyncio.timeout(EXPIRY_CHECK_S):
+                        resp = await self._queue.get()
                 except TimeoutError:
                     await self._kv.expire_leases()
                     continue
