@@ -177,7 +177,8 @@ class AutoBalancer:
                     if mode == "continuous":
                         wait = self.tick_ms() / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                async with asyncio.timeout(wait):  # not wait_for: 3.11's drops a cancel
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _preferred_leaders(self) -> None:

@@ -540,8 +540,9 @@ class ClusterNode:
         if self.controller.active:
             # Let the controller finish moving what it was moving, then hand it over.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.controller.idle.wait(),
-                                       max(0.1, deadline - time.monotonic()))
+                # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel
+                async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                    await self.controller.idle.wait()
         await self.controller.stop()
         with contextlib.suppress(Exception):
             await self.election.stop()

@@ -347,7 +347,8 @@ class _SourceFetcher:
     async def _wait_changed(self, timeout: float | None) -> None:
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: 3.11's drops a cancel
+                await self._changed.wait()
 
     def _delay(self, partitions: list[_PartitionFetch], seconds: float) -> None:
         until = time.monotonic() + seconds

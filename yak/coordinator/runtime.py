@@ -275,7 +275,8 @@ class CoordinatorRuntime(Generic[S]):
             if self._loaded_event is None:
                 self._loaded_event = asyncio.Event()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._loaded_event.wait(), left)
+                async with asyncio.timeout(left):  # not wait_for: 3.11's drops a cancel
+                    await self._loaded_event.wait()
         return True
 
     def schedule_unload(self, partition: int, epoch: int | None = None) -> bool:

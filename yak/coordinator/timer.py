@@ -104,6 +104,8 @@ class TimerQueue:
                 self._wakeup.clear()
                 if sleep_ms > 0:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), sleep_ms / 1000)
+                        # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel
+                        async with asyncio.timeout(sleep_ms / 1000):
+                            await self._wakeup.wait()
         finally:
             self._wakeup = None

@@ -198,8 +198,10 @@ class RemoteLogManager:
         next_round = time.monotonic() + interval
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, min(
-                    _LEADERSHIP_POLL_S, next_round - time.monotonic())))
+                # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel
+                async with asyncio.timeout(max(0.0, min(
+                        _LEADERSHIP_POLL_S, next_round - time.monotonic()))):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 if time.monotonic() < next_round:

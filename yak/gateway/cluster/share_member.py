@@ -276,7 +276,8 @@ class ShareMember:
             left = deadline - time.monotonic()
             if not self.assignment:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._assigned.wait(), max(left, 0))
+                    async with asyncio.timeout(max(left, 0)):  # not wait_for: 3.11's drops a cancel
+                        await self._assigned.wait()
                 if not self.assignment:
                     return []
             if self._stale:
