@@ -24,6 +24,10 @@ import httpx
 WEED = str(Path(sys.executable).with_name("weed"))
 
 
+class _PortTaken(RuntimeError):
+    """weed could not bind a port chosen for it."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -48,6 +52,19 @@ class SeaweedS3:
         return f"http://127.0.0.1:{self.s3_port}"
 
     def start(self, timeout: float = 60.0) -> None:
+        fresh = not self._ports
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except _PortTaken:
+                # free_port's port was taken by another process before weed bound it (a
+                # full run's other worker): new ports, on a first start only (a restart
+                # must keep its ports).
+                if not fresh or attempt == 2:
+                    raise
+                self._ports = {}
+
+    def _start(self, timeout: float) -> None:
         data = os.path.join(self.workdir, "weed-data")
         os.makedirs(data, exist_ok=True)
         p = self._ports = self._ports or {name: free_port() for name in (
@@ -76,7 +93,11 @@ class SeaweedS3:
         probe = f"yak-probe-{os.getpid()}"
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited {self.proc.returncode}: {self.tail()}")
+                tail = self.tail()
+                if "address already in use" in tail:
+                    self.proc = None
+                    raise _PortTaken(f"weed exited (a port taken): {tail}")
+                raise RuntimeError(f"weed exited {self.proc.returncode}: {tail}")
             try:
                 # Ready means a bucket can be made and written: the S3 port answers before
                 # the volume server has registered with the master.
