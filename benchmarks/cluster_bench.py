@@ -108,11 +108,17 @@ class Cluster:
         return sum(self.cpu_by_broker().values())
 
     def cpu_by_broker(self) -> dict[int, float]:
+        return {n: user + system for n, (user, system) in self.cpu_split_by_broker().items()}
+
+    def cpu_split_by_broker(self) -> dict[int, tuple[float, float]]:
+        """(user, system) CPU seconds per broker. Kept apart because on a VM the system
+        part moves with the host (docs/benchmarks/replication.md section 15: a write into
+        new page-cache pages costs 3-5x after the guest has reported its free memory)."""
         out = {}
         for n, p in self.procs.items():
             with contextlib.suppress(psutil.Error):
                 t = psutil.Process(p.pid).cpu_times()
-                out[n] = t.user + t.system
+                out[n] = (t.user, t.system)
         return out
 
     def pids(self) -> set[int]:
@@ -162,15 +168,21 @@ def cpu_snapshot() -> tuple[dict[int, float], float]:
 
 
 def bench_run(cluster: Cluster, mode: str, spec: BenchSpec) -> dict[str, Any]:
-    by0 = cluster.cpu_by_broker()
+    split0 = cluster.cpu_split_by_broker()
     snap = cpu_snapshot()
     r = runner.run(mode, spec)
-    by1 = cluster.cpu_by_broker()
+    split1 = cluster.cpu_split_by_broker()
+    by0 = {n: u + s for n, (u, s) in split0.items()}
+    by1 = {n: u + s for n, (u, s) in split1.items()}
     cpu = sum(by1.values()) - sum(by0.values())
+    user = sum(u for u, _ in split1.values()) - sum(u for u, _ in split0.values())
     d = r.to_dict()
+    msgs = max(1, d["messages"])
     d["cpu_s_by_broker"] = {n: round(by1[n] - by0.get(n, 0.0), 2) for n in by1}
     d["cluster_cpu_s"] = round(cpu, 3)
-    d["cluster_cpu_us_per_msg"] = round(cpu / max(1, d["messages"]) * 1e6, 3)
+    d["cluster_cpu_us_per_msg"] = round(cpu / msgs * 1e6, 3)
+    d["cluster_user_us_per_msg"] = round(user / msgs * 1e6, 3)
+    d["cluster_sys_us_per_msg"] = round((cpu - user) / msgs * 1e6, 3)
     worker_pids = {p.pid for p in psutil.Process().children(recursive=True)}
     d["other_cpu_pct_all"] = round(other_cpu(cluster.pids() | worker_pids, snap), 1)
     return d
@@ -190,6 +202,8 @@ def throughput(cluster: Cluster, rounds: int, messages: int, sizes: list[int]
                 d = bench_run(cluster, "produce", spec)
                 row = {"size": size, "rf": rf, "round": r, "msgs_per_s": d["msgs_per_s"],
                        "cluster_cpu_us_per_msg": d["cluster_cpu_us_per_msg"],
+                       "user_us_per_msg": d["cluster_user_us_per_msg"],
+                       "sys_us_per_msg": d["cluster_sys_us_per_msg"],
                        "p99_ms": (d.get("latency_ms") or {}).get("p99"),
                        "other_cpu_pct": d["other_cpu_pct_all"], "errors": d["errors"]}
                 print(json.dumps(row), file=sys.stderr, flush=True)

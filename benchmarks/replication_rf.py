@@ -108,6 +108,16 @@ def main() -> None:
                              "throughput_rf3_over_rf1": med[3][0] / med[1][0],
                              "rf1_cpu_us_per_msg": med[1][1], "rf3_cpu_us_per_msg": med[3][1],
                              "cpu_rf3_over_rf1": med[3][1] / med[1][1]}
+            # User and system CPU apart (trees whose cluster_bench reports them): the
+            # system part carries the VM's price for new page-cache pages (section 15).
+            for part in ("user", "sys"):
+                vals = {rf: [r[f"{part}_us_per_msg"] for r in rows if r["size"] == size
+                             and r["rf"] == rf and f"{part}_us_per_msg" in r] for rf in (1, 3)}
+                if vals[1] and vals[3]:
+                    a1, a3 = statistics.median(vals[1]), statistics.median(vals[3])
+                    summary[size][f"rf1_{part}_us_per_msg"] = a1
+                    summary[size][f"rf3_{part}_us_per_msg"] = a3
+                    summary[size][f"{part}_rf3_over_rf1"] = a3 / a1 if a1 else None
         out["produce_summary"] = summary
         has_setting = "socket.sendfile.enable" in (tree / "yak" / "settings.py").read_text()
         if not a.no_consume and has_setting:
