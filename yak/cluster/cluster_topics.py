@@ -69,6 +69,8 @@ class ClusterTopicManager:
         self.replicas = replica_manager
         self.config = config
         self.node_id = config.node_id
+        self._last_id: uuid.UUID | None = None  # `topic_name`'s last id, and its text
+        self._last_text = ""
 
     # ------------------------------------------------------------------ queries
 
@@ -79,8 +81,19 @@ class ClusterTopicManager:
         return self.store.by_id(topic_id)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name only: a Fetch v13+ per topic per request, without `by_id`'s TopicInfo."""
-        return self.store.topic_name(str(topic_id))
+        """The name only: a Fetch v13+ per topic per request, without `by_id`'s TopicInfo.
+
+        The store maps the id's text; a UUID's text never changes, and the request decoder
+        hands the same UUID object for the same 16 bytes (`fetch_codec`'s cache), so the
+        text of the last id asked about is kept: `UUID.__str__` is Python code, once per
+        follower fetch otherwise. The name itself is looked up every time (a deleted or
+        re-created topic answers as the image says)."""
+        if topic_id is self._last_id:
+            text = self._last_text
+        else:
+            text = str(topic_id)
+            self._last_id, self._last_text = topic_id, text
+        return self.store.topic_name(text)
 
     def topics(self) -> list[TopicInfo]:
         return self.store.topics()

@@ -195,11 +195,15 @@ class FetchPath:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + params.max_wait_ms / 1000
             keys = [(w.topic, w.partition) for w in wanted]
+            # A follower's fetch that no throttle holds back read nothing because it is at
+            # the log end of every partition: only new data (or a change of a partition)
+            # gives it more, never a high watermark move alone.
+            log_end = params.replica_id >= 0 and not self._throttled(params, wanted, resolved)
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return results
-                woken = await self.fetch_purgatory.wait(keys, remaining)
+                woken = await self.fetch_purgatory.wait(keys, remaining, log_end)
                 resolved = [self._partitions.get(k) for k in keys]
                 results, total, errors = (
                     self._read_followed(params, wanted, resolved) if params.replica_id >= 0
@@ -211,6 +215,19 @@ class FetchPath:
                 now = self.clock.now_ms()
                 for p in followed:
                     p.follower_fetch_ended(params.replica_id, now)
+
+    def _throttled(self, params: FetchParams, wanted: Sequence[FetchPartition],
+                   resolved: Sequence[Partition | None]) -> bool:
+        """Does the leader's replication throttle apply to one of a follower's partitions
+        (as `_read_followed` decides it)?"""
+        throttle = self.leader_throttle
+        if throttle is None:
+            return False
+        replica = params.replica_id
+        for w, p in zip(wanted, resolved, strict=True):  # (a loop: `any` is a generator)
+            if p is not None and throttle.applies(w.topic, w.partition, replica in p.state.isr):
+                return True
+        return False
 
     def _read_for_follower(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
@@ -262,9 +279,11 @@ class FetchPath:
             slots.append(len(plain_wanted))
             plain_wanted.append(w)
             plain_resolved.append(p)
+        if not early:  # every partition reads (the steady state): nothing to merge
+            return self._read_followed(params, wanted, resolved)
         read, total, errors = self._read_followed(params, plain_wanted, plain_resolved)
         out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
-        return out, total, errors or early
+        return out, total, True
 
     def _read_followed(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
@@ -274,15 +293,14 @@ class FetchPath:
         it applies to (the follower not in the ISR, the replica named in the topic's
         `leader.replication.throttled.replicas`) answers no records while the quota is
         spent, and its bytes count against the quota otherwise."""
-        throttle = self.leader_throttle
-        if throttle is None:
+        if not self._throttled(params, wanted, resolved):  # the usual case: in sync
             return self._read_all(params, wanted, resolved)
+        throttle = self.leader_throttle
+        assert throttle is not None
         replica = params.replica_id
         held = [p is not None and throttle.applies(w.topic, w.partition,
                                                    replica in p.state.isr)
                 for w, p in zip(wanted, resolved, strict=True)]
-        if not any(held):
-            return self._read_all(params, wanted, resolved)
         spent = throttle.quota.wait_s() > 0
         read_wanted: list[FetchPartition] = []
         read_resolved: list[Partition | None] = []

@@ -130,12 +130,14 @@ class FollowerTracking:
     dead_follower_shrinks: int
     isr_expansions_held: int
 
-    def maybe_increment_high_watermark(self) -> bool:
+    def maybe_increment_high_watermark(self, log_moved: bool = True) -> bool:
         """Move the high watermark to the smallest log end offset over the ISR (the maximal
         ISR while a change is in flight), if the ISR has `min.insync.replicas` members.
 
         It never moves back, and only a leader moves it. Returns True if it moved; then
-        waiting acks=all produces and fetches are re-checked.
+        waiting acks=all produces and fetches are re-checked. `log_moved` False (a
+        follower's fetch: the log itself did not change) wakes only the fetches bounded by
+        the high watermark: a parked follower's fetch would find nothing new.
         """
         if not self.is_leader:
             return False
@@ -154,7 +156,10 @@ class FollowerTracking:
             return False
         log_.update_high_watermark(new_hw)
         self._produce_purgatory.check(self.topic, self.index, log_.high_watermark)
-        self._fetch_purgatory.notify(self.topic, self.index)
+        if log_moved:
+            self._fetch_purgatory.notify(self.topic, self.index)
+        else:
+            self._fetch_purgatory.notify_high_watermark(self.topic, self.index)
         return True
 
     def follower(self, replica_id: int) -> FollowerState | None:
@@ -194,7 +199,7 @@ class FollowerTracking:
         if replica_id not in self.state.isr:
             self._maybe_expand_isr(replica_id, f, now)
         if leo != previous:
-            return self.maybe_increment_high_watermark()
+            return self.maybe_increment_high_watermark(False)
         return False
 
     def follower_fetch_started(self, replica_id: int) -> None:

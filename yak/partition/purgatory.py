@@ -25,10 +25,37 @@ TopicPartition = tuple[str, int]
 
 
 class FetchPurgatory:
+    """Parked fetches by partition. A follower's fetch reads up to the log end, so only
+    new data (or a change of the partition) can give it more; a consumer's reads up to
+    the high watermark (or the last stable offset), so a high watermark move can too.
+    The two are kept apart so that `notify_high_watermark` (a move caused by a follower's
+    fetch, which appends nothing) wakes the consumers only: at RF=3 the leader's high
+    watermark moves on about every other follower fetch, and each such wake-up of the
+    other follower's parked fetch was a read that found nothing and parked again."""
+
     def __init__(self) -> None:
         self._waiters: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
+        # Fetches bounded by the log end (followers', `wait(..., log_end=True)`).
+        self._log_end: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
 
     def notify(self, topic: str, partition: int) -> None:
+        """New data or a change of the partition: wake every fetch parked on it."""
+        key = (topic, partition)
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(True)
+        if self._log_end:
+            waiters = self._log_end.pop(key, None)
+            if waiters:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(True)
+
+    def notify_high_watermark(self, topic: str, partition: int) -> None:
+        """Only the high watermark moved (nothing was appended, nothing else changed):
+        wake the fetches it can give more to, not those bounded by the log end."""
         waiters = self._waiters.pop((topic, partition), None)
         if waiters:
             for fut in waiters:
@@ -38,39 +65,49 @@ class FetchPurgatory:
     def notify_all(self) -> None:
         """Wake every waiter (shutdown, or a change that affects all partitions)."""
         waiters, self._waiters = self._waiters, {}
-        for group in waiters.values():
+        log_end, self._log_end = self._log_end, {}
+        for group in (*waiters.values(), *log_end.values()):
             for fut in group:
                 if not fut.done():
                     fut.set_result(True)
 
-    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float,
+                   log_end: bool = False) -> bool:
         """Wait until one of `partitions` gets new data or `timeout_s` passes.
 
         Returns True if woken by new data. Callers re-read the logs either way: a wake-up
-        is a hint, not a promise that enough bytes arrived.
+        is a hint, not a promise that enough bytes arrived. `log_end`: the fetch reads up
+        to the log end (a follower's, unthrottled), so a high watermark move alone
+        (`notify_high_watermark`) does not wake it.
         """
         if timeout_s <= 0:
             return False
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
-        keys = list(partitions)
+        keys = partitions if isinstance(partitions, list) else list(partitions)
+        table = self._log_end if log_end else self._waiters
         for key in keys:
-            self._waiters.setdefault(key, set()).add(fut)
+            group = table.get(key)
+            if group is None:
+                table[key] = {fut}
+            else:
+                group.add(fut)
         handle = loop.call_later(timeout_s, _expire, fut)
         try:
             return await fut
         finally:
             handle.cancel()
             for key in keys:
-                group = self._waiters.get(key)
+                group = table.get(key)
                 if group is not None:
                     group.discard(fut)
                     if not group:
-                        del self._waiters[key]
+                        del table[key]
 
     def waiting(self) -> int:
         """Number of (partition, fetch) registrations; for metrics and tests."""
-        return sum(len(g) for g in self._waiters.values())
+        return (sum(len(g) for g in self._waiters.values())
+                + sum(len(g) for g in self._log_end.values()))
 
 
 class ProducePurgatory:

@@ -335,8 +335,23 @@ class FetchRequestData:
     rack_id: str
 
 
+# A follower's usual request, v15-16: one topic (by id) of one partition, no forgotten
+# topics, no rack, and the request's one tagged field, replica_state. Read by one unpack;
+# the bytes the general reader would check are compared here (see `_follower_request`).
+_FOLLOWER_ONE = struct.Struct(">iiibiiB16sBiiqiqiBBBBBBBiqB")
+
+
 def decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
     """A Fetch request body (after the request header), versions MIN_VERSION-MAX_VERSION."""
+    if len(body) == _FOLLOWER_ONE.size and 15 <= version <= 16:
+        request = _follower_request(body)
+        if request is not None:
+            return request
+    return _decode_fetch_request(version, body)
+
+
+def _decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
+    """`decode_fetch_request`'s general reader: every version and shape."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise FetchRequestError(f"unsupported Fetch version {version}")
     err = FetchRequestError
@@ -454,12 +469,35 @@ def decode_fetch_request(version: int, body: memoryview) -> FetchRequestData:
                             session_id, session_epoch, topics, forgotten, rack)
 
 
+def _follower_request(body: memoryview) -> FetchRequestData | None:
+    """A follower's one-partition request (`_FOLLOWER_ONE`'s shape), as the general reader
+    decodes it, or None when the bytes are another shape of the same length (the general
+    reader decides then). Every count and tag the general reader reads is compared; like
+    it, the replica_state struct's own tagged-field byte is not looked at."""
+    (max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch, n_topics, raw,
+     n_parts, partition, leader_epoch, fetch_offset, last_epoch, log_start, max_part,
+     part_tags, topic_tags, n_forgotten, rack, n_tags, tag, tag_size, replica_id,
+     replica_epoch, _) = _FOLLOWER_ONE.unpack_from(body, 0)
+    if (n_topics != 2 or n_parts != 2 or part_tags or topic_tags or n_forgotten != 1
+            or rack != 1 or n_tags != 1 or tag != 1 or tag_size != _REPLICA_STATE.size + 1):
+        return None
+    return FetchRequestData(
+        replica_id, replica_epoch, max_wait, min_bytes, max_bytes, isolation, session_id,
+        session_epoch, [FetchRequestTopicData(None, _uuid_from_raw(raw), [
+            FetchRequestPartitionData(partition, fetch_offset, max_part, leader_epoch,
+                                      last_epoch, log_start)])], [], "")
+
+
 def _uuid_or_none(buf: memoryview, pos: int) -> uuid.UUID | None:
     """A topic id; the all-zero id is "none", as kio reads it. The same few ids come in
     every request (a follower's fetch names the same topics each round trip), so their
     `UUID` objects (immutable) are kept, not built again: a bounded cache, emptied when
     full, so ids a client makes up cannot grow it."""
-    raw = bytes(buf[pos:pos + 16])
+    return _uuid_from_raw(bytes(buf[pos:pos + 16]))
+
+
+def _uuid_from_raw(raw: bytes) -> uuid.UUID | None:
+    """`_uuid_or_none` of 16 bytes already taken out."""
     tid = _IDS.get(raw)
     if tid is None:
         if raw == _ZERO_ID:
