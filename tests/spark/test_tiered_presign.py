@@ -31,12 +31,12 @@ from tests.tiered.seaweed import SeaweedS3
 from tests.tiered.test_presign import (
     KEY,
     SECRET,
-    authed_seaweed,
+    authed_s3_fixture,
     create_topic,
     manifest,
     produce,
     store_uri,
-    tiered_settings,
+    tiered_broker,
     wait_tiered,
 )
 
@@ -46,24 +46,13 @@ PREFIX = "sp"
 TOPIC = "presign-read"
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    weed = authed_seaweed(tmp_path_factory.mktemp("seaweed-spark-presign"))
-    yield weed
-    weed.stop()
+s3 = authed_s3_fixture("seaweed-spark-presign")
 
 
 @pytest.fixture(scope="module")
 def broker(s3: SeaweedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakBroker]:
-    data = tmp_path_factory.mktemp("yak-spark-presign") / "data"
-    data.mkdir()
-    b = YakBroker(data, tiered_settings(s3, PREFIX), http=f"127.0.0.1:{free_port()}").start()
-    b.url = f"http://{b.http}"  # type: ignore[attr-defined]
-    yield b
-    try:
-        b.stop(10)
-    finally:
-        b.kill()
+    with tiered_broker(s3, tmp_path_factory.mktemp("yak-spark-presign"), PREFIX) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -34,11 +34,11 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from tests.conftest import YakBroker, free_port
 from tests.tiered.seaweed import SeaweedS3
 from tests.tiered.test_presign import (
-    authed_seaweed,
+    authed_s3_fixture,
     create_topic,
     manifest,
     produce,
-    tiered_settings,
+    tiered_broker,
     wait_tiered,
 )
 from tests.waiting import wait_until
@@ -48,24 +48,13 @@ pytestmark = pytest.mark.timeout(300)
 PREFIX = "rk"
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    weed = authed_seaweed(tmp_path_factory.mktemp("seaweed-presign-reask"))
-    yield weed
-    weed.stop()
+s3 = authed_s3_fixture("seaweed-presign-reask")
 
 
 @pytest.fixture(scope="module")
 def broker(s3: SeaweedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakBroker]:
-    data = tmp_path_factory.mktemp("yak-presign-reask") / "data"
-    data.mkdir()
-    b = YakBroker(data, tiered_settings(s3, PREFIX), http=f"127.0.0.1:{free_port()}").start()
-    b.url = f"http://{b.http}"  # type: ignore[attr-defined]
-    yield b
-    try:
-        b.stop(10)
-    finally:
-        b.kill()
+    with tiered_broker(s3, tmp_path_factory.mktemp("yak-presign-reask"), PREFIX) as b:
+        yield b
 
 
 def tiered_topic(broker: YakBroker, s3: SeaweedS3, name: str) -> int:

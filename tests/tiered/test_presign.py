@@ -22,7 +22,8 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -64,6 +65,40 @@ def authed_seaweed(workdir: Path) -> SeaweedS3:
     r = httpx.put(url, timeout=10)
     assert r.status_code == 200, r.text
     return weed
+
+
+def authed_s3_fixture(name: str) -> Callable[..., Iterator[SeaweedS3]]:
+    """A test module's `s3` fixture (module scope): `authed_seaweed` in a temporary
+    directory named `name`; `s3 = authed_s3_fixture("...")` at the module's top level."""
+
+    @pytest.fixture(scope="module")
+    def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+        weed = authed_seaweed(tmp_path_factory.mktemp(name))
+        yield weed
+        weed.stop()
+
+    return s3
+
+
+@contextmanager
+def tiered_broker(s3: SeaweedS3, base: Path, prefix: str, *,
+                  gateway: bool = True) -> Iterator[YakBroker]:
+    """A broker tiering to `s3` under `prefix`, its data in `base`/data; with its
+    embedded HTTP gateway at `.url` unless `gateway` is False. Stopped (killed if it
+    does not stop in 10 s) on leaving."""
+    data = base / "data"
+    data.mkdir()
+    b = YakBroker(data, tiered_settings(s3, prefix),
+                  http=f"127.0.0.1:{free_port()}" if gateway else None).start()
+    if gateway:
+        b.url = f"http://{b.http}"  # type: ignore[attr-defined]
+    try:
+        yield b
+    finally:
+        try:
+            b.stop(10)
+        finally:
+            b.kill()
 
 
 def bucket_store(s3: SeaweedS3) -> S3Store:
@@ -135,24 +170,13 @@ def segments(url: str, topic: str, partition: int, auth: tuple[str, str] | None 
                      timeout=30)
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    weed = authed_seaweed(tmp_path_factory.mktemp("seaweed-presign"))
-    yield weed
-    weed.stop()
+s3 = authed_s3_fixture("seaweed-presign")
 
 
 @pytest.fixture(scope="module")
 def broker(s3: SeaweedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[YakBroker]:
-    data = tmp_path_factory.mktemp("yak-presign") / "data"
-    data.mkdir()
-    b = YakBroker(data, tiered_settings(s3, "pre"), http=f"127.0.0.1:{free_port()}").start()
-    b.url = f"http://{b.http}"  # type: ignore[attr-defined]
-    yield b
-    try:
-        b.stop(10)
-    finally:
-        b.kill()
+    with tiered_broker(s3, tmp_path_factory.mktemp("yak-presign"), "pre") as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from tests.security.conftest import JAAS_SCRAM, make_certs, start_secured
 from tests.security.wire import rdkafka
 from tests.tiered.seaweed import SeaweedS3
 from tests.tiered.test_presign import (
-    authed_seaweed,
+    authed_s3_fixture,
     create_topic,
     produce,
     segments,
@@ -50,11 +50,7 @@ ADMIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required 
 TOPIC = "guarded"
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    weed = authed_seaweed(tmp_path_factory.mktemp("seaweed-presign-acl"))
-    yield weed
-    weed.stop()
+s3 = authed_s3_fixture("seaweed-presign-acl")
 
 
 @pytest.fixture(scope="module")

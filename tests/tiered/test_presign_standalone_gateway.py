@@ -29,7 +29,7 @@ from tests.tiered.seaweed import SeaweedS3
 from tests.tiered.test_presign import (
     KEY,
     SECRET,
-    authed_seaweed,
+    authed_s3_fixture,
     bucket_store,
     create_topic,
     manifest,
@@ -46,11 +46,7 @@ PREFIX = "gw"
 TOPIC = "standalone-presign"
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    weed = authed_seaweed(tmp_path_factory.mktemp("seaweed-presign-gw"))
-    yield weed
-    weed.stop()
+s3 = authed_s3_fixture("seaweed-presign-gw")
 
 
 @pytest.fixture(scope="module")
