@@ -83,8 +83,9 @@ MAX_INFLIGHT_BYTES = 32 * 1024 * 1024
 # responses in memory. Consumers and followers send one Fetch at a time anyway.
 MAX_INFLIGHT_FETCHES = 2
 FETCH_KEY = 1
-PIPELINED_APIS = frozenset({0, 1})  # Produce, Fetch: handlers that park on delayed operations
-_API_KEY = struct.Struct(">h")
+# Produce (0) and Fetch (FETCH_KEY): handlers that park on delayed operations; `_serve`
+# tests the frame's two API key bytes for these two.
+PIPELINED_APIS = frozenset({0, FETCH_KEY})
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
@@ -138,6 +139,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writer: ResponseWriter | None = None  # set when the transport is
         self._transport_paused = False  # above its high water mark (pause_writing)
         self.extras: dict[str, Any] = {}
+        # Per (api_key, api_version) seen on this connection: its handler and whether its
+        # request header is v2 (tagged fields follow client_id), so a request costs one
+        # dict lookup instead of the registry, the version range and kio's class lookup.
+        self._dispatch: dict[int, tuple[handlers.HandlerSpec, bool]] = {}
+        self._loop: asyncio.AbstractEventLoop  # (set by connection_made)
+        self._metrics = broker.metrics
+        self._request_quota = broker.quotas.request
 
     # ------------------------------------------------------------ asyncio callbacks
 
@@ -167,7 +175,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.extras["sendfile"] = True
         self._writer = ResponseWriter(transport, sendfile_fd,  # type: ignore[arg-type]
                                       self._writer_blocked, self._writer_failed)
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._serve())
         self._idle_timer = loop.call_later(RECEIVE_BUFFER_IDLE_S, self._release_if_idle)
         self.broker.connections.add(self)
@@ -233,17 +241,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._reads += 1
         receiver = self._frames
-        for frame in receiver.buffer_updated(nbytes):
-            self._enqueue(frame)
+        frames = receiver.buffer_updated(nbytes)
+        if frames:
+            self._enqueue(frames)
         if receiver.error is not None:
             log.info("closing connection from %s: %s", self.peer, receiver.error)
             self.close()
 
-    def _enqueue(self, frame: memoryview) -> None:
-        self._queue.append(frame)
-        self._queued_bytes += len(frame)
+    def _enqueue(self, frames: list[memoryview]) -> None:
+        """Hand over the frames one read completed, in arrival order. While the serve loop
+        waits for a frame (nothing queued, nothing it is waiting on: no barrier, no full
+        window, no muting, no write back-pressure), the pipelined ones among the first
+        frames start here, as that loop would start them, without waking it for each
+        (issue 28: a follower's or consumer's Fetch is one read, and this saved the loop's
+        wake-up and step per request); the rest are queued and wake it once."""
+        w = self._wakeup
+        if w is not None and not w.done() and not self._muted_until and not self._closed:
+            started = 0
+            for frame in frames:
+                size = len(frame)
+                if size < 2 or frame[0] != 0 or frame[1] > FETCH_KEY \
+                        or not self._can_write.is_set() or self._window_full(frame[1]) \
+                        or not self._pipelinable():
+                    break
+                self._start_pipelined(frame, size, frame[1])
+                started += 1
+            if started:
+                if started == len(frames):
+                    return
+                frames = frames[started:]
+        queue = self._queue
+        queue.extend(frames)
+        self._queued_bytes += sum(map(len, frames))
         if (
-            len(self._queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= MAX_QUEUED_BYTES
+            len(queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= MAX_QUEUED_BYTES
         ) and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -278,45 +309,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
+        # (bound once: this loop runs once per request, issue 28)
+        queue = self._queue
+        inflight = self._inflight
         try:
             while not self._closed:
-                if not self._queue:
+                if not queue:
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
-                frame = self._queue.popleft()
-                self._queued_bytes -= len(frame)
-                if self._reading_paused and len(self._queue) < MAX_QUEUED_REQUESTS // 2 \
+                frame = queue.popleft()
+                size = len(frame)
+                self._queued_bytes -= size
+                if self._reading_paused and len(queue) < MAX_QUEUED_REQUESTS // 2 \
                         and self._queued_bytes < MAX_QUEUED_BYTES // 2:
                     self._reading_paused = False
                     if self.transport is not None and not self._closed:
                         self.transport.resume_reading()
-                muted = self._muted_until - loop.time()
-                if muted > 0:
-                    # KIP-219: the response went out at once, carrying throttle_time_ms;
-                    # the channel stays muted (nothing more is handled) until it is over.
-                    await asyncio.sleep(muted)
-                api = self._pipelinable(frame)
+                if self._muted_until:
+                    muted = self._muted_until - loop.time()
+                    if muted > 0:
+                        # KIP-219: the response went out at once, carrying throttle_time_ms;
+                        # the channel stays muted (nothing more is handled) until it is over.
+                        await asyncio.sleep(muted)
+                    else:
+                        self._muted_until = 0.0  # over: no clock read per request
+                # Produce (0) or Fetch (1): the API key's high byte 0, its low byte 0 or 1.
+                api = frame[1] if size >= 2 and frame[0] == 0 and frame[1] <= FETCH_KEY \
+                    and self._pipelinable() else -1
                 if api >= 0:
-                    while self._inflight and (
-                            len(self._inflight) >= MAX_INFLIGHT
-                            or self._inflight_bytes >= MAX_INFLIGHT_BYTES
-                            or (api == FETCH_KEY
-                                and self._inflight_fetches >= MAX_INFLIGHT_FETCHES)):
+                    while self._window_full(api):
                         await self._wait_oldest()
-                    while self._inflight and self._inflight[0].done():
-                        self._inflight.popleft()
-                    prev = self._inflight[-1] if self._inflight else None
-                    # Counted here, not when the task first runs: frames that arrived
-                    # together are taken in one go, before any of their tasks has run.
-                    self._inflight_bytes += len(frame)
-                    self._inflight_fetches += api == FETCH_KEY
-                    turn = self._last_turn = EffectTurn(self._last_turn)
-                    self._inflight.append(
-                        loop.create_task(self._pipelined([frame], prev, api, turn)))
+                    self._start_pipelined(frame, size, api)
                 else:
-                    while self._inflight:
+                    while inflight:
                         await self._wait_oldest()
                     if self._closed:
                         return
@@ -335,20 +362,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
 
-    def _pipelinable(self, frame: memoryview) -> int:
-        """The API key of a Produce or Fetch once the connection is past any SASL
-        exchange; -1 for anything handled alone."""
-        if len(frame) < 2:
-            return -1
-        api = _API_KEY.unpack_from(frame, 0)[0]
-        if api not in PIPELINED_APIS:
-            return -1
+    def _window_full(self, api: int) -> bool:
+        """The in-flight limits leave no room for one more pipelined request of `api`."""
+        inflight = self._inflight
+        return bool(inflight) and (
+            len(inflight) >= MAX_INFLIGHT
+            or self._inflight_bytes >= MAX_INFLIGHT_BYTES
+            or (api == FETCH_KEY and self._inflight_fetches >= MAX_INFLIGHT_FETCHES))
+
+    def _start_pipelined(self, frame: memoryview, size: int, api: int) -> None:
+        """Start the next pipelined request in arrival order (the window has room): its
+        task answers after the request before it, its turn is chained to that one's."""
+        inflight = self._inflight
+        while inflight and inflight[0].done():
+            inflight.popleft()
+        prev = inflight[-1] if inflight else None
+        # Counted here, not when the task first runs: frames that arrived together are
+        # taken in one go, before any of their tasks has run.
+        self._inflight_bytes += size
+        self._inflight_fetches += api == FETCH_KEY
+        turn = self._last_turn = EffectTurn(self._last_turn)
+        inflight.append(self._loop.create_task(self._pipelined([frame], size, prev, api, turn)))
+
+    def _pipelinable(self) -> bool:
+        """A Produce or Fetch may be pipelined: the connection is past any SASL exchange
+        (before, everything is handled alone, bare SASL v0 tokens included)."""
         session = self.session
         authenticator = session.authenticator if session is not None else None
-        if authenticator is None or (authenticator.authenticated
-                                     and not authenticator.awaiting_raw_token):
-            return api
-        return -1
+        return authenticator is None or (authenticator.authenticated
+                                         and not authenticator.awaiting_raw_token)
 
     async def _wait_oldest(self) -> None:
         task = self._inflight[0]
@@ -361,8 +403,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             until = asyncio.get_running_loop().time() + throttle_ms / 1000
             self._muted_until = max(self._muted_until, until)
 
-    async def _pipelined(self, held: list[memoryview], prev: asyncio.Task[int] | None,
-                         api: int, turn: EffectTurn) -> int:
+    async def _pipelined(self, held: list[memoryview], size: int,
+                         prev: asyncio.Task[int] | None, api: int, turn: EffectTurn) -> int:
         """One pipelined request: handled at once, its effects after those of the requests
         before it (`turn`), answered after `prev` answered. The caller counted it in
         flight (bytes, Fetches); this takes it back when it is done, and releases its turn
@@ -371,8 +413,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         `held` is the frame in a list this empties: the frame is a view of the receive
         buffer, and only the handler may hold it while the request waits (a Produce lets
         its records go once they are in the log, so an acks=all request parked for its
-        replicas does not keep the buffer from being reused; issue 28)."""
-        size = len(held[0])
+        replicas does not keep the buffer from being reused; issue 28). `size`: the frame's
+        bytes, counted in flight."""
         fetch = api == FETCH_KEY
         try:
             throttle_ms = await self._handle_frame(held.pop(), prev, turn)
@@ -392,10 +434,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return throttle_ms
 
     @staticmethod
-    async def _turn(prev: asyncio.Task[int] | None) -> None:
+    async def _turn(prev: asyncio.Task[int]) -> None:
         """Wait until the request before this one has written its response."""
-        if prev is not None and not prev.done():
-            await _finished(prev)
+        await _finished(prev)
 
     async def _handle_frame(self, frame: memoryview,
                             prev: asyncio.Task[int] | None = None,
@@ -426,18 +467,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._write_response(correlation_id, response)
                 self.close(flush=True)
                 return 0
-        spec = handlers.get(api_key)
-        if spec is None or not spec.supports(api_version):
-            if api_key == API_VERSIONS_KEY:
-                # KIP-511: answer in v0 so any client can learn our range.
-                self._write_response(correlation_id, self._unsupported_api_versions())
-                return 0
-            raise ProtocolViolation(f"unsupported API key {api_key} version {api_version}")
-        if kio_compat.request_header_version(api_key, api_version) >= 2:
-            try:
-                pos = skip_header_tagged_fields(frame, pos)
-            except HeaderError as e:
-                raise ProtocolViolation(f"bad request header: {e}") from None
+        # The API key and version in one int (two int16s, so distinct pairs never meet).
+        dispatch_key = (api_key << 16) | (api_version & 0xFFFF)
+        dispatch = self._dispatch.get(dispatch_key)
+        if dispatch is None:
+            spec = handlers.get(api_key)
+            if spec is None or not spec.supports(api_version):
+                if api_key == API_VERSIONS_KEY:
+                    # KIP-511: answer in v0 so any client can learn our range.
+                    self._write_response(correlation_id, self._unsupported_api_versions())
+                    return 0
+                raise ProtocolViolation(f"unsupported API key {api_key} version {api_version}")
+            dispatch = self._dispatch[dispatch_key] = (
+                spec, kio_compat.request_header_version(api_key, api_version) >= 2)
+        spec, flexible = dispatch
+        if flexible:
+            if pos < len(frame) and frame[pos] == 0:
+                pos += 1  # no tagged fields (what every client sends): no call to skip them
+            else:
+                try:
+                    pos = skip_header_tagged_fields(frame, pos)
+                except HeaderError as e:
+                    raise ProtocolViolation(f"bad request header: {e}") from None
         ctx = RequestContext(
             broker=self.broker,
             api_key=api_key,
@@ -451,7 +502,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             session=session,
             turn=turn,
         )
-        started = time.perf_counter()
+        started = _perf_counter()
         try:
             if spec.decode_request is not None:
                 request = spec.decode_request(ctx, frame[pos:])
@@ -486,8 +537,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # header and may be shorter than one (a PLAIN token of 4 bytes): lower the
             # receiver's minimum until the exchange is over (before the answer goes out).
             self._frames.min_size = 0
-        throttle_ms = self._throttle(ctx, started)
-        if prev is not None:
+        throttle_ms = ctx.throttle_time_ms
+        if self._request_quota.enabled:
+            throttle_ms = self._throttle(ctx, started)
+        if prev is not None and not prev.done():  # (no coroutine when it has answered)
             await self._turn(prev)
         if throttle_ms and response is not None:
             if hasattr(response, "throttle_time"):
@@ -500,7 +553,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 struct.pack_into(">i", head, at if at >= 0 else len(head) + at, throttle_ms)
         if response is None or self._closed:
             # acks=0 produces have no response but were handled: they count too.
-            self.broker.metrics.record_request(api_key, started)
+            self._metrics.record_request(api_key, started)
             return throttle_ms
         try:
             self._write_response(correlation_id, response)
@@ -513,23 +566,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if fallback is None:
                 raise ProtocolViolation("unencodable response") from None
             self._write_response(correlation_id, fallback)
-        self.broker.metrics.record_request(api_key, started)
+        self._metrics.record_request(api_key, started)
         if ctx.close_connection:
             self.close(flush=True)
         return throttle_ms
 
     def _throttle(self, ctx: RequestContext, started: float) -> int:
-        """The request quota (`request_percentage`: handler time as a share of one thread)
-        on top of what the handler applied itself (byte rates): the longer throttle wins."""
-        request_quota = self.broker.quotas.request
-        throttle = ctx.throttle_time_ms
-        if request_quota.enabled:
-            pct = (time.perf_counter() - started) * 100.0
-            t = request_quota.record_and_get_throttle_time_ms(
-                ctx.principal, ctx.client_id or "", pct
-            )
-            throttle = max(throttle, t)
-        return throttle
+        """The request quota (`request_percentage`: handler time as a share of one thread;
+        the caller checked it is enabled) on top of what the handler applied itself (byte
+        rates): the longer throttle wins."""
+        pct = (_perf_counter() - started) * 100.0
+        t = self._request_quota.record_and_get_throttle_time_ms(
+            ctx.principal, ctx.client_id or "", pct
+        )
+        return max(ctx.throttle_time_ms, t)
 
     async def _raw_sasl_token(self, authenticator: Any, frame: memoryview) -> None:
         """SaslHandshake v0: the client's tokens follow as bare size-prefixed frames (no
@@ -576,6 +626,9 @@ async def _finished(task: asyncio.Task[int]) -> None:
             raise
     except Exception:
         pass
+
+
+_perf_counter = time.perf_counter
 
 
 def _now_ms() -> int:
