@@ -236,10 +236,15 @@ class FetchPath:
         """A follower's fetch, first pass (Kafka's leader side of replication): check its
         epochs, answer a diverging epoch where its log stops matching ours, record its log
         end offset (moving the high watermark, maybe adding it to the ISR), then read up to
-        the log end. A later pass after a long-poll wake-up is a plain read."""
+        the log end. A later pass after a long-poll wake-up is a plain read.
+
+        A partition fetched at its log end is answered here, without the read (see
+        below); a throttled or tiered one takes the read, which may count or change it."""
         now = self.clock.now_ms()
         replica = params.replica_id
         epoch = params.replica_epoch
+        throttle = self.leader_throttle
+        rl = self.remote_log
         early = False  # an error or a diverging epoch: answer at once, never long-poll
         plain_wanted: list[FetchPartition] = []
         plain_resolved: list[Partition | None] = []
@@ -274,16 +279,28 @@ class FetchPath:
                         _NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
                         diverging_epoch=(end_epoch, end_offset)))
                     continue
-            if p.log_start_offset <= offset <= p.log_end_offset:
+            log_end = p.log_end_offset
+            if p.log_start_offset <= offset <= log_end:
                 p.update_follower_fetch_state(replica, offset, now, epoch, w.log_start_offset)
+                if offset == log_end and (
+                        throttle is None
+                        or not throttle.applies(w.topic, w.partition, replica in p.state.isr)) \
+                        and (rl is None or not p.log.config.remote_storage_enable):
+                    # At the log end (a caught-up follower's every other fetch): the read
+                    # would find nothing and answer the offsets below (`Partition.read`),
+                    # with no throttle to count and no remote log start to put in.
+                    slots.append(PartitionReadResult(_NONE, p.high_watermark,
+                                                     p.last_stable_offset, p.log_start_offset))
+                    continue
             slots.append(len(plain_wanted))
             plain_wanted.append(w)
             plain_resolved.append(p)
-        if not early:  # every partition reads (the steady state): nothing to merge
+        if len(plain_wanted) == len(wanted):  # every partition reads: nothing to merge
             return self._read_followed(params, wanted, resolved)
-        read, total, errors = self._read_followed(params, plain_wanted, plain_resolved)
+        read, total, errors = (self._read_followed(params, plain_wanted, plain_resolved)
+                               if plain_wanted else ([], 0, False))
         out = [s if isinstance(s, PartitionReadResult) else read[s] for s in slots]
-        return out, total, True
+        return out, total, errors or early
 
     def _read_followed(
         self, params: FetchParams, wanted: Sequence[FetchPartition],
