@@ -151,3 +151,40 @@ def test_a_tiered_partition_at_the_log_end_takes_the_read(cluster) -> None:  # n
         assert fast == general and fast[3] == 0  # the remote log start, not the local 2
 
     run(body())
+
+
+def test_the_epoch_check_answers_as_the_epoch_cache(cluster) -> None:  # noqa: ANN001, F811
+    """The follower's last fetched epoch against the leader's epochs (0 and 2 here): the
+    usual case (its epoch our latest or newer) is answered without asking the epoch cache;
+    every answer must be what `end_offset_for_epoch` gives (Kafka's diverging epoch, or
+    OFFSET_OUT_OF_RANGE where no epoch of ours is that old)."""
+    ctl, rms = cluster
+    start(ctl, rms)
+    leader = rms[1]
+
+    async def body() -> None:
+        for _ in range(2):
+            assert (await produce(leader, 1)).error == 0
+        start(ctl, rms, epoch=2)
+        for _ in range(2):
+            assert (await produce(leader, 1)).error == 0
+        p = leader.get_partition(T, 0)
+        assert p.latest_epoch == 2 and p.log_end_offset == 4
+        cases = 0
+        for last in (-1, 0, 1, 2, 3, 7):
+            for offset in range(5):
+                want = FetchPartition(T, 0, offset, 1 << 20, 2, last, 0)
+                (r,) = await leader.fetch_messages(_params(2), [want])
+                diverging = None
+                error = 0
+                if last >= 0:
+                    end_epoch, end_offset = p.end_offset_for_epoch(last)
+                    if end_epoch < 0 or end_offset < 0:
+                        error = ErrorCode.offset_out_of_range
+                    elif end_epoch < last or end_offset < offset:
+                        diverging = (end_epoch, end_offset)
+                assert (r.error, r.diverging_epoch) == (error, diverging), (last, offset)
+                cases += diverging is not None
+        assert cases > 0
+
+    run(body())

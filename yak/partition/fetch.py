@@ -262,10 +262,18 @@ class FetchPath:
                 early = True
                 continue
             offset = w.fetch_offset
-            if w.last_fetched_epoch >= 0:
+            log_end = p.log_end_offset
+            last_epoch = w.last_fetched_epoch
+            if last_epoch >= 0:
                 # Kafka's Partition.fetchRecords: the follower's last epoch must end here
-                # at or after its fetch offset, or it must truncate first.
-                end_epoch, end_offset = p.end_offset_for_epoch(w.last_fetched_epoch)
+                # at or after its fetch offset, or it must truncate first. The usual case,
+                # its last epoch our latest (or newer): that epoch ends at our log end, as
+                # `end_offset_for_epoch` answers, without the epoch cache's lock.
+                latest = p.latest_epoch
+                if last_epoch >= latest >= 0:
+                    end_epoch, end_offset = latest, log_end
+                else:
+                    end_epoch, end_offset = p.end_offset_for_epoch(last_epoch)
                 if end_epoch < 0 or end_offset < 0:
                     # No epoch of ours is that old: nothing to compare; the follower
                     # learns our log's bounds from OFFSET_OUT_OF_RANGE (Kafka's answer).
@@ -273,13 +281,12 @@ class FetchPath:
                     slots.append(PartitionReadResult(_OUT_OF_RANGE, p.high_watermark,
                                                      p.last_stable_offset, p.log_start_offset))
                     continue
-                if end_epoch < w.last_fetched_epoch or end_offset < offset:
+                if end_epoch < last_epoch or end_offset < offset:
                     early = True
                     slots.append(PartitionReadResult(
                         _NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
                         diverging_epoch=(end_epoch, end_offset)))
                     continue
-            log_end = p.log_end_offset
             if p.log_start_offset <= offset <= log_end:
                 p.update_follower_fetch_state(replica, offset, now, epoch, w.log_start_offset)
                 if offset == log_end and (
