@@ -37,12 +37,14 @@ PROFILE = sys.argv[3] == "1"
 ROUNDS = int(sys.argv[4])
 import os
 ALL = os.environ.get("CONN_BENCH_ALL") == "1"
+INPROC_REAL = os.environ.get("CONN_BENCH_INPROC_REAL") == "1"
 from yak.broker.server import start_broker
 from yak.config import BrokerConfig
 from yak.protocol import kio_compat
 from yak.protocol.records import Record, build_batch
 
-loop = asyncio.new_event_loop()
+import uvloop  # what `yak serve` runs on (yak/broker/server.py)
+loop = uvloop.new_event_loop()
 thread = threading.Thread(target=loop.run_forever, daemon=True)
 thread.start()
 call = lambda coro: asyncio.run_coroutine_threadsafe(coro, loop).result(60)
@@ -172,6 +174,87 @@ for r in range(ROUNDS):
         out.append(f"  {case}: own time of connection-path functions "
                    f"{sum(r[0] for r in rows):.1f} us/request (profiled):")
         out += [f"    {t:6.2f} us {c:5.2f} calls  {n}" for t, c, n in rows[:16]]
+
+
+class FakeTransport:
+    """Just enough of a transport for `KafkaConnection` (no sendfile: its writer writes
+    every response with `writelines`), counting the responses written."""
+
+    def __init__(self):
+        self.responses = 0
+        self.target = 0
+        self.done = None
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        pass
+
+    def writelines(self, buffers):
+        self.responses += 1
+        if self.responses >= self.target and self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def write(self, data):
+        self.writelines([data])
+
+    def get_write_buffer_size(self):
+        return 0
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+    def is_closing(self):
+        return False
+
+    def close(self):
+        pass
+
+    def abort(self):
+        pass
+
+
+async def inproc(frame, window, n):
+    """The connection's path with no socket: frames written into its receive buffer as a
+    read would, responses counted by a stand-in transport. Thread CPU per request."""
+    from yak.broker.connection import KafkaConnection
+
+    conn = KafkaConnection(broker)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    burst = frame * window
+    loop = asyncio.get_running_loop()
+    t0 = time.thread_time()
+    for i in range(n // window):
+        transport.target = (i + 1) * window
+        transport.done = loop.create_future()
+        buf = conn.get_buffer(-1)
+        buf[:len(burst)] = burst
+        conn.buffer_updated(len(burst))
+        await transport.done
+    cpu = time.thread_time() - t0
+    conn.connection_lost(None)
+    return cpu / (n // window * window) * 1e6
+
+inproc_best = {}
+for r in range(ROUNDS):
+    for case, frame, window, stub in cases:
+        if stub is None and not INPROC_REAL:
+            continue
+        if stub is not None:
+            reg[stub[0]] = stubbed(*stub)
+        call(inproc(frames[frame], window, 200))
+        cpu = call(inproc(frames[frame], window, N))
+        if stub is not None:
+            reg[stub[0]] = real[stub[0]]
+        inproc_best[case] = min(inproc_best.get(case, cpu), cpu)
+for case, cpu in inproc_best.items():
+    print(f"{case:15s} in-process CPU     {cpu:6.2f} us/request (no socket; best of {ROUNDS})",
+          flush=True)
 for case, *_ in cases:
     print(f"{case:15s} broker thread CPU {best[case]:6.2f} us/request "
           f"(best of {ROUNDS} rounds of {N})", flush=True)

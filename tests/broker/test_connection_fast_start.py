@@ -103,3 +103,34 @@ def test_a_fetch_beyond_the_window_waits_and_answers_in_order(module_broker) -> 
             if api == 0:
                 assert resp.responses[0].partition_responses[0].base_offset == 0
         assert got == [cid for cid, _, _ in sent]
+
+
+def test_a_request_answered_at_once_waits_for_the_parked_one_before_it(module_broker) -> None:
+    """A parked Fetch, then in the same write a Produce to another topic (which does not
+    wake it): the Produce is handled at once, without a task of its own until it must
+    wait, yet its response still waits for the Fetch's; and acks=1 Produces answered at
+    once, many in one read, answer and append in request order."""
+    topic = f"fast-sync-{uuid.uuid4().hex[:8]}"
+    other = f"fast-other-{uuid.uuid4().hex[:8]}"
+    with RawClient(module_broker.bootstrap, timeout=30) as raw:
+        raw.create_topic(topic, 1)
+        raw.create_topic(other, 1)
+        fetch_cid = raw._cid + 1
+        raw.send_bytes(kio_compat.encode_request(_parked_fetch(topic), fetch_cid)
+                       + kio_compat.encode_request(_produce(other, b"first"), fetch_cid + 1))
+        raw._cid += 2
+        cid, fetched = _read(raw, 1, 12)
+        assert cid == fetch_cid  # the Fetch first, though the Produce was done long before
+        assert not fetched.responses[0].partitions[0].records
+        cid, produced = _read(raw, 0, 9)
+        assert cid == fetch_cid + 1
+        assert produced.responses[0].partition_responses[0].base_offset == 0
+
+        burst = b"".join(kio_compat.encode_request(_produce(other, b"m%02d" % i), 100 + i)
+                         for i in range(30))
+        raw.send_bytes(burst)
+        for i in range(30):
+            cid, produced = _read(raw, 0, 9)
+            assert cid == 100 + i
+            answer = produced.responses[0].partition_responses[0]
+            assert answer.error_code == ErrorCode.none and answer.base_offset == 1 + i

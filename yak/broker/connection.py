@@ -40,11 +40,14 @@ import asyncio
 import collections
 import dataclasses
 import datetime
+import functools
 import logging
 import struct
 import time
+import types
 import typing
 import uuid
+from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
@@ -382,7 +385,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._inflight_bytes += size
         self._inflight_fetches += api == FETCH_KEY
         turn = self._last_turn = EffectTurn(self._last_turn)
-        inflight.append(self._loop.create_task(self._pipelined([frame], size, prev, api, turn)))
+        # Its first step runs here, as the first step of its task would have run next:
+        # a request that completes without waiting (answered at once, its response
+        # written: so the one before it had answered) needs no task at all; one that waits
+        # goes on in a task from where it stopped (issue 28: a task per request, with its
+        # registration in asyncio's set of tasks and its first scheduled step, was a third
+        # of the connection's own cost per request).
+        coro = self._pipelined([frame], size, prev, api, turn)
+        del frame
+        try:
+            awaited = coro.send(None)
+        except StopIteration:
+            return
+        except asyncio.CancelledError:
+            return  # (as its task would have ended; `_pipelined` released its turn)
+        except Exception:
+            log.exception("connection loop for %s failed", self.peer)
+            self.close()
+            return
+        inflight.append(self._loop.create_task(_resumed(coro, awaited)))
 
     def _pipelinable(self) -> bool:
         """A Produce or Fetch may be pipelined: the connection is past any SASL exchange
@@ -618,14 +639,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 async def _finished(task: asyncio.Task[int]) -> None:
     """Wait for another request's task to end however it ends; only a cancellation of the
-    waiter itself propagates."""
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise
-    except Exception:
-        pass
+    waiter itself propagates (and never reaches `task`). One future and one callback:
+    `asyncio.shield` built two futures and two closures per wait (issue 28)."""
+    if task.done():
+        return
+    waiter: asyncio.Future[None] = task.get_loop().create_future()
+    task.add_done_callback(functools.partial(_set_done, waiter))
+    await waiter
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, int],
+             awaited: Any) -> Generator[Any, None, int]:
+    """`coro` from where its first step, run by the caller, stopped: it awaits `awaited`
+    (what it yielded: a future, or None for a bare yield). This hands that to the task,
+    then whatever the task delivers back (a cancellation) to `coro`, and once that first
+    wait is over the task drives `coro` itself (`yield from`)."""
+    while True:
+        try:
+            yield awaited
+        except BaseException as e:  # noqa: BLE001 (delivered as the task would have)
+            try:
+                awaited = coro.throw(e)
+            except StopIteration as stop:
+                return typing.cast(int, stop.value)
+            continue
+        return (yield from coro)  # type: ignore[misc]
+
+
+def _set_done(waiter: asyncio.Future[None], _task: asyncio.Task[int]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 _perf_counter = time.perf_counter
