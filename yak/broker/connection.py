@@ -10,7 +10,11 @@ effect only after the ones before it: every pipelined request gets an `EffectTur
 the read, after whatever the request awaited first (KIP-890 verification with a remote
 transaction coordinator), and that this connection releases when the request ends. Each
 response is written only after the one before it, so responses leave in request order. Any other API is a barrier: it starts once everything before it has
-answered, and nothing after it starts until it has (Kafka's muting). At most
+answered, and nothing after it starts until it has (Kafka's muting). The generic cost per
+request is kept low (issue 28: an RF=3 leader serves two follower Fetches per Produce):
+while the serve loop waits for a frame, a Produce or Fetch starts from the read that
+completed it, without waking that loop; its first step runs inline, and only a request
+that then waits gets a task. At most
 `MAX_INFLIGHT` requests (`MAX_INFLIGHT_BYTES` of frames, `MAX_INFLIGHT_FETCHES` Fetches)
 are in flight per connection.
 Different connections run concurrently on the event loop. Memory per connection is
