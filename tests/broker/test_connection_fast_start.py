@@ -134,3 +134,16 @@ def test_a_request_answered_at_once_waits_for_the_parked_one_before_it(module_br
             assert cid == 100 + i
             answer = produced.responses[0].partition_responses[0]
             assert answer.error_code == ErrorCode.none and answer.base_offset == 1 + i
+
+
+def test_request_context_fields_are_in_the_order_the_connection_passes_them() -> None:
+    """The connection builds each request's context positionally (cheaper than keywords):
+    a field moved or added in RequestContext must be moved or added there too."""
+    import dataclasses
+
+    from yak.broker.context import RequestContext
+
+    assert [f.name for f in dataclasses.fields(RequestContext)] == [
+        "broker", "api_key", "api_version", "correlation_id", "client_id", "connection",
+        "header_size", "request_size", "extras", "session", "close_connection",
+        "throttle_time_ms", "turn"]

@@ -514,19 +514,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     pos = skip_header_tagged_fields(frame, pos)
                 except HeaderError as e:
                     raise ProtocolViolation(f"bad request header: {e}") from None
-        ctx = RequestContext(
-            broker=self.broker,
-            api_key=api_key,
-            api_version=api_version,
-            correlation_id=correlation_id,
-            client_id=client_id,
-            connection=self.peer,
-            header_size=pos,
-            request_size=len(frame),
-            extras=self.extras,
-            session=session,
-            turn=turn,
-        )
+        # Positional, in the field order (broker, api_key, api_version, correlation_id,
+        # client_id, connection, header_size, request_size, extras, session,
+        # close_connection, throttle_time_ms, turn): keywords cost twice the construction.
+        ctx = RequestContext(self.broker, api_key, api_version, correlation_id, client_id,
+                             self.peer, pos, len(frame), self.extras, session, False, 0, turn)
         started = _perf_counter()
         try:
             if spec.decode_request is not None:

@@ -35,6 +35,8 @@ CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESC
 
 @dataclass(slots=True)
 class RequestContext:
+    # (The connection builds one per request with positional arguments, cheaper than
+    # keywords: a field added or moved must be added or moved there too.)
     broker: Broker
     api_key: int
     api_version: int
