@@ -38,9 +38,10 @@ def test_the_name_follows_the_image_through_the_same_id_object(tmp_path: Path) -
             assert topics.topic_name(b) == "b"
             assert topics.topic_name(a) == "a"  # alternating ids
             assert topics.topic_name(uuid.uuid4()) is None
+            assert topics.topic_name(a) == "a"  # the last id asked about, before...
             await topics.delete("a")
             await _until(lambda: topics.get("a") is None)
-            assert topics.topic_name(a) is None  # fails if the name were kept
+            assert topics.topic_name(a) is None  # ...and after: fails if the name were kept
             await topics.create("a", 1)
             await _until(lambda: topics.get("a") is not None)
             new = topics.get("a").topic_id
