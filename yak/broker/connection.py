@@ -263,16 +263,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         (issue 28: a follower's or consumer's Fetch is one read, and this saved the loop's
         wake-up and step per request); the rest are queued and wake it once."""
         w = self._wakeup
-        if w is not None and not w.done() and not self._muted_until and not self._closed:
+        if w is not None and not w.done():
             started = 0
             for frame in frames:
                 size = len(frame)
-                if size < 2 or frame[0] != 0 or frame[1] > FETCH_KEY \
-                        or not self._can_write.is_set() or self._window_full(frame[1]) \
-                        or not self._pipelinable():
+                # (closed or muted: a request started here may have done either)
+                if size < 2 or frame[0] != 0 or frame[1] > FETCH_KEY or self._closed \
+                        or self._muted_until or not self._can_write.is_set() \
+                        or self._window_full(frame[1]) or not self._pipelinable():
                     break
-                self._start_pipelined(frame, size, frame[1])
+                self._start_pipelined(frame, size, frame[1], inline=True)
                 started += 1
+            if self._closed:
+                return
             if started:
                 if started == len(frames):
                     return
@@ -348,7 +351,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if api >= 0:
                     while self._window_full(api):
                         await self._wait_oldest()
-                    self._start_pipelined(frame, size, api)
+                    self._start_pipelined(frame, size, api, inline=False)
                 else:
                     while inflight:
                         await self._wait_oldest()
@@ -377,9 +380,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             or self._inflight_bytes >= MAX_INFLIGHT_BYTES
             or (api == FETCH_KEY and self._inflight_fetches >= MAX_INFLIGHT_FETCHES))
 
-    def _start_pipelined(self, frame: memoryview, size: int, api: int) -> None:
-        """Start the next pipelined request in arrival order (the window has room): its
-        task answers after the request before it, its turn is chained to that one's."""
+    def _start_pipelined(self, frame: memoryview, size: int, api: int, inline: bool) -> None:
+        """Start the next pipelined request in arrival order (the window has room): it
+        answers after the request before it, its turn is chained to that one's.
+
+        `inline` (from a read, outside any task): its first step runs here. The handler's
+        code up to its first suspension then runs with no current task, so it must not
+        use `asyncio.timeout` or `asyncio.TaskGroup` there (they raise at once, so the
+        request fails: every Produce and Fetch test would), nor rely on
+        `asyncio.current_task()` (None); after its first suspension it runs in its own
+        task as before (produce.py's `current_task()` is after one). From the
+        serve loop (inside that loop's task, whose timeouts or task groups a handler must
+        never see) it gets its task at once."""
         inflight = self._inflight
         while inflight and inflight[0].done():
             inflight.popleft()
@@ -389,14 +401,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._inflight_bytes += size
         self._inflight_fetches += api == FETCH_KEY
         turn = self._last_turn = EffectTurn(self._last_turn)
+        coro = self._pipelined([frame], size, prev, api, turn)
+        del frame
+        if not inline:
+            inflight.append(self._loop.create_task(coro))
+            return
         # Its first step runs here, as the first step of its task would have run next:
         # a request that completes without waiting (answered at once, its response
         # written: so the one before it had answered) needs no task at all; one that waits
         # goes on in a task from where it stopped (issue 28: a task per request, with its
         # registration in asyncio's set of tasks and its first scheduled step, was a third
         # of the connection's own cost per request).
-        coro = self._pipelined([frame], size, prev, api, turn)
-        del frame
         try:
             awaited = coro.send(None)
         except StopIteration:
