@@ -15,8 +15,17 @@ thread's CPU (its own clock, `pthread_getcpuclockid`) per request for:
   response goes out with writev + sendfile);
 - `fetch_empty`: Fetch v12 of an empty partition, max_wait 0: an empty answer.
 
+The stub cases (`stub_pipelined`: Produce key, answered at once, 8 per read;
+`stub_parked`: Fetch key, parks once; `stub_barrier`: ApiVersions key) replace that API's
+handler with one that answers a 16-byte body, so they measure the connection's path alone;
+they also run in-process first (frames written into a `KafkaConnection`'s receive buffer
+as a read would, a stand-in transport; `CONN_BENCH_INPROC_REAL=1` adds the real handlers
+there). For two versions of connection.py compared in one process, see
+`connection_ab.py`, the steadier figure on a loaded machine.
+
 With `--profile` the broker thread also runs under cProfile, and the connection's functions'
-own time per request is printed (deterministic call counts; the times are inflated).
+own time per request is printed (deterministic call counts; the times are inflated;
+`CONN_BENCH_ALL=1` lists every function, not only the connection's modules).
 """
 
 from __future__ import annotations
