@@ -192,8 +192,20 @@ def test_remote_retention_advances_the_log_start_offset(
         "local.retention.bytes": str(1 << 20), "retention.bytes": str(4 << 20)})
     n = 10_000  # ~10 MB against 4 MB of retention
     produce(b, "shrinking", 0, n)
-    wait_for(lambda: low_watermark(b, "shrinking") > 3000, 90, "remote retention")
-    low = low_watermark(b, "shrinking")
+    # Retention goes on while the uploads catch up: read from a log start that has held
+    # still for five task intervals, or a start moved meanwhile answers the consumer
+    # OFFSET_OUT_OF_RANGE (seen once in a full run on a loaded machine).
+    seen: list[int] = []
+
+    def settled() -> bool:
+        seen.append(low_watermark(b, "shrinking"))
+        if len(seen) >= 2 and seen[-1] == seen[-2] > 3000:
+            return True
+        time.sleep(1.5)
+        return False
+
+    wait_for(settled, 90, "remote retention")
+    low = seen[-1]
     assert low < n - 3000  # about 4 MB (4000 records) kept
     got = consume_confluent(b, "shrinking", low, n - low)
     assert got == list(range(low, n))
