@@ -84,7 +84,16 @@ def test_sigkill_during_writes_loses_nothing_acknowledged_and_no_half_transactio
             i, rev = map(int, line.split())
             acked[i] = rev
         proc.send_signal(signal.SIGKILL)  # mid-write, most likely: it writes all the time
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        # The rest through the same buffered reader: `communicate()` reads the pipe's file
+        # descriptor directly, past what `readline` had already buffered, so its output
+        # could start inside a line (a full run saw a line "59" of "125 459"). The writer
+        # is dead, so both pipes hold all they will and reading one then the other is safe.
+        out = proc.stdout.read()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
         # Acknowledged before the kill, read after it: whole lines only (the kill can land
         # inside a print, leaving "123" of "123 456\n"; that one was not acknowledged).
         for line in out.split(b"\n")[:-1]:
