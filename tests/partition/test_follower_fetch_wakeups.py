@@ -45,7 +45,8 @@ def _consumer_fetch(rm: ReplicaManager, offset: int, max_wait_ms: int) -> Any:
     return rm.fetch_messages(FetchParams(max_wait_ms, 1, 10 << 20), [want])
 
 
-def _count_reads(rm: ReplicaManager) -> list[tuple[int, FetchIsolation]]:
+def count_reads(rm: ReplicaManager) -> list[tuple[int, FetchIsolation]]:
+    """Every `Partition.read` of the test partition from now on: (offset, isolation)."""
     p = rm.get_partition(T, 0)
     calls: list[tuple[int, FetchIsolation]] = []
     real = p.read
@@ -56,6 +57,19 @@ def _count_reads(rm: ReplicaManager) -> list[tuple[int, FetchIsolation]]:
 
     p.read = spy  # type: ignore[method-assign]
     return calls
+
+
+def throttle_all_replicas(leader: ReplicaManager) -> tuple[ReplicationThrottle, list[float]]:
+    """The leader throttles every replica's replication (`leader.replication.throttled.
+    replicas=*`, 1000 B/s) that is out of the ISR: (the throttle, its quota's clock, a
+    one-item list of seconds for a test to move)."""
+    now = [0.0]
+    throttle = ReplicationThrottle.side(
+        "leader", SimpleNamespace(node_id=1, leader_replication_throttled_rate=1000),
+        lambda name: SimpleNamespace(configs={"leader.replication.throttled.replicas": "*"}))
+    throttle.quota = RateQuota(lambda: 1000, clock=lambda: now[0])
+    leader.leader_throttle = throttle
+    return throttle, now
 
 
 def _answer(r: Any) -> tuple[Any, ...]:
@@ -70,7 +84,7 @@ def test_a_high_watermark_move_wakes_consumers_not_parked_followers(cluster) -> 
 
     async def body() -> None:
         assert (await produce(leader, 1)).error == 0  # offset 0; the HW waits at 0
-        reads = _count_reads(leader)
+        reads = count_reads(leader)
         follower = asyncio.ensure_future(_follower_fetch(leader, 2, 1, 10_000))
         consumer = asyncio.ensure_future(_consumer_fetch(leader, 0, 10_000))
         await until(lambda: leader.fetch_purgatory.waiting() == 2, "both parked")
@@ -104,12 +118,7 @@ def test_a_throttled_follower_is_still_woken_by_a_high_watermark_move(cluster) -
     ctl, rms = cluster
     start(ctl, rms, isr=(1, 2))  # 3 is out of the ISR: the throttle applies to it
     leader = rms[1]
-    now = [0.0]
-    throttle = ReplicationThrottle.side(
-        "leader", SimpleNamespace(node_id=1, leader_replication_throttled_rate=1000),
-        lambda name: SimpleNamespace(configs={"leader.replication.throttled.replicas": "*"}))
-    throttle.quota = RateQuota(lambda: 1000, clock=lambda: now[0])
-    leader.leader_throttle = throttle
+    throttle, now = throttle_all_replicas(leader)
 
     async def body() -> None:
         for _ in range(2):

@@ -11,9 +11,9 @@ of it (the remote log start), as the composition plugs a RemoteLogManager in."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
+from tests.partition.test_follower_fetch_wakeups import count_reads, throttle_all_replicas
 from tests.partition.test_replication import (  # noqa: F401 (the fixture)
     T,
     cluster,
@@ -21,7 +21,6 @@ from tests.partition.test_replication import (  # noqa: F401 (the fixture)
     run,
     start,
 )
-from yak.cluster.replication_throttle import RateQuota, ReplicationThrottle
 from yak.errors import ErrorCode
 from yak.partition import FetchIsolation, FetchParams, FetchPartition, ReplicaManager
 from yak.storage import LogConfig
@@ -42,24 +41,11 @@ def _answer(r: Any) -> tuple[Any, ...]:
             r.diverging_epoch, r.current_leader, r.preferred_read_replica)
 
 
-def _count_reads(rm: ReplicaManager) -> list[int]:
-    p = rm.get_partition(T, 0)
-    calls: list[int] = []
-    real = p.read
-
-    def spy(offset: int, *args: Any) -> Any:
-        calls.append(offset)
-        return real(offset, *args)
-
-    p.read = spy  # type: ignore[method-assign]
-    return calls
-
-
 async def _both(rm: ReplicaManager, replica: int, want: FetchPartition
                 ) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
     """(the fetch's answer, the general read's answer right after, reads by the fetch)."""
     p = rm.get_partition(T, 0)
-    reads = _count_reads(rm)
+    reads = count_reads(rm)
     (fast,) = await rm.fetch_messages(_params(replica), [want])
     n = len(reads)
     (general,), _, _ = rm._read_followed(_params(replica), [want], [p])
@@ -98,12 +84,7 @@ def test_a_throttled_follower_at_the_log_end_takes_the_read(cluster) -> None:  #
     ctl, rms = cluster
     start(ctl, rms, isr=(1, 2))  # 3 is out of the ISR: the throttle applies to it
     leader = rms[1]
-    now = [0.0]
-    throttle = ReplicationThrottle.side(
-        "leader", SimpleNamespace(node_id=1, leader_replication_throttled_rate=1000),
-        lambda name: SimpleNamespace(configs={"leader.replication.throttled.replicas": "*"}))
-    throttle.quota = RateQuota(lambda: 1000, clock=lambda: now[0])
-    leader.leader_throttle = throttle
+    throttle, _ = throttle_all_replicas(leader)
 
     async def body() -> None:
         assert (await produce(leader, 1)).error == 0
