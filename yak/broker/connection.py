@@ -34,8 +34,10 @@ bounded on both sides:
   consumer), this connection stops handling requests until it drains. Other
   connections, producers included, keep running.
 
-Just over 600 lines: reading, ordering and writing share the connection's state (the
-queue, the turn chain, mute and back-pressure), so they stay one class.
+About 650 lines: reading, ordering and writing share the connection's state (the
+queue, the turn chain, mute and back-pressure), so they stay one class. How requests wait
+for each other and start without a task is `yak.broker.request_steps`; the error-only
+responses for a handler that raised are `yak.broker.error_responses`.
 """
 
 from __future__ import annotations
@@ -44,18 +46,15 @@ import asyncio
 import collections
 import dataclasses
 import datetime
-import functools
 import logging
 import struct
 import time
-import types
-import typing
-import uuid
-from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from yak.broker import handlers
 from yak.broker.context import RawResponse, RequestContext
+from yak.broker.error_responses import error_response
+from yak.broker.request_steps import finished, resumed
 from yak.broker.sendfile import HAVE_SENDFILE, ResponseWriter
 from yak.errors import KafkaError
 from yak.partition.ordering import EffectTurn
@@ -422,7 +421,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("connection loop for %s failed", self.peer)
             self.close()
             return
-        inflight.append(self._loop.create_task(_resumed(coro, awaited)))
+        inflight.append(self._loop.create_task(resumed(coro, awaited)))
 
     def _pipelinable(self) -> bool:
         """A Produce or Fetch may be pipelined: the connection is past any SASL exchange
@@ -434,7 +433,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _wait_oldest(self) -> None:
         task = self._inflight[0]
-        await _finished(task)
+        await finished(task)
         if self._inflight and self._inflight[0] is task:
             self._inflight.popleft()
 
@@ -476,7 +475,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @staticmethod
     async def _turn(prev: asyncio.Task[int]) -> None:
         """Wait until the request before this one has written its response."""
-        await _finished(prev)
+        await finished(prev)
 
     async def _handle_frame(self, frame: memoryview,
                             prev: asyncio.Task[int] | None = None,
@@ -648,101 +647,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return cls(error_code=ErrorCode.unsupported_version, api_keys=keys)
 
 
-async def _finished(task: asyncio.Task[int]) -> None:
-    """Wait for another request's task to end however it ends; only a cancellation of the
-    waiter itself propagates (and never reaches `task`). One future and one callback:
-    `asyncio.shield` built two futures and two closures per wait (issue 28)."""
-    if task.done():
-        return
-    waiter: asyncio.Future[None] = task.get_loop().create_future()
-    task.add_done_callback(functools.partial(_set_done, waiter))
-    await waiter
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, int],
-             awaited: Any) -> Generator[Any, None, int]:
-    """`coro` from where its first step, run by the caller, stopped: it awaits `awaited`
-    (what it yielded: a future, or None for a bare yield). This hands that to the task,
-    then whatever the task delivers back (a cancellation) to `coro`, and once that first
-    wait is over the task drives `coro` itself (`yield from`)."""
-    while True:
-        try:
-            yield awaited
-        except BaseException as e:  # noqa: BLE001 (delivered as the task would have)
-            try:
-                awaited = coro.throw(e)
-            except StopIteration as stop:
-                return typing.cast(int, stop.value)
-            continue
-        return (yield from coro)  # type: ignore[misc]
-
-
-def _set_done(waiter: asyncio.Future[None], _task: asyncio.Task[int]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 _perf_counter = time.perf_counter
 
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-# ---------------------------------------------------------------- generic error responses
-
-
-def _default_for(f: dataclasses.Field[Any], code: ErrorCode) -> Any:
-    kafka_type = f.metadata.get("kafka_type")
-    if typing.get_origin(f.type) is tuple:
-        return ()
-    match kafka_type:
-        case "error_code":
-            return code
-        case "int8" | "int16" | "int32" | "int64" | "uint8" | "uint16" | "uint32" | "uint64":
-            return 0
-        case "float64":
-            return 0.0
-        case "string":
-            return ""
-        case "bytes" | "records":
-            return b""
-        case "bool":
-            return False
-        case "uuid":
-            return uuid.UUID(int=0)
-        case "timedelta_i32" | "timedelta_i64":
-            return datetime.timedelta(0)
-        case "datetime_i64":
-            return datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
-        case _:
-            if dataclasses.is_dataclass(f.type):
-                return _default_entity(f.type, code)
-            return None
-
-
-def _default_entity(cls: Any, code: ErrorCode) -> Any:
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name == "error_code":
-            values[f.name] = code
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            values[f.name] = _default_for(f, code)
-    return cls(**values)
-
-
-def error_response(api_key: int, api_version: int, code: ErrorCode) -> Any | None:
-    """A response carrying `code` in its top-level error field, or None if it has none.
-
-    Used when a handler raises: clients understand a top-level error and retry, whereas
-    an API with only per-partition errors gets its connection closed instead.
-    """
-    cls = kio_compat.response_class(api_key, api_version)
-    if not any(f.name == "error_code" for f in dataclasses.fields(cls)):
-        return None
-    try:
-        return _default_entity(cls, code)
-    except Exception:
-        log.exception("cannot build an error response for API %d v%d", api_key, api_version)
-        return None
